@@ -1,0 +1,1 @@
+"""Small shared homes: sensitivity constant, glossary, chat types, registry, trace."""

@@ -1,0 +1,70 @@
+"""Name → factory registries behind the ``make_*`` functions, and lazy extra imports."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from importlib import metadata
+from typing import Any
+
+__all__ = ["Registry", "lazy_extra_import", "normalize_spec"]
+
+
+def normalize_spec(spec: str, *, hyphens: bool = True, spaces: bool = True) -> str:
+    """``strip().lower()``, optionally ``-``→``_`` and space→``_``."""
+    out = str(spec).strip().lower()
+    if hyphens:
+        out = out.replace("-", "_")
+    if spaces:
+        out = out.replace(" ", "_")
+    return out
+
+
+class Registry:
+    """A named set of factories for one seam (``Registry("embedding_backends")``).
+
+    Builtins are registered with :meth:`register`; entry points in the group
+    ``ragspine_lite.<seam>`` are discovered when asked, and builtins win.
+    """
+
+    def __init__(self, seam: str) -> None:
+        self.seam = seam
+        self._factories: dict[str, Callable[..., Any]] = {}
+
+    def register(self, name: str, factory: Callable[..., Any]) -> None:
+        self._factories[normalize_spec(name)] = factory
+
+    def _entry_points(self) -> dict[str, Any]:
+        try:
+            eps = metadata.entry_points(group=f"ragspine_lite.{self.seam}")
+        except Exception:  # a broken distribution must not break the seam
+            return {}
+        return {normalize_spec(ep.name): ep for ep in eps}
+
+    def names(self) -> list[str]:
+        """Every known name, sorted: builtins and discovered entry points."""
+        return sorted(set(self._factories) | set(self._entry_points()))
+
+    def make(self, spec: str, **kwargs: Any) -> Any:
+        """Instantiate the factory registered under ``spec``; unknown → ``ValueError``."""
+        key = normalize_spec(spec)
+        if key in self._factories:
+            return self._factories[key](**kwargs)
+        ep = self._entry_points().get(key)
+        if ep is not None:
+            return ep.load()(**kwargs)
+        raise ValueError(
+            f"unknown {self.seam.replace('_', ' ')} {spec!r}; "
+            f"valid names: {', '.join(self.names())}"
+        )
+
+
+def lazy_extra_import(module: str, *, extra: str, pkg: str = "ragspine-lite") -> Any:
+    """Import ``module`` or raise an ``ImportError`` naming the extra to install."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise ImportError(
+            f"missing optional dependency {module!r}: install it with "
+            f"`pip install {pkg}[{extra}]` and retry"
+        ) from exc
