@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Every test: ruff, the CPython lane (pytest), then the same suite inside Pyodide on Node.
+RAGSPINE_EXTRAS="[dev]"
+source "$(dirname "${BASH_SOURCE[0]}")/_env.sh"
+
+echo "== ruff"
+ruff check .
+
+echo "== CPython lane"
+python -m pytest -q "$@"
+
+echo "== Pyodide lane"
+if [ ! -d node_modules/pyodide ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
+  npm ci --no-audit --no-fund --loglevel=error
+fi
+wheels=.cache/pyodide-wheels
+mkdir -p "$wheels"
+rm -rf build "$wheels"/ragspine_lite-*.whl
+python -m pip download -q --disable-pip-version-check --no-deps --python-version 3.14 \
+  --only-binary=:all: -d "$wheels" -r tests/pyodide/requirements.txt
+python -m build -q --wheel -o "$wheels" . >/dev/null
+rm -rf build
+node tests/pyodide/run.mjs --wheels "$wheels" -- -q "$@"
