@@ -124,7 +124,8 @@ def load_glossary(path: str | Path) -> Glossary:
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise ValueError(f"cannot read company profile {str(p)!r}: {exc}") from exc
     maps: dict[str, dict[str, str]] = {}
-    for key, default in (("metric_synonyms", METRIC_SYNONYMS), ("entity_synonyms", ENTITY_SYNONYMS)):
+    defaults = {"metric_synonyms": METRIC_SYNONYMS, "entity_synonyms": ENTITY_SYNONYMS}
+    for key, default in defaults.items():
         table = data.get(key, default)
         if not isinstance(table, dict) or not all(
             isinstance(k, str) and isinstance(v, str) for k, v in table.items()

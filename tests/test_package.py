@@ -1,0 +1,97 @@
+"""The package as users see it: public names, every module importable, zero dependencies."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+import ragspine_lite
+
+PUBLIC_MODULES = [
+    "ragspine_lite.chunking.chunking",
+    "ragspine_lite.chunking.chunk_store",
+    "ragspine_lite.chunking.chunker",
+    "ragspine_lite.chunking.sources",
+    "ragspine_lite.lexical.retrieval",
+    "ragspine_lite.filtering.metadata_filter",
+    "ragspine_lite.filtering.automatic",
+    "ragspine_lite.routing.router",
+    "ragspine_lite.routing.multi_index",
+    "ragspine_lite.vector.embedding_backends",
+    "ragspine_lite.vector.store",
+    "ragspine_lite.vector.persistence_policy",
+    "ragspine_lite.rerank.listwise_rerank",
+    "ragspine_lite.link.narrative_link",
+    "ragspine_lite.mode",
+    "ragspine_lite.cli",
+    "ragspine_lite.common.glossary",
+    "ragspine_lite.common.llm",
+    "ragspine_lite.common.registry",
+    "ragspine_lite.common.observability",
+    "ragspine_lite.common.sensitivity",
+]
+
+TOP_LEVEL = [
+    "Chunk",
+    "ChunkStore",
+    "DocumentMeta",
+    "HybridRetriever",
+    "NarrativeIndex",
+    "NarrativeIndexRetriever",
+    "RESTRICTED",
+    "RetrievalResult",
+    "__version__",
+    "build_narrative_retriever",
+    "chunk_document",
+    "make_embedding_backend",
+    "make_filter",
+    "tokenize",
+]
+
+
+def test_top_level_all_is_exactly_the_entry_points():
+    assert sorted(ragspine_lite.__all__) == TOP_LEVEL
+    for name in TOP_LEVEL:
+        assert hasattr(ragspine_lite, name), name
+
+
+@pytest.mark.parametrize("name", PUBLIC_MODULES)
+def test_every_public_module_imports_and_declares_all(name):
+    mod = importlib.import_module(name)
+    assert isinstance(getattr(mod, "__all__", None), list | tuple), name
+    for public in mod.__all__:
+        assert hasattr(mod, public), f"{name}.__all__ names missing {public!r}"
+
+
+def test_importing_everything_pulls_in_no_third_party_module():
+    for name in PUBLIC_MODULES:
+        importlib.import_module(name)
+    allowed = set(sys.stdlib_module_names) | {"ragspine_lite", "builtins"}
+    origins: dict[str, str] = {}
+    for modname, mod in list(sys.modules.items()):
+        if mod is None or not modname.startswith("ragspine_lite"):
+            continue
+        for attr, value in vars(mod).items():
+            if type(value).__name__ == "module":
+                origin = value.__name__
+            elif isinstance(value, type) or callable(value):
+                origin = getattr(value, "__module__", None) or ""
+            else:
+                continue
+            top = origin.split(".")[0]
+            if top and top not in allowed:
+                origins[f"{modname}.{attr}"] = origin
+    assert origins == {}
+
+
+def test_distribution_declares_no_dependencies_and_python_311():
+    meta = tomllib.loads((Path(__file__).parent.parent / "pyproject.toml").read_text("utf-8"))
+    project = meta["project"]
+    assert project["name"] == "ragspine-lite"
+    assert project["dependencies"] == []
+    assert project["requires-python"] == ">=3.11"
+    assert project["scripts"]["ragspine-lite"] == "ragspine_lite.cli:main"
