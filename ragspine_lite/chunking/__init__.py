@@ -1,1 +1,75 @@
-"""(filled in by its module owner)."""
+"""Chunking: paragraph packing, structure-aware strategies, and the versioned chunk store.
+
+``chunk_document`` is the default strategy; ``make_chunker`` picks another by name; ``ChunkStore``
+persists chunks with versioned re-ingest.
+"""
+
+from __future__ import annotations
+
+from ragspine_lite.chunking.chunk_store import (
+    SCHEMA_VERSION,
+    ChunkStore,
+    ChunkStoreError,
+    StoredChunk,
+)
+from ragspine_lite.chunking.chunker import (
+    CHUNKER_ENTRY_POINT_GROUP,
+    CHUNKER_ENV,
+    Chunker,
+    DefaultChunker,
+    make_chunker,
+)
+from ragspine_lite.chunking.chunking import (
+    DEFAULT_CHUNK_CHARS,
+    DEFAULT_OVERLAP_CHARS,
+    Chunk,
+    DocumentMeta,
+    chunk_document,
+)
+from ragspine_lite.chunking.domain_presets import (
+    BookChunker,
+    LawsChunker,
+    ParentChildChunker,
+    QaChunker,
+)
+from ragspine_lite.chunking.layout_chunker import (
+    LayoutAwareChunker,
+    group_children_by_parent,
+    is_heading,
+)
+from ragspine_lite.chunking.semantic_chunker import (
+    DEFAULT_BREAKPOINT_PERCENTILE,
+    SemanticChunker,
+)
+from ragspine_lite.chunking.sentence_window_chunker import (
+    DEFAULT_WINDOW_SIZE,
+    SentenceWindowChunker,
+)
+
+__all__ = [
+    "CHUNKER_ENTRY_POINT_GROUP",
+    "CHUNKER_ENV",
+    "DEFAULT_BREAKPOINT_PERCENTILE",
+    "DEFAULT_CHUNK_CHARS",
+    "DEFAULT_OVERLAP_CHARS",
+    "DEFAULT_WINDOW_SIZE",
+    "SCHEMA_VERSION",
+    "BookChunker",
+    "Chunk",
+    "ChunkStore",
+    "ChunkStoreError",
+    "Chunker",
+    "DefaultChunker",
+    "DocumentMeta",
+    "LawsChunker",
+    "LayoutAwareChunker",
+    "ParentChildChunker",
+    "QaChunker",
+    "SemanticChunker",
+    "SentenceWindowChunker",
+    "StoredChunk",
+    "chunk_document",
+    "group_children_by_parent",
+    "is_heading",
+    "make_chunker",
+]

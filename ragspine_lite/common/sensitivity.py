@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+__all__ = ["RESTRICTED", "is_restricted"]
+
 RESTRICTED = "RESTRICTED"
 
 

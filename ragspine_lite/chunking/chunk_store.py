@@ -1,0 +1,462 @@
+"""Versioned SQLite chunk store (stdlib ``sqlite3`` only).
+
+Every ingest of a document writes a new version and retires the previous one, so the active
+set always equals the latest batch while older versions stay readable with
+``include_inactive=True``. SQL is parameterised throughout; ``execute_read`` is the one
+free-form entry point and refuses anything that writes.
+
+>>> with ChunkStore(":memory:") as store:
+...     store.init_schema()
+...     store.replace_doc_chunks("d", [Chunk("d#c0", "d", 0, "hi", "d#para1", 1, 1)])
+...     [c.version for c in store.iter_chunks()]
+1
+[1]
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+import weakref
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, fields
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from ragspine_lite.chunking.chunking import Chunk
+from ragspine_lite.common.errors import RagspineError
+
+__all__ = ["SCHEMA_VERSION", "ChunkStore", "ChunkStoreError", "StoredChunk"]
+
+#: Version of the on-disk layout, recorded in ``ragspine_meta``; bump it with every migration.
+SCHEMA_VERSION = 1
+
+_TABLE = "narrative_chunk"
+_META_TABLE = "ragspine_meta"
+
+# (column, declaration) in table order. Columns with a DEFAULT can be added to an older table.
+_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("chunk_id", "TEXT NOT NULL"),
+    ("doc_id", "TEXT NOT NULL"),
+    ("seq", "INTEGER NOT NULL"),
+    ("text", "TEXT NOT NULL"),
+    ("source_locator", "TEXT NOT NULL"),
+    ("para_start", "INTEGER NOT NULL"),
+    ("para_end", "INTEGER NOT NULL"),
+    ("title", "TEXT NOT NULL DEFAULT ''"),
+    ("topic", "TEXT NOT NULL DEFAULT ''"),
+    ("entity", "TEXT NOT NULL DEFAULT ''"),
+    ("geography", "TEXT NOT NULL DEFAULT ''"),
+    ("period", "TEXT NOT NULL DEFAULT ''"),
+    ("language", "TEXT NOT NULL DEFAULT ''"),
+    ("sensitivity", "TEXT NOT NULL DEFAULT 'INTERNAL'"),
+    ("parent_id", "TEXT NOT NULL DEFAULT ''"),
+    ("heading", "TEXT NOT NULL DEFAULT ''"),
+    ("window_text", "TEXT NOT NULL DEFAULT ''"),
+    ("parent_locator", "TEXT NOT NULL DEFAULT ''"),
+    ("valid_as_of", "TEXT NOT NULL DEFAULT ''"),
+    ("ingested_at", "TEXT NOT NULL"),
+    ("version", "INTEGER NOT NULL"),
+    ("active", "INTEGER NOT NULL"),
+)
+_COLUMN_NAMES = tuple(name for name, _ in _COLUMNS)
+_CHUNK_FIELDS = tuple(f.name for f in fields(Chunk))
+_INT_FIELDS = frozenset({"seq", "para_start", "para_end"})
+_FILTER_COLUMNS = ("doc_id", "topic", "entity", "geography", "period", "language")
+
+_INSERT_SQL = (
+    f"INSERT INTO {_TABLE} ({', '.join(_COLUMN_NAMES)}) "
+    f"VALUES ({', '.join('?' for _ in _COLUMN_NAMES)})"
+)
+_SELECT_COLUMNS = ", ".join(_COLUMN_NAMES)
+
+# Authorizer actions execute_read allows; every other action (writes, DDL, ATTACH,
+# transactions, most pragmas) is denied.
+_READ_ACTIONS = frozenset(
+    getattr(sqlite3, name)
+    for name in ("SQLITE_SELECT", "SQLITE_READ", "SQLITE_FUNCTION", "SQLITE_RECURSIVE")
+    if hasattr(sqlite3, name)
+)
+# Pragmas that only report; the second set only when queried, never when assigned.
+_READ_PRAGMAS = frozenset(
+    {
+        "table_info",
+        "table_xinfo",
+        "table_list",
+        "index_list",
+        "index_info",
+        "index_xinfo",
+        "foreign_key_list",
+        "database_list",
+        "collation_list",
+        "function_list",
+        "compile_options",
+    }
+)
+_QUERY_ONLY_PRAGMAS = frozenset(
+    {
+        "user_version",
+        "schema_version",
+        "application_id",
+        "page_count",
+        "page_size",
+        "freelist_count",
+        "encoding",
+        "data_version",
+    }
+)
+_ACTION_NAMES = {
+    getattr(sqlite3, name): name.removeprefix("SQLITE_").replace("_", " ")
+    for name in (
+        "SQLITE_INSERT",
+        "SQLITE_UPDATE",
+        "SQLITE_DELETE",
+        "SQLITE_CREATE_TABLE",
+        "SQLITE_CREATE_INDEX",
+        "SQLITE_CREATE_VIEW",
+        "SQLITE_CREATE_TRIGGER",
+        "SQLITE_CREATE_TEMP_TABLE",
+        "SQLITE_CREATE_TEMP_INDEX",
+        "SQLITE_CREATE_TEMP_VIEW",
+        "SQLITE_CREATE_TEMP_TRIGGER",
+        "SQLITE_CREATE_VTABLE",
+        "SQLITE_DROP_TABLE",
+        "SQLITE_DROP_INDEX",
+        "SQLITE_DROP_VIEW",
+        "SQLITE_DROP_TRIGGER",
+        "SQLITE_DROP_TEMP_TABLE",
+        "SQLITE_DROP_TEMP_INDEX",
+        "SQLITE_DROP_TEMP_VIEW",
+        "SQLITE_DROP_TEMP_TRIGGER",
+        "SQLITE_DROP_VTABLE",
+        "SQLITE_ALTER_TABLE",
+        "SQLITE_REINDEX",
+        "SQLITE_ANALYZE",
+        "SQLITE_ATTACH",
+        "SQLITE_DETACH",
+        "SQLITE_TRANSACTION",
+        "SQLITE_SAVEPOINT",
+        "SQLITE_PRAGMA",
+    )
+    if hasattr(sqlite3, name)
+}
+
+
+class ChunkStoreError(RagspineError):
+    """The chunk store could not do what was asked (SQLite failure, closed store, write refused)."""
+
+
+@dataclass
+class StoredChunk:
+    """A :class:`Chunk` as persisted: every chunk field, then the ingest bookkeeping."""
+
+    chunk_id: str
+    doc_id: str
+    seq: int
+    text: str
+    source_locator: str
+    para_start: int
+    para_end: int
+    title: str = ""
+    topic: str = ""
+    entity: str = ""
+    geography: str = ""
+    period: str = ""
+    language: str = ""
+    sensitivity: str = "INTERNAL"
+    parent_id: str = ""
+    heading: str = ""
+    window_text: str = ""
+    parent_locator: str = ""
+    valid_as_of: str = ""
+    ingested_at: str = ""
+    version: int = 1
+    active: bool = True
+
+
+class ChunkStore:
+    """Versioned chunk store over one SQLite database (a path or ``":memory:"``).
+
+    Call :meth:`init_schema` once before writing. Usable as a context manager; the connection
+    is also closed when the store is garbage-collected. SQLite failures surface as
+    :class:`ChunkStoreError` with the original exception chained.
+    """
+
+    def __init__(self, db_path: str | Path) -> None:
+        self.db_path = str(db_path)
+        try:
+            # Autocommit mode: this class opens and ends every transaction itself.
+            conn = sqlite3.connect(self.db_path, isolation_level=None)
+        except sqlite3.Error as exc:
+            raise ChunkStoreError(f"cannot open chunk store at {self.db_path!r}: {exc}") from exc
+        conn.row_factory = sqlite3.Row
+        self._conn = conn
+        self._finalizer = weakref.finalize(self, conn.close)
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` has run."""
+        return not self._finalizer.alive
+
+    def close(self) -> None:
+        """Close the connection; calling it again does nothing."""
+        self._finalizer()
+
+    def __enter__(self) -> ChunkStore:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else "open"
+        return f"ChunkStore({self.db_path!r}, {state})"
+
+    def _connection(self) -> sqlite3.Connection:
+        if self.closed:
+            raise ChunkStoreError(f"chunk store {self.db_path!r} is closed")
+        return self._conn
+
+    @contextlib.contextmanager
+    def _transaction(self, action: str) -> Iterator[sqlite3.Connection]:
+        """One ``BEGIN IMMEDIATE`` … ``COMMIT``; any failure rolls everything back."""
+        conn = self._connection()
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:
+            raise ChunkStoreError(f"{action} failed on {self.db_path!r}: {exc}") from exc
+        try:
+            yield conn
+            conn.execute("COMMIT")
+        except BaseException as exc:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            if isinstance(exc, sqlite3.Error):
+                raise ChunkStoreError(f"{action} failed on {self.db_path!r}: {exc}") from exc
+            raise
+
+    def _read(self, sql: str, params: Sequence[Any], action: str) -> list[sqlite3.Row]:
+        conn = self._connection()
+        try:
+            return conn.execute(sql, tuple(params)).fetchall()
+        except sqlite3.Error as exc:
+            hint = " (call init_schema() first)" if "no such table" in str(exc) else ""
+            raise ChunkStoreError(f"{action} failed on {self.db_path!r}: {exc}{hint}") from exc
+
+    # -- schema ------------------------------------------------------------------------------
+
+    def init_schema(self) -> None:
+        """Create the table, indexes and version record; add columns an older table lacks.
+
+        Idempotent. Raises :class:`ChunkStoreError` if the database was written by a newer
+        schema version than this package knows.
+        """
+        with self._transaction("init_schema") as conn:
+            conn.execute(
+                f"CREATE TABLE IF NOT EXISTS {_META_TABLE} "
+                "(key TEXT PRIMARY KEY, value TEXT NOT NULL)"
+            )
+            row = conn.execute(
+                f"SELECT value FROM {_META_TABLE} WHERE key = 'schema_version'"
+            ).fetchone()
+            stored = _parse_version(row["value"]) if row is not None else 0
+            if stored > SCHEMA_VERSION:
+                raise ChunkStoreError(
+                    f"chunk store {self.db_path!r} has schema version {stored}, newer than "
+                    f"this ragspine_lite supports ({SCHEMA_VERSION}); upgrade ragspine_lite"
+                )
+            columns = ",\n    ".join(f"{name} {decl}" for name, decl in _COLUMNS)
+            conn.execute(f"CREATE TABLE IF NOT EXISTS {_TABLE} (\n    {columns}\n)")
+            existing = {r["name"] for r in conn.execute(f"PRAGMA table_info({_TABLE})")}
+            for name, decl in _COLUMNS:
+                if name in existing:
+                    continue
+                if "DEFAULT" not in decl:
+                    raise ChunkStoreError(
+                        f"table {_TABLE!r} in {self.db_path!r} lacks required column "
+                        f"{name!r}, which cannot be added to existing rows; rebuild the store"
+                    )
+                conn.execute(f"ALTER TABLE {_TABLE} ADD COLUMN {name} {decl}")
+            conn.execute(
+                f"CREATE UNIQUE INDEX IF NOT EXISTS ux_narrative_chunk "
+                f"ON {_TABLE} (doc_id, version, seq)"
+            )
+            conn.execute(
+                f"CREATE INDEX IF NOT EXISTS ix_narrative_chunk_active "
+                f"ON {_TABLE} (active, doc_id, seq)"
+            )
+            conn.execute(
+                f"INSERT INTO {_META_TABLE} (key, value) VALUES ('schema_version', ?) "
+                "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                (str(SCHEMA_VERSION),),
+            )
+
+    def schema_version(self) -> int:
+        """The schema version recorded in the database (0 before :meth:`init_schema`)."""
+        try:
+            rows = self._read(
+                f"SELECT value FROM {_META_TABLE} WHERE key = 'schema_version'",
+                (),
+                "schema_version",
+            )
+        except ChunkStoreError as exc:
+            if "no such table" in str(exc):
+                return 0
+            raise
+        return _parse_version(rows[0]["value"]) if rows else 0
+
+    # -- writes ------------------------------------------------------------------------------
+
+    def replace_doc_chunks(
+        self, doc_id: str, chunks: Iterable[Chunk], valid_as_of: str = ""
+    ) -> int:
+        """Write ``chunks`` as the new active version of ``doc_id``; return how many.
+
+        The version is one more than the highest ever stored for the document; its previously
+        active rows become inactive. An empty list retires the document from the active set.
+        All of it happens in one transaction: on any failure the previous version stays intact.
+        """
+        if not isinstance(doc_id, str) or not doc_id.strip():
+            raise ValueError(f"doc_id must be a non-empty str, got {doc_id!r}")
+        if not isinstance(valid_as_of, str):
+            raise ValueError(f"valid_as_of must be a str, got {valid_as_of!r}")
+        if isinstance(chunks, (str, bytes)):
+            raise TypeError(f"chunks must be a list of Chunk, got {type(chunks).__name__}")
+        batch = list(chunks)
+        for index, chunk in enumerate(batch):
+            _check_chunk(index, chunk)
+        ingested_at = datetime.now(UTC).isoformat()
+        with self._transaction(f"replace_doc_chunks({doc_id!r})") as conn:
+            row = conn.execute(
+                f"SELECT COALESCE(MAX(version), 0) AS v FROM {_TABLE} WHERE doc_id = ?",
+                (doc_id,),
+            ).fetchone()
+            version = int(row["v"]) + 1
+            conn.execute(
+                f"UPDATE {_TABLE} SET active = 0 WHERE doc_id = ? AND active = 1", (doc_id,)
+            )
+            conn.executemany(
+                _INSERT_SQL,
+                (self._row(chunk, valid_as_of, ingested_at, version) for chunk in batch),
+            )
+        return len(batch)
+
+    @staticmethod
+    def _row(
+        chunk: Chunk | StoredChunk, valid_as_of: str, ingested_at: str, version: int
+    ) -> tuple[Any, ...]:
+        """Column values for one new row, in table order."""
+        values = [getattr(chunk, name) for name in _CHUNK_FIELDS]
+        return (*values, valid_as_of, ingested_at, version, 1)
+
+    # -- reads -------------------------------------------------------------------------------
+
+    def iter_chunks(
+        self,
+        *,
+        doc_id: str | None = None,
+        topic: str | None = None,
+        entity: str | None = None,
+        geography: str | None = None,
+        period: str | None = None,
+        language: str | None = None,
+        include_inactive: bool = False,
+    ) -> list[StoredChunk]:
+        """Chunks matching every non-``None`` filter (``""`` is a real filter).
+
+        Active rows only unless ``include_inactive``; ordered by ``doc_id, seq, version``.
+        """
+        given = dict(
+            zip(
+                _FILTER_COLUMNS,
+                (doc_id, topic, entity, geography, period, language),
+                strict=True,
+            )
+        )
+        clauses = [f"{column} = ?" for column, value in given.items() if value is not None]
+        params = [value for value in given.values() if value is not None]
+        if not include_inactive:
+            clauses.append("active = 1")
+        where = f" WHERE {' AND '.join(clauses)}" if clauses else ""
+        rows = self._read(
+            f"SELECT {_SELECT_COLUMNS} FROM {_TABLE}{where} ORDER BY doc_id, seq, version",
+            params,
+            "iter_chunks",
+        )
+        return [_stored_chunk(row) for row in rows]
+
+    def count(self, include_inactive: bool = False) -> int:
+        """Number of active rows (all rows with ``include_inactive``)."""
+        where = "" if include_inactive else " WHERE active = 1"
+        rows = self._read(f"SELECT COUNT(*) AS n FROM {_TABLE}{where}", (), "count")
+        return int(rows[0]["n"])
+
+    def execute_read(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
+        """Run one read-only statement; rows are addressable by column name.
+
+        Any statement that would write, change the schema, attach a database or control a
+        transaction is refused with :class:`ChunkStoreError` before it runs.
+        """
+        if not isinstance(sql, str):
+            raise TypeError(f"sql must be str, got {type(sql).__name__}")
+        conn = self._connection()
+        refused: list[str] = []
+
+        def authorize(action: int, arg1: str | None, arg2: str | None, *_: object) -> int:
+            if action in _READ_ACTIONS:
+                return sqlite3.SQLITE_OK
+            if action == sqlite3.SQLITE_PRAGMA and arg1 is not None:
+                name = arg1.lower()
+                if name in _READ_PRAGMAS or (name in _QUERY_ONLY_PRAGMAS and arg2 is None):
+                    return sqlite3.SQLITE_OK
+            if str(arg1).startswith(("sqlite_master", "sqlite_temp_master")):
+                # DDL touches SQLite's catalogue first; say what that means.
+                refused.append("a schema change")
+            else:
+                label = _ACTION_NAMES.get(action, f"action {action}")
+                refused.append(f"{label} {arg1!r}" if arg1 else label)
+            return sqlite3.SQLITE_DENY
+
+        # Setting an authorizer expires cached statements, so even a statement prepared
+        # earlier by this store is re-checked here.
+        conn.set_authorizer(authorize)
+        try:
+            return conn.execute(sql, tuple(params)).fetchall()
+        except (sqlite3.Error, sqlite3.Warning) as exc:
+            if refused:
+                raise ChunkStoreError(
+                    f"execute_read only runs read-only statements; refused {refused[0]} "
+                    f"in {sql!r}"
+                ) from exc
+            raise ChunkStoreError(f"execute_read failed for {sql!r}: {exc}") from exc
+        finally:
+            conn.set_authorizer(None)
+
+
+def _parse_version(value: object) -> int:
+    try:
+        return int(str(value))
+    except ValueError as exc:
+        raise ChunkStoreError(f"unreadable schema_version {value!r} in {_META_TABLE}") from exc
+
+
+def _check_chunk(index: int, chunk: object) -> None:
+    """Reject anything that is not a well-typed Chunk before the transaction starts."""
+    if not isinstance(chunk, (Chunk, StoredChunk)):
+        raise TypeError(f"chunks[{index}] must be a Chunk, got {type(chunk).__name__}")
+    for name in _CHUNK_FIELDS:
+        value = getattr(chunk, name)
+        if name in _INT_FIELDS:
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise TypeError(f"chunks[{index}].{name} must be int, got {value!r}")
+        elif not isinstance(value, str):
+            raise TypeError(f"chunks[{index}].{name} must be str, got {value!r}")
+
+
+def _stored_chunk(row: sqlite3.Row) -> StoredChunk:
+    values = {name: row[name] for name in _COLUMN_NAMES}
+    values["active"] = bool(values["active"])
+    return StoredChunk(**values)

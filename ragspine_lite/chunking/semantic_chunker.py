@@ -1,0 +1,137 @@
+"""Semantic chunking: start a new segment where adjacent paragraphs drift apart (pure).
+
+Paragraphs are embedded in one ``embed_texts`` call; the distance between neighbours is
+``1 - cosine``. A segment boundary falls where that distance reaches the
+``breakpoint_percentile`` of all distances (and is above zero, so identical paragraphs never
+split). Each segment is then packed by
+:func:`~ragspine_lite.chunking.chunking.chunk_document`, with document-global numbering.
+
+The default embedder is the hashing ``DeterministicEmbeddingBackend`` (offline, lexical);
+inject a real sentence embedder for genuinely semantic boundaries.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from typing import Any
+
+from ragspine_lite.chunking.chunking import (
+    DEFAULT_CHUNK_CHARS,
+    DEFAULT_OVERLAP_CHARS,
+    Chunk,
+    DocumentMeta,
+    _locator_prefix,
+    _renumber,
+    _split_paragraphs,
+    _validate_budget,
+    chunk_document,
+)
+
+__all__ = ["DEFAULT_BREAKPOINT_PERCENTILE", "SemanticChunker"]
+
+DEFAULT_BREAKPOINT_PERCENTILE = 90.0
+
+# Rounding noise of 1 - cos(v, v) for unit vectors; anything this small counts as no distance.
+_ZERO_DISTANCE = 1e-12
+
+
+def _cosine(a: list[float], b: list[float]) -> float:
+    """Plain-sum cosine; a zero vector gives 0.0."""
+    norm_a = math.sqrt(sum(x * x for x in a))
+    norm_b = math.sqrt(sum(y * y for y in b))
+    if norm_a == 0.0 or norm_b == 0.0:
+        return 0.0
+    return sum(x * y for x, y in zip(a, b, strict=False)) / (norm_a * norm_b)
+
+
+def _percentile(values: list[float], percentile: float) -> float:
+    """Linear-interpolated percentile of ``values`` (rank = p/100 · (n - 1))."""
+    ordered = sorted(values)
+    rank = percentile / 100.0 * (len(ordered) - 1)
+    low = math.floor(rank)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+
+
+class SemanticChunker:
+    """Split where the embedding distance between neighbouring paragraphs peaks.
+
+    ``embedder`` is anything with ``embed_texts(list[str]) -> list[list[float]]``;
+    ``None`` builds ``DeterministicEmbeddingBackend()`` (dim 256).
+    """
+
+    def __init__(
+        self,
+        embedder: Any | None = None,
+        *,
+        breakpoint_percentile: float = DEFAULT_BREAKPOINT_PERCENTILE,
+    ) -> None:
+        if isinstance(breakpoint_percentile, bool) or not isinstance(
+            breakpoint_percentile, (int, float)
+        ):
+            raise TypeError(
+                f"breakpoint_percentile must be a number, got {breakpoint_percentile!r}"
+            )
+        if not 0.0 <= breakpoint_percentile <= 100.0:
+            raise ValueError(
+                f"breakpoint_percentile must be within 0..100, got {breakpoint_percentile!r}"
+            )
+        if embedder is None:
+            # Imported here so the chunking package never pulls the vector package at import.
+            from ragspine_lite.vector.embedding_backends import DeterministicEmbeddingBackend
+
+            embedder = DeterministicEmbeddingBackend()
+        elif not callable(getattr(embedder, "embed_texts", None)):
+            raise TypeError(
+                f"embedder must have an embed_texts(texts) method, got {type(embedder).__name__}"
+            )
+        self.embedder = embedder
+        self.breakpoint_percentile = float(breakpoint_percentile)
+
+    def _segments(self, paragraphs: list[str]) -> list[tuple[int, int]]:
+        """``(first, last)`` paragraph numbers (1-based, inclusive) of each segment."""
+        vectors = self.embedder.embed_texts(list(paragraphs))
+        if len(vectors) != len(paragraphs):
+            raise ValueError(
+                f"embedder returned {len(vectors)} vectors for {len(paragraphs)} paragraphs"
+            )
+        distances = []
+        for left, right in itertools.pairwise(vectors):
+            distance = 1.0 - _cosine(list(left), list(right))
+            distances.append(0.0 if abs(distance) < _ZERO_DISTANCE else distance)
+        if not distances:
+            return [(1, len(paragraphs))]
+        threshold = _percentile(distances, self.breakpoint_percentile)
+        segments: list[tuple[int, int]] = []
+        first = 1
+        for index, distance in enumerate(distances, start=1):
+            # distances[index - 1] lies between paragraphs ``index`` and ``index + 1``.
+            if distance >= threshold and distance > 0.0:
+                segments.append((first, index))
+                first = index + 1
+        segments.append((first, len(paragraphs)))
+        return segments
+
+    def chunk(
+        self,
+        text: str,
+        meta: DocumentMeta,
+        *,
+        max_chars: int = DEFAULT_CHUNK_CHARS,
+        overlap_chars: int = DEFAULT_OVERLAP_CHARS,
+    ) -> list[Chunk]:
+        """Chunk each semantic segment separately; numbering stays document-global."""
+        _validate_budget(max_chars, overlap_chars)
+        paragraphs = _split_paragraphs(text)
+        if not paragraphs:
+            return chunk_document(text, meta, max_chars=max_chars, overlap_chars=overlap_chars)
+        prefix = _locator_prefix(meta)
+        out: list[Chunk] = []
+        for first, last in self._segments(paragraphs):
+            segment_text = "\n".join(paragraphs[first - 1 : last])
+            for local in chunk_document(
+                segment_text, meta, max_chars=max_chars, overlap_chars=overlap_chars
+            ):
+                out.append(_renumber(local, seq=len(out), offset=first - 1, prefix=prefix))
+        return out

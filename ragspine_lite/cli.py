@@ -1,0 +1,680 @@
+"""The ``ragspine-lite`` command: ingest documents, search them, show store stats, run a demo.
+
+    ragspine-lite ingest docs/ --db chunks.db
+    ragspine-lite search "Hong Kong revenue 2024" --db chunks.db --filter period=between:2023,2024
+    ragspine-lite stats --db chunks.db
+    ragspine-lite demo
+
+Environment variables are read here, at the edge, and nowhere in the library classes:
+``RAGSPINE_RETRIEVAL_MODE`` (``--mode``), ``RAGSPINE_EMBEDDING_BACKEND`` then
+``RAGSPINE_EMBEDDING`` (``--embedding``; default ``auto``), ``RAGSPINE_CHUNKER`` (``--chunker``).
+
+Exit codes: 0 success, 1 runtime error (missing or unreadable files, bad front matter,
+database errors), 2 usage error (bad options, filters, specs). Errors are one line on stderr
+prefixed ``ragspine-lite: error:``. RESTRICTED chunks are never printed: search goes through
+the agent link exit (``build_narrative_retriever``), and only their count is reported.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sqlite3
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ragspine_lite.chunking.chunk_store import ChunkStore
+from ragspine_lite.chunking.chunking import DEFAULT_CHUNK_CHARS, DEFAULT_OVERLAP_CHARS
+from ragspine_lite.chunking.sources import (
+    SUPPORTED_EXTENSIONS,
+    discover_documents,
+    load_document,
+)
+from ragspine_lite.common.errors import RagspineError
+from ragspine_lite.common.sensitivity import is_restricted
+
+__all__ = ["DEFAULT_CLI_TOP_K", "PROG", "build_parser", "main", "samples_dir"]
+
+PROG = "ragspine-lite"
+DEFAULT_CLI_TOP_K = 10
+EXIT_OK, EXIT_RUNTIME, EXIT_USAGE = 0, 1, 2
+
+_EMBEDDING_ENVS = ("RAGSPINE_EMBEDDING_BACKEND", "RAGSPINE_EMBEDDING")
+_DEFAULT_EMBEDDING = "auto"
+_PROGRESS_THRESHOLD = 5  # show per-file progress on stderr above this many files
+_TEXT_PREVIEW_CHARS = 240
+_TABLE = "narrative_chunk"
+
+# (query, filter expressions): fixed demo searches. The third matches only a RESTRICTED
+# sample document and the fourth matches one among others: the link exit holds them back.
+_DEMO_QUERIES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("Hong Kong revenue growth in 2024", ()),
+    ("why did operating profit fall", ("entity=eq:ACME_CN",)),
+    ("Macau broker acquisition", ()),
+    ("中国内地营运利润", ()),
+    ("香港银保渠道营收增长", ("language=zh",)),
+)
+_DEMO_TOP_K = 3
+
+
+class _UsageError(Exception):
+    """A malformed command line (exit code 2)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """ArgumentParser whose errors become one-line ``_UsageError``s instead of exiting."""
+
+    def error(self, message: str) -> Any:  # type: ignore[override]
+        raise _UsageError(message)
+
+
+def samples_dir() -> Path:
+    """The bundled sample corpus (package data next to this module)."""
+    return Path(__file__).resolve().parent / "samples"
+
+
+# ---------------------------------------------------------------- argument types
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def _non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected a non-negative integer, got {text!r}"
+        ) from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}")
+    return value
+
+
+# ---------------------------------------------------------------- parser
+
+_INGEST_EPILOG = (
+    "Directories are walked recursively for "
+    + "/".join(SUPPORTED_EXTENSIONS)
+    + " files (hidden entries skipped, sorted). doc_id defaults to the path relative to the "
+    "directory given (a file given directly: its name). Metadata precedence: a document's "
+    "front matter wins over these options, which are defaults for documents that do not "
+    "set the field. Re-ingesting a doc_id makes a new version; older ones stay inactive."
+)
+
+_SEARCH_EPILOG = (
+    "Filters: FIELD=VALUE (equality) or FIELD=OP:VALUE with OP one of eq ne in nin gt gte "
+    "lt lte between, e.g. entity=eq:ACME_HK, language=in:en,zh, period=between:2023,2024. "
+    "Several --filter options must all match; filters are strict (no fallback to unfiltered "
+    "results). RESTRICTED chunks are never shown; their count is reported as held back."
+)
+
+
+def _add_retrieval_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--mode",
+        metavar="MODE",
+        help="retrieval mode: auto/hybrid (BM25 + dense when a backend is available) or "
+        "economy/bm25 (pure BM25, no embeddings); default $RAGSPINE_RETRIEVAL_MODE or auto",
+    )
+    p.add_argument(
+        "--embedding",
+        metavar="SPEC",
+        help="embedding backend for hybrid mode (none, auto, deterministic, onnx, ...); "
+        "default $RAGSPINE_EMBEDDING_BACKEND, then $RAGSPINE_EMBEDDING, then auto",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argparse parser for all subcommands (errors raise instead of exiting)."""
+    parser = _Parser(
+        prog=PROG,
+        description="Citation-honest hybrid retrieval over a versioned SQLite chunk store.",
+        epilog="Exit codes: 0 ok, 1 runtime error, 2 usage error.",
+    )
+    from ragspine_lite import __version__
+
+    parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    p = sub.add_parser(
+        "ingest", help="chunk documents into a chunk database", epilog=_INGEST_EPILOG
+    )
+    p.add_argument("paths", nargs="+", metavar="PATH", help="a .md/.txt file or a directory")
+    p.add_argument("--db", required=True, metavar="FILE", help="chunk database (created if absent)")
+    p.add_argument("--sensitivity", default="INTERNAL", help="default sensitivity (INTERNAL)")
+    for name in ("topic", "entity", "geography", "period", "language"):
+        p.add_argument(f"--{name}", default="", metavar="VALUE", help=f"default {name}")
+    p.add_argument(
+        "--max-chars", type=_positive_int, default=DEFAULT_CHUNK_CHARS, metavar="N",
+        help=f"chunk size budget in characters (default {DEFAULT_CHUNK_CHARS})",
+    )
+    p.add_argument(
+        "--overlap-chars", type=_non_negative_int, default=DEFAULT_OVERLAP_CHARS, metavar="N",
+        help=f"paragraph overlap budget, < --max-chars (default {DEFAULT_OVERLAP_CHARS})",
+    )
+    p.add_argument(
+        "--chunker", metavar="NAME",
+        help="chunking strategy (default $RAGSPINE_CHUNKER, else the paragraph chunker)",
+    )
+    p.set_defaults(handler=_cmd_ingest)
+
+    p = sub.add_parser("search", help="search a chunk database", epilog=_SEARCH_EPILOG)
+    p.add_argument("query", metavar="QUERY")
+    p.add_argument("--db", required=True, metavar="FILE", help="an existing chunk database")
+    p.add_argument(
+        "--filter", action="append", default=[], dest="filters", metavar="FIELD=[OP:]VALUE",
+        help="metadata filter (repeatable)",
+    )
+    p.add_argument(
+        "--top-k", type=_positive_int, default=DEFAULT_CLI_TOP_K, metavar="N",
+        help=f"number of results (default {DEFAULT_CLI_TOP_K})",
+    )
+    p.add_argument("--json", action="store_true", help="print the snippet dicts as JSON")
+    _add_retrieval_options(p)
+    p.set_defaults(handler=_cmd_search)
+
+    p = sub.add_parser("stats", help="show what a chunk database holds")
+    p.add_argument("--db", required=True, metavar="FILE", help="an existing chunk database")
+    p.add_argument("--json", action="store_true", help="print the numbers as JSON")
+    p.set_defaults(handler=_cmd_stats)
+
+    p = sub.add_parser(
+        "demo", help="ingest the bundled sample corpus and run a few searches",
+        epilog="Without --db a temporary database is used and removed afterwards.",
+    )
+    p.add_argument("--db", metavar="FILE", help="keep the demo database here")
+    _add_retrieval_options(p)
+    p.set_defaults(handler=_cmd_demo)
+    return parser
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def _out(line: str = "") -> None:
+    print(line, file=sys.stdout)
+
+
+def _note(message: str) -> None:
+    print(f"{PROG}: {message}", file=sys.stderr)
+
+
+def _shorten(text: str, limit: int = _TEXT_PREVIEW_CHARS) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
+
+
+def _open_existing_store(db: str) -> ChunkStore:
+    """Open a chunk database that must already exist (never creates one)."""
+    path = Path(db)
+    if not path.exists():
+        raise FileNotFoundError(
+            f"chunk database {db!r} does not exist; create it with "
+            f"'{PROG} ingest PATH --db {db}'"
+        )
+    if not path.is_file():
+        raise ValueError(f"chunk database {db!r} is not a file")
+    conn = sqlite3.connect(str(path))
+    try:
+        found = conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (_TABLE,)
+        ).fetchone()
+    finally:
+        conn.close()
+    if found is None:
+        raise ValueError(f"{db!r} is not a {PROG} chunk database (no {_TABLE!r} table)")
+    store = ChunkStore(path)
+    store.init_schema()
+    return store
+
+
+def _latest_version(store: ChunkStore, doc_id: str) -> int:
+    rows = store.execute_read(
+        f"SELECT MAX(version) AS v FROM {_TABLE} WHERE doc_id = ?", (doc_id,)
+    )
+    value = rows[0]["v"] if rows else None
+    return int(value) if value is not None else 0
+
+
+def _parse_filters(expressions: Sequence[str]) -> Any:
+    """``--filter`` expressions → a MetadataFilter (AND) or ``None``; bad ones are usage errors."""
+    if not expressions:
+        return None
+    from ragspine_lite.filtering.metadata_filter import MetadataFilter, parse_filter_expression
+
+    conditions = []
+    for expr in expressions:
+        try:
+            conditions.append(parse_filter_expression(expr))
+        except ValueError as exc:
+            raise _UsageError(f"argument --filter: {exc}") from None
+    return MetadataFilter(tuple(conditions))
+
+
+def _resolve_backend(mode_spec: str | None, embedding_spec: str | None) -> tuple[Any, Any]:
+    """(mode, embedding backend or None) from options, then env; bad specs are usage errors."""
+    from ragspine_lite.mode import make_retrieval_mode, resolve_embedding_backend
+
+    try:
+        mode = make_retrieval_mode(mode_spec)
+    except ValueError as exc:
+        raise _UsageError(f"argument --mode: {exc}") from None
+    if not mode.uses_embedding:
+        return mode, None
+    spec = embedding_spec
+    if spec is None:
+        spec = next((os.environ[e] for e in _EMBEDDING_ENVS if os.environ.get(e)), None)
+    if spec is None:
+        spec = _DEFAULT_EMBEDDING
+    try:
+        backend = resolve_embedding_backend(mode, spec)
+    except ValueError as exc:
+        raise _UsageError(f"argument --embedding: {exc}") from None
+    return mode, backend
+
+
+def _load_vectors(index: Any) -> int:
+    """Embed the store's active, persistable chunks into the index's (in-process) vector store.
+
+    The chunk database holds no vectors, so a hybrid CLI search embeds the corpus first;
+    RESTRICTED chunks are skipped by the default persistence policy.
+    """
+    from ragspine_lite.vector.store import VectorRecord
+
+    chunks = [c for c in index.store.iter_chunks() if index.persistence_policy.persistable(c)]
+    if not chunks:
+        return 0
+    text_fn = index.index_text_fn
+    texts = [text_fn(c) if text_fn is not None else c.text for c in chunks]
+    vectors = list(index.embedding_backend.embed_texts(texts))
+    if len(vectors) != len(chunks):
+        raise ValueError(
+            f"embedding backend returned {len(vectors)} vectors for {len(chunks)} texts"
+        )
+    records = [
+        VectorRecord(
+            id=c.chunk_id,
+            vector=tuple(float(x) for x in vec),
+            metadata={
+                "topic": c.topic,
+                "entity": c.entity,
+                "geography": c.geography,
+                "period": c.period,
+                "language": c.language,
+                "doc_id": c.doc_id,
+            },
+        )
+        for c, vec in zip(chunks, vectors, strict=True)
+    ]
+    return index.vector_store.upsert(records)
+
+
+class _CliIndex:
+    """Wraps the narrative index for the link exit: fixed metadata filter + held-back count.
+
+    ``held_back`` is the number of RESTRICTED results of the last ``retrieve``; only that
+    number ever leaves this object — the link drops the results themselves.
+    """
+
+    def __init__(self, index: Any, metadata_filter: Any) -> None:
+        self.index = index
+        self.metadata_filter = metadata_filter
+        self.held_back = 0
+
+    def retrieve(self, query: str, **kwargs: Any) -> list[Any]:
+        if self.metadata_filter is not None:
+            kwargs["metadata_filter"] = self.metadata_filter
+        results = self.index.retrieve(query, **kwargs)
+        self.held_back = sum(1 for r in results if is_restricted(r.chunk.sensitivity))
+        return results
+
+
+def _search_once(
+    db: str, query: str, metadata_filter: Any, top_k: int, backend: Any
+) -> tuple[list[dict[str, object]], int, str]:
+    from ragspine_lite.link.narrative_link import (
+        NarrativeIndexRetriever,
+        build_narrative_retriever,
+    )
+
+    retriever, store = build_narrative_retriever(db, embedding_backend=backend)
+    try:
+        if backend is not None:
+            _load_vectors(retriever.index)
+        wrapped = _CliIndex(retriever.index, metadata_filter)
+        link = NarrativeIndexRetriever(wrapped, retry_without_filters=False)
+        snippets = link.retrieve(query, top_k=top_k)
+    finally:
+        store.close()
+    channel = "bm25" if backend is None else f"hybrid: bm25 + {type(backend).__name__}"
+    return snippets, wrapped.held_back, channel
+
+
+def _run_search(
+    db: str, query: str, metadata_filter: Any, top_k: int, backend: Any
+) -> tuple[list[dict[str, object]], int, str]:
+    """Search ``db`` through the link exit → (snippets, held-back count, channel label).
+
+    A failing embedding backend degrades to pure BM25 with a warning on stderr.
+    """
+    store = _open_existing_store(db)
+    try:
+        active = store.count()
+    finally:
+        store.close()
+    if active == 0:
+        raise ValueError(
+            f"chunk database {db!r} holds no active chunks; "
+            f"ingest documents first with '{PROG} ingest PATH --db {db}'"
+        )
+    if backend is not None:
+        try:
+            return _search_once(db, query, metadata_filter, top_k, backend)
+        except (sqlite3.Error, OSError):
+            raise
+        except Exception as exc:  # a model/backend failure degrades, never crashes
+            _note(f"warning: embedding backend failed ({_one_line(exc)}); using BM25 only")
+    return _search_once(db, query, metadata_filter, top_k, None)
+
+
+def _held_back_line(count: int) -> str:
+    noun = "result" if count == 1 else "results"
+    return f"{count} matching {noun} held back (RESTRICTED, never shown)"
+
+
+def _print_results(snippets: list[dict[str, object]], *, indent: str = "") -> None:
+    for rank, snip in enumerate(snippets, 1):
+        scores: Any = snip["scores"]
+        _out(f"{indent}{rank:>2}. {snip['title']}  [{snip['doc_id']}]")
+        _out(f"{indent}    cite: {snip['source_locator']}")
+        _out(
+            f"{indent}    fused={scores['fused']:.6f}  bm25={scores['bm25']:.4f}"
+            f"  vector={scores['vector']:.4f}"
+        )
+        _out(f"{indent}    {_shorten(str(snip['text']))}")
+
+
+# ---------------------------------------------------------------- commands
+
+
+def _load_all(args: argparse.Namespace) -> list[tuple[Path, str, Any]]:
+    """Discover and load every document before anything is written (all-or-nothing)."""
+    files = discover_documents(args.paths)
+    if not files:
+        shown = ", ".join(repr(p) for p in args.paths)
+        raise ValueError(
+            f"no {'/'.join(SUPPORTED_EXTENSIONS)} documents found in {shown}"
+        )
+    defaults = {
+        "sensitivity": args.sensitivity,
+        "topic": args.topic,
+        "entity": args.entity,
+        "geography": args.geography,
+        "period": args.period,
+        "language": args.language,
+    }
+    show_progress = len(files) > _PROGRESS_THRESHOLD
+    loaded: list[tuple[Path, str, Any]] = []
+    seen: dict[str, Path] = {}
+    for i, (path, root) in enumerate(files, 1):
+        if show_progress:
+            print(f"[{i}/{len(files)}] reading {path}", file=sys.stderr)
+        text, meta = load_document(path, root=root, **defaults)
+        if meta.doc_id in seen:
+            raise ValueError(
+                f"doc_id {meta.doc_id!r} is used by both {str(seen[meta.doc_id])!r} "
+                f"and {str(path)!r}"
+            )
+        seen[meta.doc_id] = path
+        loaded.append((path, text, meta))
+    return loaded
+
+
+def _make_chunker(spec: str | None) -> Any:
+    from ragspine_lite.chunking.chunker import make_chunker
+
+    try:
+        return make_chunker(spec)
+    except ValueError as exc:
+        raise _UsageError(f"argument --chunker: {exc}") from None
+
+
+def _ingest_into(
+    db: str,
+    docs: list[tuple[Path, str, Any]],
+    *,
+    max_chars: int,
+    overlap_chars: int,
+    chunker: Any,
+    echo: bool,
+) -> tuple[int, int]:
+    """Ingest loaded documents → (documents, chunks written)."""
+    from ragspine_lite.lexical.retrieval import NarrativeIndex
+
+    store = ChunkStore(db)
+    try:
+        store.init_schema()
+        index = NarrativeIndex(
+            store, max_chars=max_chars, overlap_chars=overlap_chars, chunker=chunker
+        )
+        total = 0
+        for _path, text, meta in docs:
+            n = index.ingest(text, meta)
+            total += n
+            if echo:
+                version = _latest_version(store, meta.doc_id)
+                flag = "  [RESTRICTED]" if is_restricted(meta.sensitivity) else ""
+                empty = "  (empty: retired from the active set)" if n == 0 else ""
+                _out(f"{meta.doc_id}\tchunks={n}\tversion={version}{flag}{empty}")
+        return len(docs), total
+    finally:
+        store.close()
+
+
+def _cmd_ingest(args: argparse.Namespace) -> int:
+    if args.overlap_chars >= args.max_chars:
+        raise _UsageError(
+            f"argument --overlap-chars: must be smaller than --max-chars "
+            f"({args.overlap_chars!r} >= {args.max_chars!r})"
+        )
+    chunker = _make_chunker(args.chunker)
+    docs = _load_all(args)
+    n_docs, n_chunks = _ingest_into(
+        args.db,
+        docs,
+        max_chars=args.max_chars,
+        overlap_chars=args.overlap_chars,
+        chunker=chunker,
+        echo=True,
+    )
+    _out(f"ingested {n_docs} document(s), {n_chunks} chunk(s) into {args.db}")
+    return EXIT_OK
+
+
+def _cmd_search(args: argparse.Namespace) -> int:
+    metadata_filter = _parse_filters(args.filters)
+    if not args.query.strip():
+        raise _UsageError("argument QUERY: must not be blank")
+    _mode, backend = _resolve_backend(args.mode, args.embedding)
+    snippets, held_back, channel = _run_search(
+        args.db, args.query, metadata_filter, args.top_k, backend
+    )
+    if args.json:
+        _out(json.dumps(snippets, ensure_ascii=False, indent=2))
+        if held_back:
+            _note(f"note: {_held_back_line(held_back)}")
+        return EXIT_OK
+    count = len(snippets)
+    _out(f"{count} result(s) for {args.query!r} ({channel})")
+    _print_results(snippets)
+    if held_back:
+        _out(f"note: {_held_back_line(held_back)}")
+    return EXIT_OK
+
+
+def _collect_stats(store: ChunkStore, db: str) -> dict[str, Any]:
+    rows = store.execute_read(
+        f"SELECT doc_id, version, active, sensitivity, language, COUNT(*) AS n "
+        f"FROM {_TABLE} GROUP BY doc_id, version, active, sensitivity, language"
+    )
+    all_docs: set[str] = set()
+    active_docs: set[str] = set()
+    versions: set[tuple[str, int]] = set()
+    by_sensitivity: dict[str, dict[str, Any]] = {}
+    by_language: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        doc_id, version = row["doc_id"], int(row["version"])
+        all_docs.add(doc_id)
+        versions.add((doc_id, version))
+        if not row["active"]:
+            continue
+        active_docs.add(doc_id)
+        for table, key in ((by_sensitivity, row["sensitivity"]), (by_language, row["language"])):
+            entry = table.setdefault(key, {"documents": set(), "chunks": 0})
+            entry["documents"].add(doc_id)
+            entry["chunks"] += int(row["n"])
+
+    def finish(table: dict[str, dict[str, Any]]) -> dict[str, dict[str, int]]:
+        return {
+            key: {"documents": len(v["documents"]), "chunks": v["chunks"]}
+            for key, v in sorted(table.items())
+        }
+
+    return {
+        "db": db,
+        "schema_version": store.schema_version(),
+        "documents": len(active_docs),
+        "retired_documents": len(all_docs - active_docs),
+        "active_chunks": store.count(),
+        "total_rows": store.count(include_inactive=True),
+        "versions": len(versions),
+        "max_version": max((v for _, v in versions), default=0),
+        "by_sensitivity": finish(by_sensitivity),
+        "by_language": finish(by_language),
+    }
+
+
+def _cmd_stats(args: argparse.Namespace) -> int:
+    store = _open_existing_store(args.db)
+    try:
+        stats = _collect_stats(store, args.db)
+    finally:
+        store.close()
+    if args.json:
+        _out(json.dumps(stats, ensure_ascii=False, indent=2))
+        return EXIT_OK
+    _out(f"database:          {stats['db']}")
+    _out(f"schema version:    {stats['schema_version']}")
+    _out(f"documents:         {stats['documents']} active, {stats['retired_documents']} retired")
+    _out(f"active chunks:     {stats['active_chunks']}")
+    _out(f"total rows:        {stats['total_rows']} (all versions)")
+    _out(f"versions:          {stats['versions']} (highest {stats['max_version']})")
+    for title, key in (("by sensitivity", "by_sensitivity"), ("by language", "by_language")):
+        _out(f"{title}:")
+        for label, entry in stats[key].items():
+            _out(
+                f"  {label or '(unset)':<14} {entry['documents']} document(s), "
+                f"{entry['chunks']} chunk(s)"
+            )
+    return EXIT_OK
+
+
+def _demo(db: str, backend: Any) -> None:
+    root = samples_dir()
+    if not root.is_dir():
+        raise FileNotFoundError(f"bundled sample corpus not found at {str(root)!r}")
+    docs = [
+        (path, *load_document(path, root=r)) for path, r in discover_documents([root])
+    ]
+    n_docs, n_chunks = _ingest_into(
+        db,
+        docs,
+        max_chars=DEFAULT_CHUNK_CHARS,
+        overlap_chars=DEFAULT_OVERLAP_CHARS,
+        chunker=None,
+        echo=False,
+    )
+    restricted = sum(1 for _p, _t, meta in docs if is_restricted(meta.sensitivity))
+    _out(
+        f"ingested {n_docs} sample documents ({n_chunks} chunks, {restricted} RESTRICTED) "
+        f"into {db}"
+    )
+    for query, filters in _DEMO_QUERIES:
+        _out("")
+        shown = f"  filters: {' '.join(filters)}" if filters else ""
+        _out(f"> search {query!r}{shown}")
+        snippets, held_back, channel = _run_search(
+            db, query, _parse_filters(filters), _DEMO_TOP_K, backend
+        )
+        _out(f"  {len(snippets)} result(s) ({channel})")
+        _print_results(snippets, indent="  ")
+        if held_back:
+            _out(f"  note: {_held_back_line(held_back)}")
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    _mode, backend = _resolve_backend(args.mode, args.embedding)
+    if args.db:
+        _demo(args.db, backend)
+        return EXIT_OK
+    with tempfile.TemporaryDirectory(prefix="ragspine-lite-demo-") as tmp:
+        _demo(str(Path(tmp) / "demo.db"), backend)
+    return EXIT_OK
+
+
+# ---------------------------------------------------------------- entry point
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit code (never raises for user errors)."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(None if argv is None else list(argv))
+        return int(args.handler(args))
+    except _UsageError as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except SystemExit as exc:  # --help / --version
+        code = exc.code
+        return code if isinstance(code, int) else (EXIT_OK if code is None else EXIT_RUNTIME)
+    except (ValueError, OSError, sqlite3.Error, RagspineError, ImportError) as exc:
+        print(f"{PROG}: error: {_one_line(exc)}", file=sys.stderr)
+        return EXIT_RUNTIME
+    except BrokenPipeError:  # e.g. piped into `head`: stop quietly
+        _silence_stdout()
+        return EXIT_RUNTIME
+    except KeyboardInterrupt:
+        print(f"{PROG}: error: interrupted", file=sys.stderr)
+        return 130
+
+
+def _silence_stdout() -> None:
+    """Point stdout at devnull so the interpreter's final flush cannot fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc) or type(exc).__name__
+    if isinstance(exc, sqlite3.Error):
+        text = f"database error: {text}"
+    return " ".join(text.split())
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

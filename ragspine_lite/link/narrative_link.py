@@ -1,0 +1,180 @@
+"""The agent link: a :class:`NarrativeIndex` behind the agent's ``NarrativeRetriever`` contract.
+
+This is RESTRICTED exit #2: RESTRICTED chunks are dropped before any snippet dict is
+built, so nothing downstream (postprocessors, prompts, the agent) ever sees them.
+
+>>> import pathlib, tempfile
+>>> from ragspine_lite.chunking.chunking import DocumentMeta
+>>> with tempfile.TemporaryDirectory() as d:
+...     retriever, store = build_narrative_retriever(pathlib.Path(d) / "chunks.db")
+...     _ = retriever.index.ingest("Revenue grew in Hong Kong.", DocumentMeta(doc_id="d1"))
+...     hits = retriever.retrieve("revenue")
+...     store.close()
+>>> [(h["chunk_id"], h["source_locator"]) for h in hits]
+[('d1#c0', 'd1#para1')]
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from ragspine_lite.chunking.chunk_store import ChunkStore
+from ragspine_lite.common.llm import LLMProvider, completion_text
+from ragspine_lite.common.sensitivity import is_restricted
+from ragspine_lite.lexical.retrieval import (
+    EmbeddingBackend,
+    GlossaryQueryRewriter,
+    NarrativeIndex,
+    RetrievableIndex,
+    RetrievalResult,
+)
+from ragspine_lite.rerank.listwise_rerank import (
+    ListwiseJudge,
+    build_listwise_prompt,
+    parse_listwise_response,
+)
+from ragspine_lite.vector.persistence_policy import PersistencePolicy
+from ragspine_lite.vector.store import VectorStore
+
+__all__ = [
+    "JUDGE_SYSTEM_PROMPT",
+    "NarrativeIndexRetriever",
+    "NarrativeRetriever",
+    "ProviderListwiseJudge",
+    "build_narrative_retriever",
+]
+
+JUDGE_SYSTEM_PROMPT = "你是检索精排员，严格按用户指令输出，不输出任何额外内容。"
+
+# Agent filter keys that map onto index equality filters; anything else is ignored.
+_FILTER_KEYS = ("topic", "entity", "geography", "period", "language")
+
+
+@runtime_checkable
+class NarrativeRetriever(Protocol):
+    """The agent contract: a query (+ optional filters) → snippet dicts."""
+
+    def retrieve(
+        self, query: str, *, filters: dict[str, str] | None = None, top_k: int = 50
+    ) -> list[dict[str, object]]: ...
+
+
+class ProviderListwiseJudge:
+    """A :class:`ListwiseJudge` that asks an LLM provider for a listwise ranking.
+
+    One chat call with the fixed system prompt and the listwise prompt, no tools; the
+    reply (``content or ""``) is parsed into a permutation. Provider exceptions
+    propagate (``listwise_rerank`` then keeps the RRF order).
+    """
+
+    def __init__(self, provider: LLMProvider) -> None:
+        self.provider = provider
+
+    def judge(self, query: str, candidates: list[str]) -> list[int]:
+        messages: list[dict[str, Any]] = [
+            {"role": "system", "content": JUDGE_SYSTEM_PROMPT},
+            {"role": "user", "content": build_listwise_prompt(query, candidates)},
+        ]
+        response = self.provider.chat(messages)
+        return parse_listwise_response(completion_text(response), len(candidates))
+
+
+def _to_snippet(result: RetrievalResult) -> dict[str, object]:
+    """The agent-facing dict with full lineage; ``prompt_text``/``parent_locator`` only if set."""
+    chunk = result.chunk
+    snippet: dict[str, object] = {
+        "text": chunk.text,
+        "doc_id": chunk.doc_id,
+        "title": chunk.title,
+        "source_locator": chunk.source_locator,
+        "chunk_id": chunk.chunk_id,
+        "topic": chunk.topic,
+        "entity": chunk.entity,
+        "geography": chunk.geography,
+        "period": chunk.period,
+        "language": chunk.language,
+        "sensitivity": chunk.sensitivity,
+        "scores": {
+            "bm25": result.bm25_score,
+            "vector": result.vector_score,
+            "fused": result.fused_score,
+        },
+    }
+    window_text = getattr(chunk, "window_text", "")
+    if window_text:
+        snippet["prompt_text"] = window_text
+    parent_locator = getattr(chunk, "parent_locator", "")
+    if parent_locator:
+        snippet["parent_locator"] = parent_locator
+    return snippet
+
+
+class NarrativeIndexRetriever:
+    """Adapts a :class:`RetrievableIndex` to the agent's ``NarrativeRetriever`` contract.
+
+    Only truthy ``topic/entity/geography/period/language`` filters are passed on; an empty
+    filtered result is retried once without filters (unless ``retry_without_filters``
+    is off). RESTRICTED results are dropped (case-insensitive) before snippets are built
+    and before the optional ``postprocessor`` runs.
+    """
+
+    def __init__(
+        self,
+        index: RetrievableIndex,
+        *,
+        retry_without_filters: bool = True,
+        postprocessor: Any | None = None,
+    ) -> None:
+        self.index = index
+        self.retry_without_filters = retry_without_filters
+        self.postprocessor = postprocessor
+
+    def retrieve(
+        self, query: str, *, filters: dict[str, str] | None = None, top_k: int = 50
+    ) -> list[dict[str, object]]:
+        kept = {k: filters[k] for k in _FILTER_KEYS if filters and filters.get(k)}
+        results = self.index.retrieve(query, top_k=top_k, **kept)
+        if not results and kept and self.retry_without_filters:
+            results = self.index.retrieve(query, top_k=top_k)
+        visible = [r for r in results if not is_restricted(r.chunk.sensitivity)]
+        snippets = [_to_snippet(r) for r in visible]
+        if self.postprocessor is not None:
+            snippets = self.postprocessor.postprocess(query, snippets)
+        return snippets
+
+
+def build_narrative_retriever(
+    chunk_db: str | Path,
+    provider: LLMProvider | None = None,
+    *,
+    embedding_backend: EmbeddingBackend | None = None,
+    vector_store: VectorStore | None = None,
+    persistence_policy: PersistencePolicy | None = None,
+    reranker: ListwiseJudge | None = None,
+    postprocessor: Any | None = None,
+) -> tuple[NarrativeIndexRetriever, ChunkStore]:
+    """Open (and initialise) the chunk store and wire the agent-facing retriever.
+
+    The judge is ``reranker`` if given, else a :class:`ProviderListwiseJudge` over
+    ``provider``, else none. The glossary rewriter is always on. The caller closes the
+    returned store.
+    """
+    store = ChunkStore(chunk_db)
+    store.init_schema()
+    judge: ListwiseJudge | None
+    if reranker is not None:
+        judge = reranker
+    elif provider is not None:
+        judge = ProviderListwiseJudge(provider)
+    else:
+        judge = None
+    index = NarrativeIndex(
+        store,
+        embedding_backend=embedding_backend,
+        query_rewriter=GlossaryQueryRewriter(),
+        judge=judge,
+        vector_store=vector_store,
+        persistence_policy=persistence_policy,
+    )
+    return NarrativeIndexRetriever(index, postprocessor=postprocessor), store

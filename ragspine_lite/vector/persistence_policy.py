@@ -1,0 +1,72 @@
+"""Which chunks may have their vectors persisted (RESTRICTED ones not, by default)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+from ragspine_lite.common.sensitivity import RESTRICTED
+
+__all__ = [
+    "PERSISTENCE_POLICY_ENV",
+    "IsolationFirstPolicy",
+    "PersistEverythingPolicy",
+    "PersistencePolicy",
+    "make_persistence_policy",
+]
+
+PERSISTENCE_POLICY_ENV = "RAGSPINE_PERSISTENCE_POLICY"
+
+
+@runtime_checkable
+class PersistencePolicy(Protocol):
+    """Decides per chunk (anything with ``.sensitivity``) whether it may be persisted."""
+
+    def persistable(self, chunk: Any) -> bool: ...
+
+
+@dataclass(frozen=True)
+class IsolationFirstPolicy:
+    """The default: a chunk is not persistable iff its sensitivity is RESTRICTED.
+
+    Stricter than the exits: whitespace is stripped too (``"  restricted "`` is held back).
+    """
+
+    def persistable(self, chunk: Any) -> bool:
+        return str(chunk.sensitivity).strip().upper() != RESTRICTED
+
+
+@dataclass(frozen=True)
+class PersistEverythingPolicy:
+    """Every chunk is persistable (opt-in; RESTRICTED vectors then reach the store)."""
+
+    def persistable(self, chunk: Any) -> bool:
+        return True
+
+
+_POLICIES: dict[str, type[IsolationFirstPolicy] | type[PersistEverythingPolicy]] = {
+    "default": IsolationFirstPolicy,
+    "isolation_first": IsolationFirstPolicy,
+    "isolation-first": IsolationFirstPolicy,
+    "persist_everything": PersistEverythingPolicy,
+    "persist-everything": PersistEverythingPolicy,
+    "all": PersistEverythingPolicy,
+}
+
+
+def make_persistence_policy(spec: str | None = None) -> PersistencePolicy:
+    """Policy for ``spec`` (env ``RAGSPINE_PERSISTENCE_POLICY`` if ``None``; default ``default``).
+
+    ``default``/``isolation_first``/``isolation-first`` → :class:`IsolationFirstPolicy`;
+    ``persist_everything``/``persist-everything``/``all`` → :class:`PersistEverythingPolicy`.
+    """
+    if spec is None:
+        spec = os.environ.get(PERSISTENCE_POLICY_ENV, "default")
+    key = str(spec).strip().lower()
+    cls = _POLICIES.get(key)
+    if cls is None:
+        raise ValueError(
+            f"unknown persistence policy {spec!r}; valid names: {', '.join(sorted(_POLICIES))}"
+        )
+    return cls()

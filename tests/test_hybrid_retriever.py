@@ -1,0 +1,394 @@
+"""HybridRetriever: pre-filtering, BM25 / vector lanes, RRF, caching and validation."""
+
+from __future__ import annotations
+
+import pytest
+
+from ragspine_lite.chunking.chunking import Chunk
+from ragspine_lite.filtering.metadata_filter import make_filter
+from ragspine_lite.lexical.retrieval import GlossaryQueryRewriter, HybridRetriever
+from ragspine_lite.lexical.scoring import bm25_scores, cosine_similarity
+from ragspine_lite.lexical.tokenizer import tokenize
+from ragspine_lite.vector.embedding_backends import DeterministicEmbeddingBackend
+from ragspine_lite.vector.store import InProcessVectorStore
+
+
+def mk(cid: str, text: str, doc_id: str = "doc", **kw: str) -> Chunk:
+    return Chunk(cid, doc_id, 0, text, f"{doc_id}#para1", 1, 1, **kw)
+
+
+class RecordingBackend:
+    """Deterministic embeddings that remember every text they were asked to embed."""
+
+    def __init__(self, dim: int = 64) -> None:
+        self.inner = DeterministicEmbeddingBackend(dim=dim)
+        self.calls: list[list[str]] = []
+
+    def embed_texts(self, texts: list[str]) -> list[list[float]]:
+        self.calls.append(list(texts))
+        return self.inner.embed_texts(texts)
+
+    @property
+    def seen(self) -> list[str]:
+        return [t for call in self.calls for t in call]
+
+
+class RecordingStore(InProcessVectorStore):
+    """The in-process store, recording upserted ids and query arguments."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.upserted: list[str] = []
+        self.queries: list[dict] = []
+
+    def upsert(self, records):
+        records = list(records)
+        self.upserted.extend(r.id for r in records)
+        return super().upsert(records)
+
+    def query(self, vector, *, k=50, where=None):
+        self.queries.append({"k": k, "where": where})
+        return super().query(vector, k=k, where=where)
+
+
+class FixedRewriter:
+    def __init__(self, variants: list[str]) -> None:
+        self.variants = variants
+
+    def rewrite(self, query: str) -> list[str]:
+        return list(self.variants)
+
+
+CHUNKS = [
+    mk("a", "revenue grew in hong kong", topic="REVENUE", entity="ACME_HK", period="2024"),
+    mk("b", "profit fell in china", topic="PROFIT", entity="ACME_CN", period="2024"),
+    mk("c", "revenue and profit were flat", topic="REVENUE", entity="", period="2023"),
+    mk("d", "weather was sunny", topic="", entity="ACME_HK", period="2023"),
+]
+
+
+def ids(results) -> list[str]:
+    return [r.chunk.chunk_id for r in results]
+
+
+# --- construction ------------------------------------------------------------------------
+
+
+def test_attributes_mirror_the_arguments_and_chunks_are_copied():
+    chunks = list(CHUNKS)
+    rw = GlossaryQueryRewriter()
+    cache: dict = {}
+
+    def fn(c):
+        return c.text
+
+    r = HybridRetriever(
+        chunks, query_rewriter=rw, k1=1.2, b=0.5, rrf_k=10, top_k=3,
+        embedding_cache=cache, manage_vectors=False, index_text_fn=fn,
+    )
+    assert r.chunks == chunks and r.chunks is not chunks
+    chunks.pop()
+    assert len(r.chunks) == 4
+    assert (r.query_rewriter, r.k1, r.b, r.rrf_k, r.top_k) == (rw, 1.2, 0.5, 10, 3)
+    assert r.embedding_cache is cache
+    assert r.manage_vectors is False and r.index_text_fn is fn
+    assert r.embedding_backend is None
+
+
+def test_vector_store_is_created_only_when_a_backend_is_given():
+    assert HybridRetriever(CHUNKS).vector_store is None
+    made = HybridRetriever(CHUNKS, embedding_backend=DeterministicEmbeddingBackend()).vector_store
+    assert isinstance(made, InProcessVectorStore)
+    injected = InProcessVectorStore()
+    assert HybridRetriever(CHUNKS, vector_store=injected).vector_store is injected
+    backend = DeterministicEmbeddingBackend()
+    assert HybridRetriever(
+        CHUNKS, embedding_backend=backend, vector_store=injected
+    ).vector_store is injected
+
+
+def test_each_retriever_with_a_backend_gets_its_own_store():
+    backend = DeterministicEmbeddingBackend()
+    one = HybridRetriever(CHUNKS, embedding_backend=backend).vector_store
+    two = HybridRetriever(CHUNKS, embedding_backend=backend).vector_store
+    assert one is not two
+
+
+@pytest.mark.parametrize("bad", [0, -3, True, 1.0, "5", None])
+def test_constructor_rejects_a_bad_top_k(bad):
+    with pytest.raises(ValueError, match="top_k"):
+        HybridRetriever(CHUNKS, top_k=bad)
+
+
+@pytest.mark.parametrize("bad", [0, -1, False, 2.0, "2"])
+def test_search_rejects_a_bad_top_k(bad):
+    with pytest.raises(ValueError, match="top_k"):
+        HybridRetriever(CHUNKS).search("revenue", top_k=bad)
+
+
+# --- pre-filtering -------------------------------------------------------------------------
+
+
+def test_equality_filters_select_candidates():
+    r = HybridRetriever(CHUNKS)
+    assert ids(r.search("revenue profit", topic="REVENUE")) == ["c", "a"]
+    assert ids(r.search("revenue profit", entity="ACME_CN")) == ["b"]
+    assert ids(r.search("revenue profit", topic="REVENUE", period="2024")) == ["a"]
+    assert r.search("revenue", topic="NOPE") == []
+
+
+def test_empty_string_filter_is_a_real_filter():
+    r = HybridRetriever(CHUNKS)
+    assert ids(r.search("revenue profit weather", entity="")) == ["c"]
+    assert ids(r.search("revenue profit weather", topic="")) == ["d"]
+
+
+def test_metadata_filter_narrows_candidates_after_equality_filters():
+    r = HybridRetriever(CHUNKS)
+    mf = make_filter([("period", "gte", "2024")])
+    assert ids(r.search("revenue profit", metadata_filter=mf)) == ["b", "a"] or ids(
+        r.search("revenue profit", metadata_filter=mf)
+    ) == ["a", "b"]
+    assert set(ids(r.search("revenue profit", metadata_filter=mf))) == {"a", "b"}
+    assert ids(r.search("revenue profit", topic="REVENUE", metadata_filter=mf)) == ["a"]
+    none = make_filter([("period", "eq", "1999")])
+    assert r.search("revenue", metadata_filter=none) == []
+
+
+def test_bm25_statistics_are_computed_over_the_candidates_only():
+    r = HybridRetriever(CHUNKS)
+    got = r.search("revenue", topic="REVENUE")
+    cand = [c for c in CHUNKS if c.topic == "REVENUE"]
+    expected = bm25_scores(["revenue"], [tokenize(c.text) for c in cand])
+    by_id = {c.chunk_id: s for c, s in zip(cand, expected, strict=True)}
+    for res in got:
+        assert res.bm25_score == pytest.approx(by_id[res.chunk.chunk_id], abs=1e-12)
+
+
+def test_filtered_out_chunks_are_never_embedded_nor_upserted():
+    backend = RecordingBackend()
+    store = RecordingStore()
+    secret = mk("s", "revenue secret plan", entity="OTHER", sensitivity="RESTRICTED")
+    r = HybridRetriever([*CHUNKS, secret], embedding_backend=backend, vector_store=store)
+    r.search("revenue", entity="ACME_HK")
+    r.search("revenue", metadata_filter=make_filter([("entity", "ne", "OTHER")]))
+    assert "revenue secret plan" not in backend.seen
+    assert "s" not in store.upserted
+    assert "s" not in r.embedding_cache
+    assert store.count() == 4
+
+
+def test_no_candidates_means_no_embedding_at_all():
+    backend = RecordingBackend()
+    r = HybridRetriever(CHUNKS, embedding_backend=backend)
+    assert r.search("revenue", topic="NOPE") == []
+    assert backend.calls == []
+
+
+# --- vectors, cache and store ------------------------------------------------------------
+
+
+def test_chunk_vectors_are_embedded_once_and_cached_by_chunk_id():
+    backend = RecordingBackend()
+    r = HybridRetriever(CHUNKS, embedding_backend=backend)
+    r.search("revenue", entity="ACME_HK")  # embeds a, d + the query
+    assert backend.calls[0] == [CHUNKS[0].text, CHUNKS[3].text]
+    assert set(r.embedding_cache) == {"a", "d"}
+    backend.calls.clear()
+    r.search("profit")  # only b and c are new
+    assert backend.calls[0] == [CHUNKS[1].text, CHUNKS[2].text]
+    assert backend.calls[1:] == [["profit"]]
+    backend.calls.clear()
+    r.search("profit")
+    assert backend.calls == [["profit"]]
+
+
+def test_injected_cache_is_used_and_filled():
+    backend = RecordingBackend()
+    cache = {c.chunk_id: backend.inner.embed_texts([c.text])[0] for c in CHUNKS[:2]}
+    r = HybridRetriever(CHUNKS, embedding_backend=backend, embedding_cache=cache)
+    r.search("revenue")
+    assert backend.calls[0] == [CHUNKS[2].text, CHUNKS[3].text]
+    assert set(cache) == {"a", "b", "c", "d"}
+
+
+def test_upsert_metadata_is_the_filter_dims_plus_doc_id():
+    store = InProcessVectorStore()
+    r = HybridRetriever(CHUNKS, embedding_backend=DeterministicEmbeddingBackend(), vector_store=store)
+    r.search("revenue")
+    hit = {h.id: h for h in store.query([1.0] * 256, k=10)}["a"]
+    assert dict(hit.metadata) == {
+        "topic": "REVENUE", "entity": "ACME_HK", "geography": "", "period": "2024",
+        "language": "", "doc_id": "doc",
+    }
+
+
+def test_store_query_uses_stringified_filter_args_as_where_and_candidate_count_as_k():
+    store = RecordingStore()
+    r = HybridRetriever(CHUNKS, embedding_backend=RecordingBackend(), vector_store=store)
+    r.search("revenue", topic="REVENUE", period="2024")
+    assert store.queries == [{"k": 1, "where": {"topic": "REVENUE", "period": "2024"}}]
+    store.queries.clear()
+    r.search("revenue")
+    assert store.queries == [{"k": 4, "where": None}]
+
+
+def test_manage_vectors_false_never_embeds_chunks():
+    backend = RecordingBackend()
+    store = InProcessVectorStore()
+    r = HybridRetriever(CHUNKS, embedding_backend=backend, vector_store=store, manage_vectors=False)
+    got = r.search("revenue")
+    assert backend.calls == [["revenue"]]
+    assert store.count() == 0
+    assert all(res.vector_score == 0.0 for res in got)
+    assert ids(got) == ids(HybridRetriever(CHUNKS).search("revenue"))
+
+
+def test_vector_ranking_is_restricted_to_candidates():
+    store = InProcessVectorStore()
+    backend = DeterministicEmbeddingBackend()
+    # Put every chunk in the store, then search a retriever that only knows two of them.
+    HybridRetriever(CHUNKS, embedding_backend=backend, vector_store=store).search("x")
+    r = HybridRetriever(CHUNKS[:2], embedding_backend=backend, vector_store=store,
+                        manage_vectors=False)
+    assert set(ids(r.search("revenue weather"))) == {"a", "b"}
+
+
+def test_hybrid_mode_gives_every_candidate_an_rrf_share():
+    chunks = [mk(f"k{i:02d}", f"report item{i}") for i in range(60)]
+    r = HybridRetriever(chunks, embedding_backend=DeterministicEmbeddingBackend(), top_k=60)
+    got = r.search("report")
+    assert len(got) == 60
+    assert all(res.vector_score > 0 for res in got)
+    assert all(res.fused_score > 0 for res in got)
+
+
+def test_zero_cosine_candidates_stay_in_the_hybrid_ranking():
+    r = HybridRetriever(CHUNKS, embedding_backend=DeterministicEmbeddingBackend(dim=4096))
+    got = {res.chunk.chunk_id: res for res in r.search("weather")}
+    assert set(got) == {"a", "b", "c", "d"}
+    assert got["a"].bm25_score == 0.0
+    assert got["a"].fused_score > 0
+
+
+def test_pure_bm25_drops_chunks_without_a_bm25_hit():
+    got = HybridRetriever(CHUNKS).search("weather")
+    assert ids(got) == ["d"]
+    assert HybridRetriever(CHUNKS).search("nothing matches") == []
+    assert HybridRetriever(CHUNKS).search("!!!") == []
+
+
+def test_vector_scores_are_cosines_of_query_and_index_text():
+    backend = DeterministicEmbeddingBackend(dim=64)
+    r = HybridRetriever(CHUNKS, embedding_backend=backend)
+    qv = backend.embed_texts(["hong kong revenue"])[0]
+    for res in r.search("hong kong revenue"):
+        cv = backend.embed_texts([res.chunk.text])[0]
+        assert res.vector_score == pytest.approx(cosine_similarity(qv, cv), abs=1e-12)
+
+
+# --- ranking, fusion, queries ---------------------------------------------------------------
+
+
+def test_bm25_ranking_ties_break_by_chunk_id():
+    chunks = [mk("z", "same words"), mk("m", "same words"), mk("a", "same words")]
+    got = HybridRetriever(chunks).search("same")
+    assert ids(got) == ["a", "m", "z"]
+    assert got[0].bm25_score == got[1].bm25_score == got[2].bm25_score
+    assert [res.fused_score for res in got] == [1 / 61, 1 / 62, 1 / 63]
+
+
+def test_results_sort_by_fused_then_chunk_id_and_cut_to_top_k():
+    r = HybridRetriever(CHUNKS, top_k=2)
+    full = HybridRetriever(CHUNKS).search("revenue profit")
+    assert ids(r.search("revenue profit")) == ids(full)[:2]
+    assert ids(r.search("revenue profit", top_k=3)) == ids(full)[:3]
+    keys = [(-res.fused_score, res.chunk.chunk_id) for res in full]
+    assert keys == sorted(keys)
+
+
+def test_rrf_k_changes_the_fused_scores():
+    got = HybridRetriever(CHUNKS, rrf_k=1).search("weather")
+    assert got[0].fused_score == 0.5
+
+
+def test_k1_and_b_reach_bm25():
+    docs = [tokenize(c.text) for c in CHUNKS]
+    expected = bm25_scores(["revenue"], docs, k1=0.9, b=0.3)
+    got = {res.chunk.chunk_id: res.bm25_score for res in
+           HybridRetriever(CHUNKS, k1=0.9, b=0.3).search("revenue")}
+    assert got["a"] == pytest.approx(expected[0], abs=1e-12)
+    assert got["c"] == pytest.approx(expected[2], abs=1e-12)
+
+
+def test_duplicate_query_variants_are_harmless():
+    single = HybridRetriever(CHUNKS).search("revenue")
+    dup = HybridRetriever(CHUNKS, query_rewriter=FixedRewriter(["revenue", "revenue"])).search(
+        "revenue"
+    )
+    assert repr(dup) == repr(single)
+
+
+def test_duplicate_variants_are_embedded_once():
+    backend = RecordingBackend()
+    r = HybridRetriever(CHUNKS, embedding_backend=backend,
+                        query_rewriter=FixedRewriter(["revenue", "profit", "revenue"]))
+    r.search("revenue")
+    assert backend.calls[1:] == [["revenue"], ["profit"]]
+
+
+def test_scores_are_the_best_over_query_variants_and_fusion_sums_all_rankings():
+    r = HybridRetriever(CHUNKS, query_rewriter=FixedRewriter(["revenue", "profit"]))
+    got = {res.chunk.chunk_id: res for res in r.search("ignored")}
+    docs = [tokenize(c.text) for c in CHUNKS]
+    rev = bm25_scores(["revenue"], docs)
+    prof = bm25_scores(["profit"], docs)
+    # c holds both words: best of its two BM25 scores, and a share from both rankings.
+    assert got["c"].bm25_score == pytest.approx(max(rev[2], prof[2]), abs=1e-12)
+    rev_rank = sorted([("a", rev[0]), ("c", rev[2])], key=lambda t: (-t[1], t[0]))
+    prof_rank = sorted([("b", prof[1]), ("c", prof[2])], key=lambda t: (-t[1], t[0]))
+    expected_c = 1 / (60 + 1 + [x for x, _ in rev_rank].index("c")) + 1 / (
+        60 + 1 + [x for x, _ in prof_rank].index("c")
+    )
+    assert got["c"].fused_score == pytest.approx(expected_c, abs=1e-15)
+    assert set(got) == {"a", "b", "c"}
+
+
+def test_index_text_fn_feeds_bm25_and_embeddings_but_results_keep_the_chunk():
+    backend = RecordingBackend()
+
+    def fn(c):
+        return f"{c.entity} {c.text}"
+
+    r = HybridRetriever(CHUNKS, embedding_backend=backend, index_text_fn=fn)
+    got = r.search("ACME_CN")
+    assert ids(got)[0] == "b"
+    assert got[0].bm25_score > 0
+    assert got[0].chunk is CHUNKS[1]
+    assert backend.calls[0][1] == "ACME_CN profit fell in china"
+    assert HybridRetriever(CHUNKS).search("ACME_CN") == []
+
+
+def test_result_chunks_are_the_input_objects():
+    got = HybridRetriever(CHUNKS).search("revenue")
+    assert all(any(res.chunk is c for c in CHUNKS) for res in got)
+
+
+def test_repeated_searches_and_fresh_instances_are_identical():
+    def make():
+        return HybridRetriever(CHUNKS, embedding_backend=DeterministicEmbeddingBackend(dim=32),
+                               query_rewriter=GlossaryQueryRewriter())
+
+    r = make()
+    first = repr(r.search("hk revenue profit"))
+    assert repr(r.search("hk revenue profit")) == first
+    assert repr(make().search("hk revenue profit")) == first
+
+
+def test_injected_store_gives_the_same_results_as_the_default_store():
+    backend = DeterministicEmbeddingBackend(dim=32)
+    default = HybridRetriever(CHUNKS, embedding_backend=backend).search("hong kong revenue")
+    injected = HybridRetriever(
+        CHUNKS, embedding_backend=backend, vector_store=InProcessVectorStore()
+    ).search("hong kong revenue")
+    assert repr(injected) == repr(default)
