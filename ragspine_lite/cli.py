@@ -18,6 +18,7 @@ the agent link exit (``build_narrative_retriever``), and only their count is rep
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sqlite3
@@ -27,7 +28,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ragspine_lite.chunking.chunk_store import ChunkStore
+from ragspine_lite.chunking.chunk_store import ChunkStore, StoredChunk
 from ragspine_lite.chunking.chunking import DEFAULT_CHUNK_CHARS, DEFAULT_OVERLAP_CHARS
 from ragspine_lite.chunking.sources import (
     SUPPORTED_EXTENSIONS,
@@ -185,7 +186,12 @@ def build_parser() -> argparse.ArgumentParser:
     _add_retrieval_options(p)
     p.set_defaults(handler=_cmd_search)
 
-    p = sub.add_parser("stats", help="show what a chunk database holds")
+    p = sub.add_parser(
+        "stats", help="show what a chunk database holds",
+        epilog="documents = documents with active chunks (retired = none active); versions = "
+        "distinct (doc_id, version) batches; by-sensitivity/by-language count active chunks "
+        "and the documents they belong to.",
+    )
     p.add_argument("--db", required=True, metavar="FILE", help="an existing chunk database")
     p.add_argument("--json", action="store_true", help="print the numbers as JSON")
     p.set_defaults(handler=_cmd_stats)
@@ -231,6 +237,8 @@ def _open_existing_store(db: str) -> ChunkStore:
         found = conn.execute(
             "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (_TABLE,)
         ).fetchone()
+    except sqlite3.DatabaseError as exc:
+        raise ValueError(f"{db!r} is not a readable SQLite database ({exc})") from None
     finally:
         conn.close()
     if found is None:
@@ -254,12 +262,19 @@ def _parse_filters(expressions: Sequence[str]) -> Any:
         return None
     from ragspine_lite.filtering.metadata_filter import MetadataFilter, parse_filter_expression
 
+    valid = [f.name for f in dataclasses.fields(StoredChunk)]
     conditions = []
     for expr in expressions:
         try:
-            conditions.append(parse_filter_expression(expr))
+            condition = parse_filter_expression(expr)
         except ValueError as exc:
             raise _UsageError(f"argument --filter: {exc}") from None
+        if condition.field not in valid:
+            raise _UsageError(
+                f"argument --filter: unknown field {condition.field!r} in {expr!r}; "
+                f"valid fields: {', '.join(valid)}"
+            )
+        conditions.append(condition)
     return MetadataFilter(tuple(conditions))
 
 
@@ -473,11 +488,14 @@ def _ingest_into(
         for _path, text, meta in docs:
             n = index.ingest(text, meta)
             total += n
-            if echo:
+            if not echo:
+                continue
+            flag = "  [RESTRICTED]" if is_restricted(meta.sensitivity) else ""
+            if n == 0:  # nothing written, so no new version row exists
+                _out(f"{meta.doc_id}\tchunks=0\t(empty: retired from the active set){flag}")
+            else:
                 version = _latest_version(store, meta.doc_id)
-                flag = "  [RESTRICTED]" if is_restricted(meta.sensitivity) else ""
-                empty = "  (empty: retired from the active set)" if n == 0 else ""
-                _out(f"{meta.doc_id}\tchunks={n}\tversion={version}{flag}{empty}")
+                _out(f"{meta.doc_id}\tchunks={n}\tversion={version}{flag}")
         return len(docs), total
     finally:
         store.close()
@@ -622,6 +640,11 @@ def _demo(db: str, backend: Any) -> None:
         _print_results(snippets, indent="  ")
         if held_back:
             _out(f"  note: {_held_back_line(held_back)}")
+    _out("")
+    _out(
+        f"The {restricted} RESTRICTED sample documents are in the chunk store, but the "
+        "retrieval exit drops them before any result is built: only their count is shown."
+    )
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
@@ -646,14 +669,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except _UsageError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except BrokenPipeError:  # e.g. piped into `head`: stop quietly
+        _silence_stdout()
+        return EXIT_RUNTIME
     except SystemExit as exc:  # --help / --version
         code = exc.code
         return code if isinstance(code, int) else (EXIT_OK if code is None else EXIT_RUNTIME)
     except (ValueError, OSError, sqlite3.Error, RagspineError, ImportError) as exc:
         print(f"{PROG}: error: {_one_line(exc)}", file=sys.stderr)
-        return EXIT_RUNTIME
-    except BrokenPipeError:  # e.g. piped into `head`: stop quietly
-        _silence_stdout()
         return EXIT_RUNTIME
     except KeyboardInterrupt:
         print(f"{PROG}: error: interrupted", file=sys.stderr)

@@ -242,7 +242,8 @@ def test_metadata_is_copied_to_every_chunk() -> None:
 
 
 def test_sentence_regex_restores_the_paragraph() -> None:
-    for paragraph in ["..leading enders. Then words!? and a tail", "甲。乙！丙？丁；戊", "!!!", "x"]:
+    samples = ["..leading enders. Then words!? and a tail", "甲。乙！丙？丁；戊", "!!!", "x"]
+    for paragraph in samples:
         assert "".join(_SENTENCE_RE.findall(paragraph)) == paragraph
 
 

@@ -84,6 +84,59 @@ def test_retrieval_result_holds_chunk_and_three_scores():
     assert r == RetrievalResult(c, 1.5, 0.25, 0.01)
 
 
+# --- primitives (pinned examples) ----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "tokens"),
+    [
+        ("影响", ["影", "响", "影响"]),
+        ("MPFA新规", ["mpfa", "新", "规", "新规"]),
+        ("?!，。…", []),
+        ("", []),
+        ("Hello, World_2024", ["hello", "world", "2024"]),
+        ("ACME香港2023年", ["acme", "香", "港", "香港", "2023", "年"]),
+        ("日本語のテキスト 한국어", ["日", "本", "語", "日本", "本語"]),
+        ("café naïve", ["caf", "na", "ve"]),
+        ("\u3400\u4dbf\uf900", ["\u3400", "\u4dbf", "\uf900", "\u3400\u4dbf", "\u4dbf\uf900"]),
+    ],
+)
+def test_tokenize_ascii_runs_and_cjk_unigrams_then_bigrams(text, tokens):
+    assert tokenize(text) == tokens
+
+
+def test_bm25_pinned_value_and_degenerate_inputs():
+    scores = bm25_scores(["x"], [["x", "x", "y"], ["y", "z"]])
+    assert scores[0] == pytest.approx(0.930399, abs=1e-6)
+    assert scores[1] == 0.0
+    assert bm25_scores([], [["x"], ["y"]]) == [0.0, 0.0]
+    assert bm25_scores(["x"], []) == []
+
+
+def test_bm25_matches_the_okapi_formula_with_query_term_frequency():
+    docs = [["a", "b", "a"], ["b", "c"], ["a"]]
+    n, avgdl, k1, b = 3, 2.0, 1.5, 0.75
+
+    def term(t, doc, qtf):
+        df = sum(t in d for d in docs)
+        idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
+        tf = doc.count(t)
+        return qtf * idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * len(doc) / avgdl))
+
+    got = bm25_scores(["a", "a", "b"], docs)
+    for doc, score in zip(docs, got, strict=True):
+        assert score == pytest.approx(term("a", doc, 2) + term("b", doc, 1), abs=1e-12)
+
+
+def test_rrf_hand_examples_and_cosine_zero_vector():
+    assert retrieval.rrf_fuse([["a", "b"], ["b"]], k=1) == {"a": 0.5, "b": 1 / 3 + 1 / 2}
+    fused = retrieval.rrf_fuse([["x", "y", "z"], ["z", "x"]])
+    assert fused == {"x": 1 / 61 + 1 / 62, "y": 1 / 62, "z": 1 / 63 + 1 / 61}
+    assert retrieval.rrf_fuse([]) == {}
+    assert retrieval.cosine_similarity([0.0, 0.0], [1.0, 2.0]) == 0.0
+    assert retrieval.cosine_similarity([1.0, 1.0], [2.0, 2.0]) == pytest.approx(1.0)
+
+
 # --- GlossaryQueryRewriter --------------------------------------------------------------
 
 

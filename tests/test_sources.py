@@ -237,3 +237,12 @@ def test_discover_rejects_an_unsupported_file_named_directly(tmp_path):
 def test_discover_rejects_a_missing_path(tmp_path):
     with pytest.raises(ValueError, match="no such file"):
         discover_documents([tmp_path / "missing"])
+
+
+def test_discover_loads_a_file_reached_twice_only_once(tmp_path):
+    root = tmp_path / "docs"
+    path = write(root / "a.md", "x")
+    write(root / "b.md", "x")
+    found = discover_documents([root, path])
+    assert [p.name for p, _ in found] == ["a.md", "b.md"]
+    assert found[0][1] == root  # the first occurrence (and its root) wins

@@ -1,7 +1,7 @@
 """Chunking: paragraph packing, structure-aware strategies, and the versioned chunk store.
 
 ``chunk_document`` is the default strategy; ``make_chunker`` picks another by name; ``ChunkStore``
-persists chunks with versioned re-ingest.
+persists chunks with versioned re-ingest; ``load_document`` reads a ``.md``/``.txt`` file.
 """
 
 from __future__ import annotations
@@ -45,6 +45,13 @@ from ragspine_lite.chunking.sentence_window_chunker import (
     DEFAULT_WINDOW_SIZE,
     SentenceWindowChunker,
 )
+from ragspine_lite.chunking.sources import (
+    FRONT_MATTER_KEYS,
+    SUPPORTED_EXTENSIONS,
+    discover_documents,
+    load_document,
+    parse_front_matter,
+)
 
 __all__ = [
     "CHUNKER_ENTRY_POINT_GROUP",
@@ -53,7 +60,9 @@ __all__ = [
     "DEFAULT_CHUNK_CHARS",
     "DEFAULT_OVERLAP_CHARS",
     "DEFAULT_WINDOW_SIZE",
+    "FRONT_MATTER_KEYS",
     "SCHEMA_VERSION",
+    "SUPPORTED_EXTENSIONS",
     "BookChunker",
     "Chunk",
     "ChunkStore",
@@ -69,7 +78,10 @@ __all__ = [
     "SentenceWindowChunker",
     "StoredChunk",
     "chunk_document",
+    "discover_documents",
     "group_children_by_parent",
     "is_heading",
+    "load_document",
     "make_chunker",
+    "parse_front_matter",
 ]

@@ -187,9 +187,18 @@ def discover_documents(paths: Iterable[str | Path]) -> list[tuple[Path, Path]]:
     A directory is walked recursively (hidden entries skipped, symlinked directories not
     followed) for supported extensions, sorted by relative path; its ``root`` is the directory.
     A file given directly must have a supported extension; its ``root`` is its parent.
-    Raises ``ValueError`` for a missing path or an unsupported file named directly.
+    A file reached more than once is kept at its first occurrence. Raises ``ValueError``
+    for a missing path or an unsupported file named directly.
     """
     found: list[tuple[Path, Path]] = []
+    seen: set[Path] = set()
+
+    def add(child: Path, root: Path) -> None:
+        key = child.resolve()
+        if key not in seen:  # a file reached twice (dir + file) is loaded once
+            seen.add(key)
+            found.append((child, root))
+
     for item in paths:
         p = Path(item)
         if p.is_dir():
@@ -202,10 +211,11 @@ def discover_documents(paths: Iterable[str | Path]) -> list[tuple[Path, Path]]:
                     child = Path(dirpath) / name
                     if child.suffix.lower() in SUPPORTED_EXTENSIONS:
                         batch.append((child.relative_to(p).as_posix(), child))
-            found.extend((child, p) for _, child in sorted(batch))
+            for _, child in sorted(batch):
+                add(child, p)
         elif p.exists():
             _check_extension(p)
-            found.append((p, p.parent))
+            add(p, p.parent)
         else:
             raise ValueError(f"no such file or directory: {str(p)!r}")
     return found

@@ -252,9 +252,23 @@ class HybridRetriever:
             tokens = self._token_cache[text] = tokenize(text)
         return tokens
 
-    def _bm25(self, query_tokens: list[str], docs_tokens: list[list[str]]) -> list[float]:
-        """BM25 of every candidate for one query (the single scoring path)."""
-        return bm25_scores(query_tokens, docs_tokens, k1=self.k1, b=self.b)
+    def _bm25_rankings(
+        self, queries: list[str], candidates: list[Any], texts: list[str]
+    ) -> list[list[tuple[str, float]]]:
+        """Per query, the candidates with BM25 > 0 as ``(chunk_id, score)``, by (-score, id).
+
+        The single BM25 path: Okapi statistics (idf, avgdl) are over the candidates only.
+        A faster index may replace this method if it returns exactly the same lists.
+        """
+        docs_tokens = [self._tokens(t) for t in texts]
+        ids = [c.chunk_id for c in candidates]
+        out = []
+        for q in queries:
+            scores = bm25_scores(tokenize(q), docs_tokens, k1=self.k1, b=self.b)
+            hits = [(cid, s) for cid, s in zip(ids, scores, strict=True) if s > 0]
+            hits.sort(key=lambda hit: (-hit[1], hit[0]))
+            out.append(hits)
+        return out
 
     def _sync_vectors(
         self,
@@ -304,9 +318,7 @@ class HybridRetriever:
             return []
         queries = self._queries(query)
         texts = [self._index_text(c) for c in candidates]
-        docs_tokens = [self._tokens(t) for t in texts]
-        ids = [c.chunk_id for c in candidates]
-        candidate_ids = set(ids)
+        candidate_ids = {c.chunk_id for c in candidates}
         by_id: dict[str, Any] = {}
         for c in candidates:
             by_id.setdefault(c.chunk_id, c)
@@ -319,14 +331,10 @@ class HybridRetriever:
         rankings: list[list[str]] = []
         best_bm25: dict[str, float] = {}
         best_vec: dict[str, float] = {}
-        for q in queries:
-            scores = self._bm25(tokenize(q), docs_tokens)
-            hits = sorted(
-                ((s, cid) for s, cid in zip(scores, ids, strict=True) if s > 0),
-                key=lambda sc: (-sc[0], sc[1]),
-            )
-            rankings.append([cid for _, cid in hits])
-            for s, cid in hits:
+        bm25_rankings = self._bm25_rankings(queries, candidates, texts)
+        for q, hits in zip(queries, bm25_rankings, strict=True):
+            rankings.append([cid for cid, _ in hits])
+            for cid, s in hits:
                 if s > best_bm25.get(cid, 0.0):
                     best_bm25[cid] = s
             if backend is not None and store is not None:

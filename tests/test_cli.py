@@ -1,0 +1,623 @@
+"""The ``ragspine-lite`` command, run in-process through ``main([...])``."""
+
+from __future__ import annotations
+
+import json
+import os
+import runpy
+import sqlite3
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from ragspine_lite import cli
+from ragspine_lite.chunking.chunk_store import ChunkStore
+from ragspine_lite.chunking.chunking import chunk_document
+from ragspine_lite.chunking.sources import discover_documents, load_document
+from ragspine_lite.link.narrative_link import build_narrative_retriever
+
+CANARY = "ZEPHYRCANARY"
+SAMPLES = cli.samples_dir()
+SNIPPET_KEYS = {
+    "text",
+    "doc_id",
+    "title",
+    "source_locator",
+    "chunk_id",
+    "topic",
+    "entity",
+    "geography",
+    "period",
+    "language",
+    "sensitivity",
+    "scores",
+}
+ERROR_PREFIX = "ragspine-lite: error:"
+
+
+@pytest.fixture(autouse=True)
+def _clean_env(monkeypatch):
+    """Every test starts from the same edge configuration: no RAGSPINE_* variables."""
+    for name in list(os.environ):
+        if name.startswith("RAGSPINE_"):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("RAGSPINE_EMBEDDING_BACKEND", "none")
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = cli.main(list(argv))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def sample_docs():
+    """(path, body, meta) for every bundled sample, loaded independently of the CLI."""
+    return [(p, *load_document(p, root=r)) for p, r in discover_documents([SAMPLES])]
+
+
+def assert_one_line_error(err: str) -> None:
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith(ERROR_PREFIX)
+    assert "Traceback" not in err
+
+
+@pytest.fixture
+def db(tmp_path, capsys) -> str:
+    path = str(tmp_path / "chunks.db")
+    code, _, _ = run(capsys, "ingest", str(SAMPLES), "--db", path)
+    assert code == 0
+    return path
+
+
+def search_json(capsys, db: str, query: str, *extra: str) -> list[dict]:
+    code, out, _ = run(capsys, "search", query, "--db", db, "--json", *extra)
+    assert code == 0
+    return json.loads(out)
+
+
+# ---------------------------------------------------------------- the sample corpus
+
+
+def test_samples_are_bilingual_with_front_matter_and_two_restricted_canaries():
+    docs = sample_docs()
+    assert 8 <= len(docs) <= 12
+    assert {meta.language for _, _, meta in docs} == {"en", "zh"}
+    restricted = [(body, meta) for _, body, meta in docs if meta.sensitivity == "RESTRICTED"]
+    assert len(restricted) == 2
+    assert all(CANARY in body for body, _ in restricted)
+    assert not any(CANARY in body for _, body, meta in docs if meta.sensitivity != "RESTRICTED")
+    assert {meta.entity for _, _, meta in docs} >= {"ACME_HK", "ACME_CN", "ACME_GROUP"}
+    for path, _, _ in docs:
+        assert path.read_text(encoding="utf-8").startswith("---\n"), path
+
+
+# ---------------------------------------------------------------- ingest
+
+
+def test_ingest_prints_one_line_per_document_and_a_summary(tmp_path, capsys):
+    code, out, err = run(capsys, "ingest", str(SAMPLES), "--db", str(tmp_path / "c.db"))
+    assert code == 0
+    docs = sample_docs()
+    lines = out.strip().splitlines()
+    assert len(lines) == len(docs) + 1
+    for line, (_, body, meta) in zip(lines, docs, strict=False):
+        expected = len(chunk_document(body, meta))
+        assert line.startswith(f"{meta.doc_id}\tchunks={expected}\tversion=1")
+        assert ("[RESTRICTED]" in line) == (meta.sensitivity == "RESTRICTED")
+    assert lines[-1].startswith(f"ingested {len(docs)} document(s)")
+    assert f"[1/{len(docs)}]" in err  # progress for more than a few files
+
+
+def test_ingest_of_a_few_files_shows_no_progress(tmp_path, capsys):
+    one = SAMPLES / "en" / "acme_cn_2023_profit.md"
+    code, out, err = run(capsys, "ingest", str(one), "--db", str(tmp_path / "c.db"))
+    assert code == 0
+    assert err == ""
+    assert out.startswith("acme_cn_2023_profit.md\t")  # a file given directly: its name
+
+
+def test_reingest_bumps_the_version_and_keeps_old_rows(db, capsys):
+    code, out, _ = run(capsys, "ingest", str(SAMPLES), "--db", db)
+    assert code == 0
+    doc_lines = out.strip().splitlines()[:-1]
+    assert doc_lines and all("\tversion=2" in line for line in doc_lines)
+    stats = json.loads(run(capsys, "stats", "--db", db, "--json")[1])
+    assert stats["total_rows"] == 2 * stats["active_chunks"]
+    assert stats["max_version"] == 2
+
+
+def test_front_matter_wins_over_cli_defaults_which_fill_missing_fields(tmp_path, capsys):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "secret.md").write_text(
+        "---\nsensitivity: RESTRICTED\n---\nGadget revenue", encoding="utf-8"
+    )
+    (docs / "open.md").write_text("Gadget revenue grew", encoding="utf-8")
+    path = str(tmp_path / "c.db")
+    args = ["ingest", str(docs), "--db", path, "--sensitivity", "PUBLIC", "--entity", "ACME_HK"]
+    assert run(capsys, *args)[0] == 0
+    stats = json.loads(run(capsys, "stats", "--db", path, "--json")[1])
+    assert stats["by_sensitivity"] == {
+        "PUBLIC": {"documents": 1, "chunks": 1},
+        "RESTRICTED": {"documents": 1, "chunks": 1},
+    }
+    hits = search_json(capsys, path, "gadget revenue", "--filter", "entity=ACME_HK")
+    assert [h["doc_id"] for h in hits] == ["open.md"]
+
+
+def test_ingest_is_all_or_nothing_when_one_document_is_bad(tmp_path, capsys):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.md").write_text("fine", encoding="utf-8")
+    (docs / "b.md").write_text("---\nowner: x\n---\nbody", encoding="utf-8")
+    path = tmp_path / "c.db"
+    code, _, err = run(capsys, "ingest", str(docs), "--db", str(path))
+    assert code == 1
+    assert_one_line_error(err)
+    assert "'owner'" in err and "b.md" in err
+    assert not path.exists()
+
+
+def test_ingest_of_an_unsupported_file_is_a_runtime_error_naming_it(tmp_path, capsys):
+    pdf = tmp_path / "report.pdf"
+    pdf.write_bytes(b"%PDF-1.4")
+    path = tmp_path / "c.db"
+    code, _, err = run(capsys, "ingest", str(pdf), "--db", str(path))
+    assert code == 1
+    assert_one_line_error(err)
+    assert "report.pdf" in err and ".md" in err
+    assert not path.exists()
+
+
+def test_ingest_of_a_missing_path_is_a_runtime_error(tmp_path, capsys):
+    code, _, err = run(capsys, "ingest", str(tmp_path / "nope"), "--db", str(tmp_path / "c.db"))
+    assert code == 1
+    assert_one_line_error(err)
+
+
+def test_ingest_rejects_duplicate_doc_ids(tmp_path, capsys):
+    for sub in ("x", "y"):
+        (tmp_path / sub).mkdir()
+        (tmp_path / sub / "same.md").write_text("text", encoding="utf-8")
+    code, _, err = run(
+        capsys, "ingest", str(tmp_path / "x"), str(tmp_path / "y"), "--db", str(tmp_path / "c.db")
+    )
+    assert code == 1
+    assert_one_line_error(err)
+    assert "'same.md'" in err
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        ["--max-chars", "0"],
+        ["--max-chars", "ten"],
+        ["--overlap-chars", "-1"],
+        ["--max-chars", "100", "--overlap-chars", "100"],
+        ["--chunker", "no-such-chunker"],
+    ],
+)
+def test_bad_ingest_options_are_usage_errors(tmp_path, capsys, extra):
+    path = tmp_path / "c.db"
+    code, _, err = run(capsys, "ingest", str(SAMPLES), "--db", str(path), *extra)
+    assert code == 2
+    assert_one_line_error(err)
+    assert not path.exists()
+
+
+def test_ingest_honours_the_chunk_budget(tmp_path, capsys):
+    small, large = str(tmp_path / "s.db"), str(tmp_path / "l.db")
+    assert run(capsys, "ingest", str(SAMPLES), "--db", small, "--max-chars", "120",
+               "--overlap-chars", "0")[0] == 0
+    assert run(capsys, "ingest", str(SAMPLES), "--db", large)[0] == 0
+    count = {p: json.loads(run(capsys, "stats", "--db", p, "--json")[1])["active_chunks"]
+             for p in (small, large)}
+    assert count[small] > count[large]
+
+
+# ---------------------------------------------------------------- search
+
+
+def locator_of(db: str, doc_id: str, needle: str) -> str:
+    """The locator of the active chunk of ``doc_id`` whose text contains ``needle``."""
+    store = ChunkStore(db)
+    try:
+        matches = [c for c in store.iter_chunks(doc_id=doc_id) if needle in c.text]
+    finally:
+        store.close()
+    assert len(matches) == 1
+    return matches[0].source_locator
+
+
+def test_english_search_cites_the_expected_document_and_locator(db, capsys):
+    code, out, _ = run(capsys, "search", "Hong Kong revenue growth in 2024", "--db", db)
+    assert code == 0
+    doc_id = "en/acme_hk_2024_annual_review.md"
+    first = out.split("\n 2. ")[0]
+    assert doc_id in first
+    assert locator_of(db, doc_id, "closed 2024 with revenue") in first
+    assert "fused=" in first and "bm25=" in first
+    assert "ACME Hong Kong 2024 annual review" in first  # the title
+
+
+def test_chinese_search_cites_the_expected_document(db, capsys):
+    hits = search_json(capsys, db, "香港银保渠道营收增长")
+    assert hits[0]["doc_id"] == "zh/acme_hk_2024_revenue_zh.md"
+    assert hits[0]["source_locator"] == locator_of(db, hits[0]["doc_id"], "银保渠道")
+    assert "银保" in hits[0]["text"]
+
+
+def test_glossary_rewriter_lets_an_english_query_reach_chinese_documents(db, capsys):
+    hits = search_json(capsys, db, "Hong Kong revenue", "--top-k", "20")
+    ids = [h["doc_id"] for h in hits]
+    assert "zh/acme_hk_2024_revenue_zh.md" in ids  # via 香港 / 营收 synonyms
+
+
+def test_json_snippets_carry_full_lineage_and_honest_text(db, capsys):
+    hits = search_json(capsys, db, "operating profit", "--top-k", "5")
+    assert hits
+    bodies = {meta.doc_id: body for _, body, meta in sample_docs()}
+    for hit in hits:
+        assert set(hit) == SNIPPET_KEYS
+        assert set(hit["scores"]) == {"bm25", "vector", "fused"}
+        assert hit["chunk_id"].startswith(hit["doc_id"] + "#c")
+        assert hit["source_locator"].startswith(hit["doc_id"] + "#para")
+        paragraphs = "\n".join(
+            line.strip() for line in bodies[hit["doc_id"]].split("\n") if line.strip()
+        )
+        assert hit["text"] in paragraphs
+    fused = [h["scores"]["fused"] for h in hits]
+    assert fused == sorted(fused, reverse=True)
+
+
+def test_json_output_keeps_chinese_unescaped(db, capsys):
+    code, out, _ = run(capsys, "search", "中国内地营运利润", "--db", db, "--json")
+    assert code == 0
+    assert "营运利润" in out and "\\u" not in out
+
+
+def test_top_k_caps_the_results(db, capsys):
+    assert len(search_json(capsys, db, "ACME revenue", "--top-k", "2")) == 2
+
+
+@pytest.mark.parametrize(
+    ("expr", "field", "allowed"),
+    [
+        ("entity=eq:ACME_CN", "entity", {"ACME_CN"}),
+        ("topic=PROFIT", "topic", {"PROFIT"}),
+        ("language=in:zh", "language", {"zh"}),
+        ("period=between:2023,2023", "period", {"2023"}),
+        ("entity=ne:ACME_HK", "entity", {"ACME_CN", "ACME_GROUP"}),
+    ],
+)
+def test_filters_restrict_every_result(db, capsys, expr, field, allowed):
+    unfiltered = search_json(capsys, db, "ACME revenue operating profit", "--top-k", "50")
+    hits = search_json(capsys, db, "ACME revenue operating profit", "--top-k", "50",
+                       "--filter", expr)
+    assert hits
+    assert {h[field] for h in hits} <= allowed
+    assert len(hits) < len(unfiltered)  # the filter really removed something
+
+
+def test_several_filters_must_all_match(db, capsys):
+    hits = search_json(capsys, db, "ACME", "--top-k", "50",
+                       "--filter", "entity=ACME_HK", "--filter", "period=2024")
+    assert hits
+    assert {(h["entity"], h["period"]) for h in hits} == {("ACME_HK", "2024")}
+
+
+def test_a_filter_that_matches_nothing_is_strict(db, capsys):
+    assert search_json(capsys, db, "revenue", "--filter", "entity=NOBODY") == []
+
+
+def test_a_query_matching_only_restricted_text_says_it_was_held_back(db, capsys):
+    code, out, err = run(capsys, "search", "Macau broker acquisition", "--db", db)
+    assert code == 0
+    assert out.startswith("0 result(s)")
+    assert "held back" in out and "RESTRICTED" in out
+    code, out, err = run(capsys, "search", "Macau broker acquisition", "--db", db, "--json")
+    assert json.loads(out) == []
+    assert "held back" in err
+
+
+def test_no_results_is_not_an_error(db, capsys):
+    code, out, _ = run(capsys, "search", "zzzqqq", "--db", db)
+    assert code == 0
+    assert out.startswith("0 result(s)")
+    assert "held back" not in out
+
+
+def test_restricted_chunks_are_in_the_store_but_the_link_exit_holds_them_back(db):
+    """Reverse proof: the canary is retrievable below the exit, so the CLI test is not vacuous."""
+    retriever, store = build_narrative_retriever(db)
+    try:
+        assert any(CANARY in c.text for c in store.iter_chunks())
+        raw = retriever.index.retrieve("Macau broker acquisition")
+        assert any(CANARY in r.chunk.text for r in raw)
+        assert all(CANARY not in str(s) for s in retriever.retrieve("Macau broker acquisition"))
+    finally:
+        store.close()
+
+
+def test_the_canary_never_appears_in_any_output_of_any_command(tmp_path, capsys):
+    path = str(tmp_path / "c.db")
+    outputs = []
+
+    def collect(*argv: str) -> int:
+        code, out, err = run(capsys, *argv)
+        outputs.append(out + err)
+        return code
+
+    assert collect("ingest", str(SAMPLES), "--db", path) == 0
+    # Queries never contain the canary: the CLI echoes the user's own query.
+    queries = ["Macau broker acquisition", "中国内地营运利润", "董事会 分支机构", "revenue",
+               "Project memo board deal team", "项目 裁员 时间表"]
+    for query in queries:
+        for extra in ([], ["--json"], ["--filter", "sensitivity=RESTRICTED"],
+                      ["--filter", "sensitivity=in:RESTRICTED,PUBLIC", "--json"],
+                      ["--mode", "hybrid", "--embedding", "deterministic", "--json"]):
+            assert collect("search", query, "--db", path, "--top-k", "50", *extra) == 0
+    assert collect("stats", "--db", path) == 0
+    assert collect("stats", "--db", path, "--json") == 0
+    assert collect("demo", "--db", str(tmp_path / "demo.db")) == 0
+    assert any("held back" in text for text in outputs)  # restricted text did match
+    for text in outputs:
+        assert CANARY not in text.upper()
+
+
+def test_filtering_on_restricted_selects_it_below_the_exit_but_shows_nothing(db, capsys):
+    code, out, _ = run(capsys, "search", "acquisition broker 董事会", "--db", db,
+                       "--filter", "sensitivity=RESTRICTED")
+    assert code == 0
+    assert out.startswith("0 result(s)")
+    assert "held back" in out
+
+
+def test_hybrid_mode_adds_a_vector_channel_and_economy_mode_does_not(db, capsys, monkeypatch):
+    monkeypatch.setenv("RAGSPINE_EMBEDDING_BACKEND", "deterministic")
+    hybrid = search_json(capsys, db, "Hong Kong revenue", "--top-k", "5")
+    assert any(h["scores"]["vector"] > 0 for h in hybrid)
+    monkeypatch.setenv("RAGSPINE_RETRIEVAL_MODE", "economy")
+    economy = search_json(capsys, db, "Hong Kong revenue", "--top-k", "5")
+    assert all(h["scores"]["vector"] == 0.0 for h in economy)
+    # an explicit option beats the environment
+    forced = search_json(capsys, db, "Hong Kong revenue", "--top-k", "5", "--mode", "hybrid")
+    assert any(h["scores"]["vector"] > 0 for h in forced)
+
+
+def test_the_embedding_env_alias_is_read_when_the_backend_var_is_unset(db, capsys, monkeypatch):
+    monkeypatch.delenv("RAGSPINE_EMBEDDING_BACKEND")
+    monkeypatch.setenv("RAGSPINE_EMBEDDING", "deterministic")
+    hits = search_json(capsys, db, "Hong Kong revenue", "--top-k", "5")
+    assert any(h["scores"]["vector"] > 0 for h in hits)
+
+
+def test_economy_mode_never_builds_an_embedding_backend(db, capsys, monkeypatch):
+    import ragspine_lite.vector.embedding_backends as backends
+
+    def boom(*args, **kwargs):
+        raise AssertionError("make_embedding_backend must not be called in economy mode")
+
+    monkeypatch.setattr(backends, "make_embedding_backend", boom)
+    hits = search_json(capsys, db, "revenue", "--mode", "economy", "--embedding", "deterministic")
+    assert hits
+
+
+def test_a_failing_embedding_backend_degrades_to_bm25_with_a_warning(db, capsys, monkeypatch):
+    import ragspine_lite.mode as mode
+
+    class Broken:
+        def embed_texts(self, texts):
+            raise RuntimeError("model exploded")
+
+    monkeypatch.setattr(mode, "resolve_embedding_backend", lambda m, spec=None: Broken())
+    code, out, err = run(capsys, "search", "revenue", "--db", db, "--json")
+    assert code == 0
+    hits = json.loads(out)
+    assert hits and all(h["scores"]["vector"] == 0.0 for h in hits)
+    assert "warning" in err and "model exploded" in err
+    assert "Traceback" not in err
+
+
+def test_bm25_search_is_deterministic(db, capsys):
+    first = search_json(capsys, db, "ACME 2024 营收 revenue", "--top-k", "20")
+    second = search_json(capsys, db, "ACME 2024 营收 revenue", "--top-k", "20")
+    assert first == second
+
+
+# ---------------------------------------------------------------- search errors
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        ["--filter", "entity"],
+        ["--filter", "period=between:2023"],
+        ["--filter", "=ACME"],
+        ["--filter", "entitty=ACME_HK"],
+        ["--top-k", "0"],
+        ["--top-k", "many"],
+        ["--mode", "turbo"],
+        ["--embedding", "qwen9000"],
+        ["--unknown-flag"],
+    ],
+)
+def test_bad_search_arguments_are_one_line_usage_errors(db, capsys, extra):
+    code, out, err = run(capsys, "search", "revenue", "--db", db, *extra)
+    assert code == 2
+    assert out == ""
+    assert_one_line_error(err)
+
+
+def test_bad_filter_message_names_the_expression(db, capsys):
+    _, _, err = run(capsys, "search", "revenue", "--db", db, "--filter", "entity")
+    assert "--filter" in err and "'entity'" in err
+
+
+def test_unknown_filter_field_lists_the_valid_fields(db, capsys):
+    _, _, err = run(capsys, "search", "revenue", "--db", db, "--filter", "entitty=ACME_HK")
+    assert "'entitty'" in err and "entity" in err and "sensitivity" in err
+
+
+def test_blank_query_is_a_usage_error(db, capsys):
+    code, _, err = run(capsys, "search", "   ", "--db", db)
+    assert code == 2
+    assert_one_line_error(err)
+
+
+@pytest.mark.parametrize("command", ["search", "stats"])
+def test_missing_database_is_a_runtime_error_and_is_not_created(tmp_path, capsys, command):
+    path = tmp_path / "absent.db"
+    argv = [command, "revenue", "--db", str(path)] if command == "search" else [
+        command, "--db", str(path)]
+    code, out, err = run(capsys, *argv)
+    assert code == 1
+    assert out == ""
+    assert_one_line_error(err)
+    assert "absent.db" in err and "does not exist" in err
+    assert not path.exists()
+
+
+def test_a_file_that_is_not_a_chunk_database_is_refused(tmp_path, capsys):
+    other = tmp_path / "other.db"
+    conn = sqlite3.connect(str(other))
+    conn.execute("CREATE TABLE t (x)")
+    conn.commit()
+    conn.close()
+    code, _, err = run(capsys, "stats", "--db", str(other))
+    assert code == 1
+    assert_one_line_error(err)
+    garbage = tmp_path / "garbage.db"
+    garbage.write_bytes(b"this is not sqlite at all" * 40)
+    code, _, err = run(capsys, "search", "x", "--db", str(garbage))
+    assert code == 1
+    assert_one_line_error(err)
+    assert "garbage.db" in err
+
+
+def test_search_on_a_database_without_chunks_says_so(tmp_path, capsys):
+    path = tmp_path / "empty.db"
+    store = ChunkStore(path)
+    store.init_schema()
+    store.close()
+    code, out, err = run(capsys, "search", "revenue", "--db", str(path))
+    assert code == 1
+    assert out == ""
+    assert_one_line_error(err)
+    assert "no active chunks" in err
+
+
+def test_missing_command_and_missing_db_option_are_usage_errors(capsys):
+    code, _, err = run(capsys)
+    assert code == 2
+    assert_one_line_error(err)
+    code, _, err = run(capsys, "search", "revenue")
+    assert code == 2
+    assert_one_line_error(err)
+    assert "--db" in err
+
+
+# ---------------------------------------------------------------- stats
+
+
+def test_stats_numbers_match_the_corpus(db, capsys):
+    code, out, _ = run(capsys, "stats", "--db", db, "--json")
+    assert code == 0
+    stats = json.loads(out)
+    docs = sample_docs()
+    chunks = {meta.doc_id: len(chunk_document(body, meta)) for _, body, meta in docs}
+    assert stats["documents"] == len(docs)
+    assert stats["retired_documents"] == 0
+    assert stats["active_chunks"] == sum(chunks.values())
+    assert stats["total_rows"] == sum(chunks.values())
+    assert stats["versions"] == len(docs)
+    assert stats["max_version"] == 1
+    assert stats["schema_version"] >= 1
+    for label in ("RESTRICTED", "PUBLIC", "INTERNAL"):
+        ids = [m.doc_id for _, _, m in docs if m.sensitivity == label]
+        assert stats["by_sensitivity"][label] == {
+            "documents": len(ids),
+            "chunks": sum(chunks[i] for i in ids),
+        }
+    for lang in ("en", "zh"):
+        ids = [m.doc_id for _, _, m in docs if m.language == lang]
+        assert stats["by_language"][lang]["documents"] == len(ids)
+        assert stats["by_language"][lang]["chunks"] == sum(chunks[i] for i in ids)
+
+
+def test_stats_counts_a_retired_document(tmp_path, capsys):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.md").write_text("alpha text", encoding="utf-8")
+    (docs / "b.md").write_text("beta text", encoding="utf-8")
+    path = str(tmp_path / "c.db")
+    assert run(capsys, "ingest", str(docs), "--db", path)[0] == 0
+    (docs / "b.md").write_text("---\ntitle: now empty\n---\n", encoding="utf-8")
+    code, out, _ = run(capsys, "ingest", str(docs / "b.md"), "--db", path)
+    assert code == 0 and "chunks=0" in out and "retired" in out
+    stats = json.loads(run(capsys, "stats", "--db", path, "--json")[1])
+    assert (stats["documents"], stats["retired_documents"]) == (1, 1)
+    assert (stats["active_chunks"], stats["total_rows"], stats["versions"]) == (1, 2, 2)
+
+
+def test_stats_human_output_lists_the_numbers(db, capsys):
+    code, out, _ = run(capsys, "stats", "--db", db)
+    assert code == 0
+    stats = json.loads(run(capsys, "stats", "--db", db, "--json")[1])
+    assert f"active chunks:     {stats['active_chunks']}" in out
+    assert "RESTRICTED" in out and "zh" in out
+
+
+# ---------------------------------------------------------------- demo and entry points
+
+
+def test_demo_searches_in_english_and_chinese_and_reports_held_back(tmp_path, capsys):
+    code, out, err = run(capsys, "demo", "--db", str(tmp_path / "demo.db"))
+    assert code == 0
+    assert "Hong Kong revenue" in out and "营运利润" in out
+    assert "en/acme_hk_2024_annual_review.md#para" in out
+    assert "zh/acme_hk_2024_revenue_zh.md#para" in out
+    assert "held back" in out
+    assert CANARY not in out + err
+
+
+def test_demo_without_db_uses_and_removes_a_temporary_database(tmp_path, capsys, monkeypatch):
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    code, out, _ = run(capsys, "demo")
+    assert code == 0
+    assert str(scratch) in out
+    assert list(scratch.iterdir()) == []
+
+
+def test_help_documents_front_matter_precedence(capsys):
+    code, out, _ = run(capsys, "ingest", "--help")
+    assert code == 0
+    assert "front matter wins" in " ".join(out.split())
+
+
+def test_version_flag(capsys):
+    import ragspine_lite
+
+    code, out, _ = run(capsys, "--version")
+    assert code == 0
+    assert ragspine_lite.__version__ in out
+
+
+def test_python_dash_m_runs_the_same_main(capsys, monkeypatch):
+    monkeypatch.setattr(sys, "argv", ["ragspine_lite", "--version"])
+    with pytest.raises(SystemExit) as info:
+        runpy.run_module("ragspine_lite", run_name="__main__")
+    assert info.value.code == 0
+    assert "ragspine-lite" in capsys.readouterr().out
+
+
+def test_samples_dir_is_inside_the_package():
+    import ragspine_lite
+
+    assert SAMPLES == Path(ragspine_lite.__file__).resolve().parent / "samples"
+    assert SAMPLES.is_dir()

@@ -1,0 +1,109 @@
+"""Opt-in seams, when off, leave outputs byte-identical (full outputs compared via repr)."""
+
+from __future__ import annotations
+
+import pytest
+
+from ragspine_lite.chunking.chunk_store import ChunkStore
+from ragspine_lite.chunking.chunking import DocumentMeta
+from ragspine_lite.lexical.retrieval import HybridRetriever, NarrativeIndex
+from ragspine_lite.link.narrative_link import NarrativeIndexRetriever, build_narrative_retriever
+
+DOCS = {
+    "en1": ("Hong Kong revenue grew 12% in 2024.\nProfit was flat.", "ACME_HK", "2024"),
+    "en2": ("ACME China revenue fell.\nOperating profit declined in 2023.", "ACME_CN", "2023"),
+    "zh1": ("香港营收增长，银保渠道贡献最大。\n新签金额稳定。", "ACME_HK", "2024"),
+    "zh2": ("中国内地营运利润下降。\n净资产收益率回落。", "ACME_CN", "2023"),
+    "mix": ("ACME HK 营收 revenue outlook for 2025.", "ACME_HK", "2025"),
+}
+QUERIES = ["hong kong revenue", "营收 增长", "profit", "ACME 2024", "nothing here", "香港 REVENUE"]
+FILTERS = [{}, {"entity": "ACME_HK"}, {"period": "2023"}, {"entity": "ACME_CN", "period": "2023"}]
+
+
+def ingest(index: NarrativeIndex) -> None:
+    for doc_id, (text, entity, period) in DOCS.items():
+        index.ingest(text, DocumentMeta(doc_id=doc_id, entity=entity, period=period))
+
+
+@pytest.fixture
+def store():
+    s = ChunkStore(":memory:")
+    s.init_schema()
+    yield s
+    s.close()
+
+
+def run_hybrid(retriever: HybridRetriever) -> str:
+    return repr([retriever.search(q, **f) for q in QUERIES for f in FILTERS])
+
+
+def test_hybrid_defaults_equal_explicit_none_seams_and_the_index_path(store):
+    index = NarrativeIndex(store)
+    ingest(index)
+    chunks = store.iter_chunks()
+    default = run_hybrid(HybridRetriever(chunks))
+    explicit = run_hybrid(
+        HybridRetriever(chunks, embedding_backend=None, query_rewriter=None, vector_store=None)
+    )
+    assert explicit == default
+    via_index = repr([index.retrieve(q, **f) for q in QUERIES for f in FILTERS])
+    assert via_index == default
+    explicit_index = NarrativeIndex(
+        store, embedding_backend=None, query_rewriter=None, judge=None, vector_store=None,
+        filter_extractor=None, index_text_fn=None, chunker=None,
+    )
+    assert repr([explicit_index.retrieve(q, **f) for q in QUERIES for f in FILTERS]) == default
+    assert "RetrievalResult(" in default  # the comparison is over real, non-empty output
+
+
+def test_rerank_flag_without_a_judge_changes_nothing(store):
+    index = NarrativeIndex(store)
+    ingest(index)
+    for q in QUERIES:
+        assert repr(index.retrieve(q, rerank=False)) == repr(index.retrieve(q))
+        assert repr(index.retrieve(q, top_n=2)) == repr(index.retrieve(q))
+
+
+def test_two_searches_and_two_fresh_instances_are_identical(store):
+    index = NarrativeIndex(store)
+    ingest(index)
+    r = HybridRetriever(store.iter_chunks())
+    first = run_hybrid(r)
+    assert run_hybrid(r) == first
+    assert run_hybrid(HybridRetriever(store.iter_chunks())) == first
+
+
+def _run_link(retriever) -> str:
+    return repr([retriever.retrieve(q, filters=f or None, top_k=k)
+                 for q in QUERIES for f in FILTERS for k in (50, 3)])
+
+
+def test_build_narrative_retriever_postprocessor_none_equals_no_postprocessor(tmp_path):
+    plain, s1 = build_narrative_retriever(tmp_path / "a.db")
+    explicit, s2 = build_narrative_retriever(tmp_path / "b.db", postprocessor=None)
+    try:
+        ingest(plain.index)
+        ingest(explicit.index)
+        out = _run_link(plain)
+        assert _run_link(explicit) == out
+        assert "'scores':" in out
+        # ... and equals a hand-wired retriever over the same index without the keyword.
+        assert _run_link(NarrativeIndexRetriever(plain.index)) == out
+    finally:
+        s1.close()
+        s2.close()
+
+
+def test_built_retriever_defaults_equal_explicit_none_arguments(tmp_path):
+    plain, s1 = build_narrative_retriever(tmp_path / "a.db")
+    explicit, s2 = build_narrative_retriever(
+        tmp_path / "b.db", None, embedding_backend=None, vector_store=None,
+        persistence_policy=None, reranker=None, postprocessor=None,
+    )
+    try:
+        ingest(plain.index)
+        ingest(explicit.index)
+        assert _run_link(explicit) == _run_link(plain)
+    finally:
+        s1.close()
+        s2.close()

@@ -1,0 +1,397 @@
+"""NarrativeIndex: ingest, vector lifecycle, persistence policy, retrieve and rerank."""
+
+from __future__ import annotations
+
+import pytest
+
+from ragspine_lite.chunking.chunk_store import ChunkStore, StoredChunk
+from ragspine_lite.chunking.chunking import DocumentMeta, chunk_document
+from ragspine_lite.filtering.metadata_filter import FilterCondition, MetadataFilter, make_filter
+from ragspine_lite.lexical.retrieval import (
+    GlossaryQueryRewriter,
+    HybridRetriever,
+    NarrativeIndex,
+    RetrievableIndex,
+)
+from ragspine_lite.vector.embedding_backends import DeterministicEmbeddingBackend
+from ragspine_lite.vector.persistence_policy import IsolationFirstPolicy, PersistEverythingPolicy
+from ragspine_lite.vector.store import InProcessVectorStore, VectorRecord
+
+
+class RecordingBackend:
+    def __init__(self, dim: int = 64) -> None:
+        self.inner = DeterministicEmbeddingBackend(dim=dim)
+        self.calls: list[list[str]] = []
+
+    def embed_texts(self, texts: list[str]) -> list[list[float]]:
+        self.calls.append(list(texts))
+        return self.inner.embed_texts(texts)
+
+
+class ReverseJudge:
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, list[str]]] = []
+
+    def judge(self, query: str, candidates: list[str]) -> list[int]:
+        self.calls.append((query, list(candidates)))
+        return list(range(len(candidates)))[::-1]
+
+
+class Extractor:
+    def __init__(self, result=None, exc: Exception | None = None) -> None:
+        self.result = result
+        self.exc = exc
+        self.queries: list[str] = []
+
+    def extract(self, query: str):
+        self.queries.append(query)
+        if self.exc is not None:
+            raise self.exc
+        return self.result
+
+
+class SplitLinesChunker:
+    """One chunk per line; records the budget it was called with."""
+
+    def __init__(self) -> None:
+        self.budgets: list[tuple[int, int]] = []
+
+    def chunk(self, text, meta, *, max_chars=480, overlap_chars=80):
+        self.budgets.append((max_chars, overlap_chars))
+        chunks = chunk_document(text, meta, max_chars=max_chars, overlap_chars=overlap_chars)
+        for c in chunks:
+            c.window_text = "WINDOW " + c.text
+        return chunks
+
+
+def paragraphs(*words: str) -> str:
+    """One paragraph per word group, each long enough to become its own chunk at max 60."""
+    return "\n".join(f"{w} " + "filler text " * 4 for w in words)
+
+
+@pytest.fixture
+def store():
+    s = ChunkStore(":memory:")
+    s.init_schema()
+    yield s
+    s.close()
+
+
+def meta(doc_id: str, **kw: str) -> DocumentMeta:
+    return DocumentMeta(doc_id=doc_id, **kw)
+
+
+def ids(results) -> list[str]:
+    return [r.chunk.chunk_id for r in results]
+
+
+# --- construction ---------------------------------------------------------------------------
+
+
+def test_defaults_and_vector_store_rule(store):
+    idx = NarrativeIndex(store)
+    assert idx.store is store
+    assert idx.vector_store is None and idx.embedding_backend is None
+    assert isinstance(idx.persistence_policy, IsolationFirstPolicy)
+    assert (idx.max_chars, idx.overlap_chars, idx.top_k, idx.rerank_top_n) == (480, 80, 50, 10)
+    assert idx.judge is None and idx.query_rewriter is None and idx.filter_extractor is None
+    assert isinstance(idx, RetrievableIndex)
+    with_backend = NarrativeIndex(store, embedding_backend=DeterministicEmbeddingBackend())
+    assert isinstance(with_backend.vector_store, InProcessVectorStore)
+    injected = InProcessVectorStore()
+    assert NarrativeIndex(store, vector_store=injected).vector_store is injected
+    policy = PersistEverythingPolicy()
+    assert NarrativeIndex(store, persistence_policy=policy).persistence_policy is policy
+
+
+@pytest.mark.parametrize("bad", [0, -1, True, "10"])
+def test_bad_top_k_is_rejected(store, bad):
+    with pytest.raises(ValueError, match="top_k"):
+        NarrativeIndex(store, top_k=bad)
+    with pytest.raises(ValueError, match="top_k"):
+        NarrativeIndex(store).retrieve("x", top_k=bad)
+
+
+@pytest.mark.parametrize("bad", [0, -2, False, 1.5])
+def test_bad_top_n_is_rejected(store, bad):
+    with pytest.raises(ValueError, match="top_n"):
+        NarrativeIndex(store).retrieve("x", top_n=bad)
+
+
+# --- ingest -----------------------------------------------------------------------------------
+
+
+def test_ingest_writes_chunks_and_returns_their_count(store):
+    idx = NarrativeIndex(store, max_chars=60, overlap_chars=0)
+    text = paragraphs("alpha", "beta", "gamma")
+    n = idx.ingest(text, meta("d1", entity="ACME_HK"), valid_as_of="2024-06-30")
+    expected = chunk_document(text, meta("d1", entity="ACME_HK"), max_chars=60, overlap_chars=0)
+    assert n == len(expected) == 3
+    stored = store.iter_chunks()
+    assert [c.text for c in stored] == [c.text for c in expected]
+    assert all(c.valid_as_of == "2024-06-30" and c.entity == "ACME_HK" for c in stored)
+
+
+def test_ingest_uses_the_chunker_with_the_index_budget(store):
+    chunker = SplitLinesChunker()
+    idx = NarrativeIndex(store, chunker=chunker, max_chars=60, overlap_chars=10)
+    idx.ingest(paragraphs("alpha", "beta"), meta("d1"))
+    assert chunker.budgets == [(60, 10)]
+    assert all(c.window_text.startswith("WINDOW ") for c in store.iter_chunks())
+
+
+def test_reingest_gives_no_duplicate_active_chunks(store):
+    idx = NarrativeIndex(store, max_chars=60, overlap_chars=0)
+    idx.ingest(paragraphs("alpha", "beta", "gamma"), meta("d1"))
+    idx.ingest(paragraphs("alpha", "beta"), meta("d1"))
+    active = store.iter_chunks()
+    assert len(active) == 2
+    assert len({c.chunk_id for c in active}) == 2
+    got = idx.retrieve("alpha beta gamma")
+    assert len(ids(got)) == len(set(ids(got))) == 2
+    assert all(r.chunk.version == 2 for r in got)
+
+
+def test_vector_count_equals_chunk_count_after_ingest(store):
+    idx = NarrativeIndex(store, embedding_backend=DeterministicEmbeddingBackend(),
+                         max_chars=60, overlap_chars=0)
+    idx.ingest(paragraphs("alpha", "beta", "gamma"), meta("d1"))
+    assert idx.vector_store.count() == store.count() == 3
+
+
+def test_reingest_swaps_vectors_and_fewer_chunks_leave_no_orphans(store):
+    backend = DeterministicEmbeddingBackend(dim=64)
+    idx = NarrativeIndex(store, embedding_backend=backend, max_chars=60, overlap_chars=0)
+    idx.ingest(paragraphs("alpha", "beta", "gamma"), meta("d1"))
+    idx.ingest(paragraphs("delta"), meta("d1"))
+    vs = idx.vector_store
+    assert vs.count() == 1
+    old_text = store.iter_chunks(include_inactive=True)[0].text  # d1#c0, version 1
+    new_text = store.iter_chunks()[0].text  # d1#c0, version 2
+    assert old_text.startswith("alpha") and new_text.startswith("delta")
+    (hit,) = vs.query(backend.embed_texts([new_text])[0], k=10)
+    assert hit.id == "d1#c0"
+    assert hit.score == pytest.approx(1.0, abs=1e-12)  # the vector of the new text
+    (stale,) = vs.query(backend.embed_texts([old_text])[0], k=10)
+    assert stale.score < 1.0 - 1e-6
+
+
+def test_reingest_only_touches_that_documents_vectors(store):
+    idx = NarrativeIndex(store, embedding_backend=DeterministicEmbeddingBackend(),
+                         max_chars=60, overlap_chars=0)
+    idx.ingest(paragraphs("alpha", "beta"), meta("d1"))
+    idx.ingest(paragraphs("gamma", "delta", "epsilon"), meta("d2"))
+    idx.ingest(paragraphs("zeta"), meta("d1"))
+    vs = idx.vector_store
+    assert vs.count() == 4
+    d2 = vs.query([1.0] * 256, k=10, where={"doc_id": "d2"})
+    assert sorted(h.id for h in d2) == ["d2#c0", "d2#c1", "d2#c2"]
+
+
+def test_vector_metadata_carries_filter_dims_and_doc_id(store):
+    idx = NarrativeIndex(store, embedding_backend=DeterministicEmbeddingBackend())
+    idx.ingest("revenue grew", meta("d1", topic="REVENUE", entity="ACME_HK", period="2024"))
+    (hit,) = idx.vector_store.query([1.0] * 256, k=5)
+    assert dict(hit.metadata) == {
+        "topic": "REVENUE", "entity": "ACME_HK", "geography": "", "period": "2024",
+        "language": "", "doc_id": "d1",
+    }
+
+
+def test_restricted_is_not_persisted_by_default_but_stays_bm25_retrievable(store):
+    idx = NarrativeIndex(store, embedding_backend=DeterministicEmbeddingBackend())
+    idx.ingest("secret merger plan revenue", meta("s", sensitivity="RESTRICTED"))
+    idx.ingest("public revenue report", meta("p"))
+    assert idx.vector_store.count() == 1
+    got = {r.chunk.chunk_id: r for r in idx.retrieve("merger")}
+    assert set(got) == {"s#c0", "p#c0"}  # hybrid: p comes in on the vector lane
+    assert got["s#c0"].bm25_score > 0
+    assert got["s#c0"].vector_score == 0.0
+
+
+def test_restricted_label_check_ignores_case_and_whitespace_for_persistence(store):
+    idx = NarrativeIndex(store, embedding_backend=DeterministicEmbeddingBackend())
+    idx.ingest("a secret", meta("s1", sensitivity="  restricted "))
+    idx.ingest("a secret", meta("s2", sensitivity="Restricted"))
+    assert idx.vector_store.count() == 0
+
+
+def test_internal_to_restricted_reingest_leaves_zero_vectors(store):
+    idx = NarrativeIndex(store, embedding_backend=DeterministicEmbeddingBackend(),
+                         max_chars=60, overlap_chars=0)
+    idx.ingest(paragraphs("alpha", "beta"), meta("d1"))
+    assert idx.vector_store.count() == 2
+    idx.ingest(paragraphs("alpha", "beta"), meta("d1", sensitivity="RESTRICTED"))
+    assert idx.vector_store.count() == 0
+
+
+def test_persist_everything_policy_persists_restricted(store):
+    idx = NarrativeIndex(store, embedding_backend=DeterministicEmbeddingBackend(),
+                         persistence_policy=PersistEverythingPolicy())
+    idx.ingest("secret merger plan", meta("s", sensitivity="RESTRICTED"))
+    assert idx.vector_store.count() == 1
+    (res,) = idx.retrieve("merger")
+    assert res.vector_score > 0
+
+
+def test_injected_store_without_backend_is_still_cleared_per_document(store):
+    vs = InProcessVectorStore()
+    vs.upsert([VectorRecord("d1#c9", (1.0, 0.0), {"doc_id": "d1"}),
+               VectorRecord("x#c0", (0.0, 1.0), {"doc_id": "x"})])
+    idx = NarrativeIndex(store, vector_store=vs)
+    idx.ingest("hello", meta("d1"))
+    assert vs.count() == 1
+    assert vs.query([0.0, 1.0], k=5)[0].id == "x#c0"
+
+
+def test_ingest_embeds_index_text_of_persistable_chunks_only(store):
+    backend = RecordingBackend()
+    idx = NarrativeIndex(store, embedding_backend=backend, index_text_fn=lambda c: "CTX " + c.text)
+    idx.ingest("hello world", meta("d1"))
+    idx.ingest("top secret", meta("d2", sensitivity="RESTRICTED"))
+    assert backend.calls == [["CTX hello world"]]
+
+
+# --- retrieve -------------------------------------------------------------------------------
+
+
+def test_retrieve_equals_a_hybrid_search_over_the_active_chunks(store):
+    idx = NarrativeIndex(store, query_rewriter=GlossaryQueryRewriter(), max_chars=60,
+                         overlap_chars=0)
+    idx.ingest(paragraphs("revenue", "profit", "hk revenue"), meta("d1", entity="ACME_HK"))
+    idx.ingest(paragraphs("revenue china"), meta("d2", entity="ACME_CN"))
+    got = idx.retrieve("hk revenue")
+    ref = HybridRetriever(store.iter_chunks(), query_rewriter=GlossaryQueryRewriter()).search(
+        "hk revenue"
+    )
+    assert repr(got) == repr(ref)
+    only_cn = idx.retrieve("hk revenue", entity="ACME_CN")
+    assert ids(only_cn) == ["d2#c0"]
+    assert all(isinstance(r.chunk, StoredChunk) for r in got)
+
+
+def test_retrieve_never_re_embeds_chunks(store):
+    backend = RecordingBackend()
+    idx = NarrativeIndex(store, embedding_backend=backend, max_chars=60, overlap_chars=0)
+    idx.ingest(paragraphs("alpha", "beta"), meta("d1"))
+    backend.calls.clear()
+    idx.retrieve("alpha")
+    idx.retrieve("beta", top_k=1)
+    assert backend.calls == [["alpha"], ["beta"]]
+    assert idx.vector_store.count() == 2
+
+
+def test_retrieve_top_k_defaults_to_the_index_top_k(store):
+    idx = NarrativeIndex(store, top_k=2, max_chars=60, overlap_chars=0)
+    idx.ingest(paragraphs("word", "word", "word", "word"), meta("d1"))
+    assert len(idx.retrieve("word")) == 2
+    assert len(idx.retrieve("word", top_k=3)) == 3
+
+
+def test_judge_reversal_reverses_the_rrf_order(store):
+    idx = NarrativeIndex(store, max_chars=60, overlap_chars=0)
+    idx.ingest(paragraphs("word", "word word", "word word word"), meta("d1"))
+    base = idx.retrieve("word")
+    judged = NarrativeIndex(store, judge=ReverseJudge()).retrieve("word")
+    assert ids(judged) == ids(base)[::-1]
+
+
+def test_rerank_false_skips_the_judge(store):
+    judge = ReverseJudge()
+    idx = NarrativeIndex(store, judge=judge, max_chars=60, overlap_chars=0)
+    idx.ingest(paragraphs("word", "word word"), meta("d1"))
+    assert ids(idx.retrieve("word", rerank=False)) == ids(NarrativeIndex(store).retrieve("word"))
+    assert judge.calls == []
+
+
+def test_with_a_judge_at_most_rerank_top_n_results_come_back(store):
+    idx = NarrativeIndex(store, judge=ReverseJudge(), max_chars=60, overlap_chars=0)
+    idx.ingest(paragraphs(*(["word"] * 14)), meta("d1"))
+    assert len(idx.retrieve("word")) == 10
+    assert len(idx.retrieve("word", top_n=3)) == 3
+    assert len(NarrativeIndex(store, judge=ReverseJudge(), rerank_top_n=4).retrieve("word")) == 4
+    assert len(NarrativeIndex(store).retrieve("word")) == 14
+
+
+def test_restricted_text_never_reaches_the_judge_but_may_remain_in_results(store):
+    judge = ReverseJudge()
+    idx = NarrativeIndex(store, judge=judge)
+    idx.ingest("merger plan alpha", meta("a"))
+    idx.ingest("merger plan secret", meta("s", sensitivity="restricted"))
+    got = idx.retrieve("merger plan")
+    assert "s#c0" in ids(got)
+    sent = [t for _, cands in judge.calls for t in cands]
+    assert "merger plan secret" not in sent
+    assert sent == ["merger plan alpha"]
+
+
+def test_explicit_metadata_filter_wins_over_the_extractor(store):
+    idx_plain = NarrativeIndex(store, max_chars=60, overlap_chars=0)
+    idx_plain.ingest(paragraphs("revenue"), meta("d1", entity="ACME_HK"))
+    idx_plain.ingest(paragraphs("revenue"), meta("d2", entity="ACME_CN"))
+    ext = Extractor(MetadataFilter((FilterCondition("entity", "eq", "ACME_HK"),)))
+    idx = NarrativeIndex(store, filter_extractor=ext)
+    assert [r.chunk.doc_id for r in idx.retrieve("revenue")] == ["d1"]
+    assert ext.queries == ["revenue"]
+    explicit = make_filter([("entity", "eq", "ACME_CN")])
+    assert [r.chunk.doc_id for r in idx.retrieve("revenue", metadata_filter=explicit)] == ["d2"]
+    assert ext.queries == ["revenue"]  # not consulted when a filter is given
+
+
+@pytest.mark.parametrize(
+    "extractor", [Extractor(None), Extractor(exc=RuntimeError("boom"))], ids=["none", "raises"]
+)
+def test_extractor_failure_never_widens_beyond_the_explicit_filters(store, extractor):
+    setup = NarrativeIndex(store, max_chars=60, overlap_chars=0)
+    setup.ingest(paragraphs("revenue"), meta("d1", entity="ACME_HK"))
+    setup.ingest(paragraphs("revenue"), meta("d2", entity="ACME_CN"))
+    idx = NarrativeIndex(store, filter_extractor=extractor)
+    assert [r.chunk.doc_id for r in idx.retrieve("revenue", entity="ACME_CN")] == ["d2"]
+    assert sorted(r.chunk.doc_id for r in idx.retrieve("revenue")) == ["d1", "d2"]
+
+
+def test_filters_select_candidates_before_embedding_of_the_query_only(store):
+    backend = RecordingBackend()
+    idx = NarrativeIndex(store, embedding_backend=backend)
+    idx.ingest("revenue hk", meta("d1", entity="ACME_HK"))
+    idx.ingest("revenue cn", meta("d2", entity="ACME_CN"))
+    backend.calls.clear()
+    got = idx.retrieve("revenue", entity="ACME_CN")
+    assert ids(got) == ["d2#c0"]
+    assert backend.calls == [["revenue"]]
+
+
+def test_metadata_filter_quirk_store_query_has_no_where(store):
+    # On the index path the store is queried with k = len(candidates) and no where, so a
+    # non-candidate's vector can take the only slot and the candidate gets no vector share.
+    backend = DeterministicEmbeddingBackend(dim=64)
+    idx = NarrativeIndex(store, embedding_backend=backend)
+    idx.ingest("zebra zebra zebra", meta("d1", entity="X"))
+    idx.ingest("unrelated words only", meta("d2", entity="Y"))
+    only_y = make_filter([("entity", "eq", "Y")])
+    assert idx.retrieve("zebra", metadata_filter=only_y) == []
+    # The same candidates through a self-managed retriever do get their vector share.
+    own = HybridRetriever(only_y.apply(store.iter_chunks()), embedding_backend=backend)
+    assert ids(own.search("zebra")) == ["d2#c0"]
+
+
+def test_retrieve_is_deterministic_across_calls_and_instances(store):
+    def build(s):
+        idx = NarrativeIndex(s, embedding_backend=DeterministicEmbeddingBackend(dim=32),
+                             query_rewriter=GlossaryQueryRewriter(), max_chars=60, overlap_chars=0)
+        idx.ingest(paragraphs("hk revenue", "profit cn", "营收 香港"), meta("d1"))
+        return idx
+
+    a = build(store)
+    first = [(r.chunk.chunk_id, r.bm25_score, r.vector_score, r.fused_score)
+             for r in a.retrieve("hk revenue")]
+    assert first == [(r.chunk.chunk_id, r.bm25_score, r.vector_score, r.fused_score)
+                     for r in a.retrieve("hk revenue")]
+    other = ChunkStore(":memory:")
+    other.init_schema()
+    try:
+        b = build(other)
+        assert first == [(r.chunk.chunk_id, r.bm25_score, r.vector_score, r.fused_score)
+                         for r in b.retrieve("hk revenue")]
+    finally:
+        other.close()

@@ -1,0 +1,200 @@
+"""RESTRICTED exits end to end: #1 rerank (never sent to the judge), #2 link (never a snippet).
+
+The corpus mixes open documents with RESTRICTED ones labelled in several casings, all of
+them highly relevant to the query, so that any leak would show up in the judge's inputs,
+the snippets or the postprocessor's inputs.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from ragspine_lite.chunking.chunk_store import ChunkStore
+from ragspine_lite.chunking.chunking import DocumentMeta
+from ragspine_lite.common.llm import ChatCompletion, Choice, ResponseMessage
+from ragspine_lite.filtering.metadata_filter import make_filter
+from ragspine_lite.lexical.retrieval import GlossaryQueryRewriter, NarrativeIndex
+from ragspine_lite.link.narrative_link import NarrativeIndexRetriever, build_narrative_retriever
+from ragspine_lite.vector.embedding_backends import DeterministicEmbeddingBackend
+from ragspine_lite.vector.persistence_policy import PersistEverythingPolicy
+
+LABELS = ["RESTRICTED", "restricted", "Restricted", "rEsTrIcTeD"]
+
+OPEN_DOCS = {
+    "open1": "Hong Kong revenue grew strongly in 2024.",
+    "open2": "ACME HK revenue outlook remains positive.",
+    "open3": "香港营收增长，银保渠道贡献最大。",
+}
+SECRET_DOCS = {
+    f"secret{i}": f"SECRET{i} Hong Kong revenue merger plan 香港营收 confidential draft."
+    for i in range(len(LABELS))
+}
+SECRET_TOKENS = [f"SECRET{i}" for i in range(len(LABELS))]
+
+
+class RecordingJudge:
+    """Reverses the candidates and keeps every text it was shown."""
+
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+        self.calls = 0
+
+    def judge(self, query: str, candidates: list[str]) -> list[int]:
+        self.calls += 1
+        self.seen.extend(candidates)
+        return list(range(len(candidates)))[::-1]
+
+
+class RecordingPostprocessor:
+    def __init__(self) -> None:
+        self.seen: list[dict] = []
+
+    def postprocess(self, query, results):
+        self.seen.extend(results)
+        return results
+
+
+class RecordingProvider:
+    """An LLM provider that records every prompt and answers "0"."""
+
+    def __init__(self) -> None:
+        self.prompts: list[str] = []
+
+    def chat(self, messages, *, tools=None):
+        self.prompts.extend(str(m["content"]) for m in messages)
+        return ChatCompletion(choices=(Choice(0, ResponseMessage(content="0")),))
+
+
+def ingest_all(index: NarrativeIndex) -> None:
+    for doc_id, text in OPEN_DOCS.items():
+        index.ingest(text, DocumentMeta(doc_id=doc_id, entity="ACME_HK"))
+    for (doc_id, text), label in zip(SECRET_DOCS.items(), LABELS, strict=True):
+        index.ingest(text, DocumentMeta(doc_id=doc_id, entity="ACME_HK", sensitivity=label))
+
+
+def leaked(texts) -> list[str]:
+    return [t for t in texts for tok in SECRET_TOKENS if tok in str(t)]
+
+
+@pytest.fixture
+def store():
+    s = ChunkStore(":memory:")
+    s.init_schema()
+    yield s
+    s.close()
+
+
+@pytest.mark.parametrize("hybrid", [False, True], ids=["bm25", "hybrid"])
+def test_exit1_judge_never_sees_restricted_text_through_the_index(store, hybrid):
+    judge = RecordingJudge()
+    index = NarrativeIndex(
+        store,
+        judge=judge,
+        query_rewriter=GlossaryQueryRewriter(),
+        embedding_backend=DeterministicEmbeddingBackend(dim=32) if hybrid else None,
+        persistence_policy=PersistEverythingPolicy(),  # vectors too: the exit must still hold
+    )
+    ingest_all(index)
+    results = index.retrieve("hong kong revenue 香港营收")
+    assert judge.calls == 1
+    assert judge.seen and leaked(judge.seen) == []
+    assert sorted(judge.seen) == sorted(OPEN_DOCS.values())
+    # The index result itself may still hold RESTRICTED chunks, at their RRF positions.
+    assert {r.chunk.doc_id for r in results} >= set(SECRET_DOCS)
+
+
+def test_exit1_restricted_keep_their_rrf_positions(store):
+    judge = RecordingJudge()
+    index = NarrativeIndex(store, judge=judge)
+    ingest_all(index)
+    base = index.retrieve("hong kong revenue", rerank=False)
+    judged = index.retrieve("hong kong revenue")
+    for pos, (b, j) in enumerate(zip(base, judged, strict=True)):
+        if b.chunk.sensitivity.upper() == "RESTRICTED":
+            assert j.chunk.chunk_id == b.chunk.chunk_id, pos
+
+
+def test_exit1_all_restricted_candidates_mean_the_judge_is_not_called(store):
+    judge = RecordingJudge()
+    index = NarrativeIndex(store, judge=judge)
+    ingest_all(index)
+    results = index.retrieve("merger confidential draft")
+    assert results and all(r.chunk.doc_id in SECRET_DOCS for r in results)
+    assert judge.calls == 0
+
+
+@pytest.mark.parametrize("hybrid", [False, True], ids=["bm25", "hybrid"])
+def test_exit2_link_drops_restricted_before_snippets_and_postprocessing(store, hybrid):
+    judge = RecordingJudge()
+    pp = RecordingPostprocessor()
+    index = NarrativeIndex(
+        store,
+        judge=judge,
+        query_rewriter=GlossaryQueryRewriter(),
+        embedding_backend=DeterministicEmbeddingBackend(dim=32) if hybrid else None,
+    )
+    ingest_all(index)
+    out = NarrativeIndexRetriever(index, postprocessor=pp).retrieve(
+        "hong kong revenue 香港营收", filters={"entity": "ACME_HK"}
+    )
+    assert {s["doc_id"] for s in out} == set(OPEN_DOCS)
+    assert all(str(s["sensitivity"]).upper() != "RESTRICTED" for s in out)
+    assert leaked(s["text"] for s in out) == []
+    assert leaked(repr(s) for s in pp.seen) == []
+    assert leaked(judge.seen) == []
+
+
+def test_exit2_holds_when_a_filter_selects_restricted_at_index_level(store):
+    index = NarrativeIndex(store)
+    ingest_all(index)
+    only_secret = make_filter([("doc_id", "in", sorted(SECRET_DOCS))])
+    at_index = index.retrieve("hong kong revenue", metadata_filter=only_secret)
+    assert {r.chunk.doc_id for r in at_index} == set(SECRET_DOCS)
+
+    class FilteringIndex:
+        """Forwards to the index with the RESTRICTED-selecting filter applied."""
+
+        def retrieve(self, query, **kw):
+            return index.retrieve(query, metadata_filter=only_secret, **kw)
+
+    assert NarrativeIndexRetriever(FilteringIndex()).retrieve("hong kong revenue") == []
+
+
+def test_exit2_retry_without_filters_does_not_leak(store):
+    index = NarrativeIndex(store)
+    ingest_all(index)
+    out = NarrativeIndexRetriever(index).retrieve("merger plan", filters={"entity": "NOPE"})
+    assert out == []
+
+
+def test_exits_through_build_narrative_retriever(tmp_path):
+    provider = RecordingProvider()
+    pp = RecordingPostprocessor()
+    retriever, store = build_narrative_retriever(
+        tmp_path / "chunks.db", provider,
+        embedding_backend=DeterministicEmbeddingBackend(dim=32), postprocessor=pp,
+    )
+    try:
+        ingest_all(retriever.index)
+        out = retriever.retrieve("hong kong revenue 香港营收", top_k=50)
+        assert out
+        assert {s["doc_id"] for s in out} <= set(OPEN_DOCS)
+        assert leaked(s["text"] for s in out) == []
+        assert leaked(repr(s) for s in pp.seen) == []
+        assert provider.prompts and leaked(provider.prompts) == []
+        # RESTRICTED vectors are not persisted by default (IsolationFirstPolicy).
+        assert retriever.index.vector_store.count() == len(OPEN_DOCS)
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("label", LABELS)
+def test_each_label_casing_is_stripped_by_the_built_retriever(tmp_path, label):
+    retriever, store = build_narrative_retriever(tmp_path / "c.db")
+    try:
+        retriever.index.ingest("merger plan text", DocumentMeta(doc_id="s", sensitivity=label))
+        retriever.index.ingest("merger notes", DocumentMeta(doc_id="o"))
+        assert [s["doc_id"] for s in retriever.retrieve("merger")] == ["o"]
+        assert len(retriever.index.retrieve("merger")) == 2  # present below the exit
+    finally:
+        store.close()
