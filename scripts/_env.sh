@@ -7,5 +7,10 @@ if [ ! -x .venv/bin/python ]; then
 fi
 # shellcheck disable=SC1091
 . .venv/bin/activate
-python -m pip install -q --disable-pip-version-check --upgrade pip >/dev/null
-python -m pip install -q --disable-pip-version-check -e ".${RAGSPINE_EXTRAS:-}"
+# Install quietly; show the log only when something fails.
+if ! python -m pip install --disable-pip-version-check -e ".${RAGSPINE_EXTRAS:-}" \
+    >.venv/install.log 2>&1; then
+  cat .venv/install.log >&2
+  echo "install of ragspine-lite${RAGSPINE_EXTRAS:-} failed (log above)" >&2
+  exit 1
+fi

@@ -35,7 +35,11 @@ async function main() {
   }
 
   const t0 = Date.now();
-  const py = await loadPyodide({ stdout: (s) => console.log(s), stderr: (s) => console.error(s) });
+  const py = await loadPyodide();
+  // Raw writes, so pytest's progress dots stay on one line.
+  const raw = (stream) => ({ write: (buf) => { stream.write(buf); return buf.length; } });
+  py.setStdout(raw(process.stdout));
+  py.setStderr(raw(process.stderr));
   const loaded = await py.loadPackage(path.join(wheels, micropipWheel), {
     errorCallback: (msg) => console.error(msg),
   });
