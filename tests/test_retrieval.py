@@ -57,10 +57,13 @@ def test_module_all_names_exist():
         assert hasattr(retrieval, name), name
 
 
-def test_lexical_package_exports_match_the_retrieval_module():
+def test_lexical_package_exports_match_the_retrieval_and_index_modules():
+    from ragspine_lite.lexical import inverted_index
+
     for name in lexical_pkg.__all__:
-        assert getattr(lexical_pkg, name) is getattr(retrieval, name)
-    assert set(retrieval.__all__) <= set(lexical_pkg.__all__)
+        home = inverted_index if name in inverted_index.__all__ else retrieval
+        assert getattr(lexical_pkg, name) is getattr(home, name)
+    assert set(retrieval.__all__) | set(inverted_index.__all__) == set(lexical_pkg.__all__)
     with pytest.raises(AttributeError):
         _ = lexical_pkg.no_such_name
 

@@ -9,10 +9,16 @@ import pytest
 from ragspine_lite.chunking.chunking import chunk_document
 from ragspine_lite.chunking.sources import (
     FRONT_MATTER_KEYS,
+    HTML_EXTENSIONS,
     SUPPORTED_EXTENSIONS,
     discover_documents,
+    document_from_text,
+    extract_html,
+    heading_sections,
     load_document,
+    load_sections,
     parse_front_matter,
+    slugify,
 )
 
 FRONT = (
@@ -179,7 +185,7 @@ def test_default_sensitivity_is_internal(tmp_path):
     assert meta.sensitivity == "INTERNAL"
 
 
-@pytest.mark.parametrize("name", ["report.pdf", "notes.html", "README"])
+@pytest.mark.parametrize("name", ["report.pdf", "notes.docx", "README"])
 def test_unsupported_extension_names_the_file_and_the_supported_ones(tmp_path, name):
     path = write(tmp_path / name, "body")
     with pytest.raises(ValueError) as info:
@@ -246,3 +252,143 @@ def test_discover_loads_a_file_reached_twice_only_once(tmp_path):
     found = discover_documents([root, path])
     assert [p.name for p, _ in found] == ["a.md", "b.md"]
     assert found[0][1] == root  # the first occurrence (and its root) wins
+
+
+# ---------------------------------------------------------------- HTML
+
+PAGE = """<!doctype html>
+<html lang="zh-CN">
+<head>
+  <title> ACME  annual   review </title>
+  <meta name="entity" content="ACME_HK">
+  <meta name="sensitivity" content="public">
+  <meta name="description" content="ignored: not a front matter key">
+  <style>body { color: red }</style>
+  <script>var secret = "never indexed";</script>
+</head>
+<body>
+  <nav><a href="/">Home</a></nav>
+  <h1 id="top">Annual review</h1>
+  <p>Revenue <b>grew</b>   12%
+     in 2024.</p>
+  <h2><a id="growth"></a>Growth &amp; channels</h2>
+  <ul><li>Bancassurance</li><li>Agency</li></ul>
+  <pre>line one
+  line two</pre>
+  <h2>No id here</h2>
+  <table><tr><td>Hong Kong</td><td>18.6</td></tr></table>
+  <template><p>template text is not content</p></template>
+</body>
+</html>
+"""
+
+
+def test_html_is_supported_next_to_text_and_markdown():
+    assert set(HTML_EXTENSIONS) <= set(SUPPORTED_EXTENSIONS)
+    assert {".md", ".txt"} <= set(SUPPORTED_EXTENSIONS)
+
+
+def test_extract_html_gives_one_line_per_block_and_markdown_headings():
+    extracted = extract_html(PAGE)
+    assert extracted.text.split("\n") == [
+        "Home",
+        "# Annual review",
+        "Revenue grew 12% in 2024.",
+        "## Growth & channels",
+        "Bancassurance",
+        "Agency",
+        "line one",
+        "line two",
+        "## No id here",
+        "Hong Kong",
+        "18.6",
+    ]
+    assert extracted.title == "ACME annual review"
+    assert extracted.language == "zh"
+    assert extracted.meta == {"entity": "ACME_HK", "sensitivity": "public"}
+    assert extracted.anchors == {2: "top", 4: "growth"}
+
+
+def test_extract_html_drops_scripts_styles_and_templates():
+    text = extract_html(PAGE).text
+    for hidden in ("never indexed", "color: red", "template text", "ignored"):
+        assert hidden not in text
+
+
+def test_extract_html_never_raises_on_broken_markup():
+    assert extract_html("<p>open <b>bold <i>unclosed").text == "open bold unclosed"
+    assert extract_html("").text == ""
+
+
+def test_html_document_metadata_comes_from_meta_tags_title_and_lang(tmp_path):
+    body, meta = load_document(write(tmp_path / "site" / "review.html", PAGE), root=tmp_path)
+    assert meta.doc_id == "site/review.html"
+    assert meta.title == "ACME annual review"
+    assert (meta.entity, meta.language, meta.sensitivity) == ("ACME_HK", "zh", "PUBLIC")
+    assert body == extract_html(PAGE).text
+
+
+def test_html_front_matter_block_wins_over_meta_tags(tmp_path):
+    text = "---\nsensitivity: RESTRICTED\ntitle: Memo\n---\n" + PAGE
+    _, meta = load_document(write(tmp_path / "memo.htm", text))
+    assert meta.sensitivity == "RESTRICTED"
+    assert meta.title == "Memo"
+    assert meta.entity == "ACME_HK"
+
+
+def test_html_caller_language_default_beats_the_lang_attribute(tmp_path):
+    _, meta = load_document(write(tmp_path / "a.html", "<html lang=en><p>x</p>"), language="zh")
+    assert meta.language == "zh"
+
+
+def test_html_chunks_are_contiguous_substrings_of_the_extracted_text(tmp_path):
+    body, meta = load_document(write(tmp_path / "review.html", PAGE))
+    chunks = chunk_document(body, meta, max_chars=40, overlap_chars=10)
+    assert len(chunks) > 2
+    for chunk in chunks:
+        assert chunk.text in body
+        paragraphs = [line.strip() for line in body.split("\n") if line.strip()]
+        span = "\n".join(paragraphs[chunk.para_start - 1 : chunk.para_end])
+        assert chunk.text in span
+
+
+def test_heading_sections_use_html_ids_then_unique_slugs(tmp_path):
+    sections = load_sections(write(tmp_path / "review.html", PAGE))
+    assert [(s.heading, s.level, s.anchor, s.para_start, s.para_end) for s in sections] == [
+        ("Annual review", 1, "top", 2, 3),
+        ("Growth & channels", 2, "growth", 4, 8),
+        ("No id here", 2, "no-id-here", 9, 11),
+    ]
+
+
+def test_markdown_sections_get_github_style_slugs_deduplicated():
+    body = "Intro line\n\n# Revenue 2024!\ntext\n## Revenue 2024\nmore\n# 营收 回顾\nzh"
+    sections = heading_sections(body)
+    assert [(s.anchor, s.para_start, s.para_end) for s in sections] == [
+        ("revenue-2024", 2, 3),
+        ("revenue-2024-1", 4, 5),
+        ("营收-回顾", 6, 7),
+    ]
+    assert heading_sections("no headings at all\njust text") == []
+
+
+def test_slugify_keeps_letters_digits_and_hyphens():
+    assert slugify("  Q1: Profit & Loss (HK) ") == "q1-profit--loss-hk"
+
+
+def test_document_from_text_matches_load_document(tmp_path):
+    for name, text in (("note.md", FRONT + BODY), ("page.html", PAGE), ("plain.txt", "a\r\nb")):
+        from_file = load_document(write(tmp_path / name, text))
+        assert document_from_text(text, name=name) == from_file
+
+
+def test_document_from_text_rejects_unsupported_names_and_non_text():
+    with pytest.raises(ValueError, match=r"notes\.pdf"):
+        document_from_text("x", name="notes.pdf")
+    with pytest.raises(TypeError):
+        document_from_text(b"bytes", name="a.md")  # type: ignore[arg-type]
+
+
+def test_load_sections_accepts_text_in_memory():
+    sections = load_sections("dropped.md", text="# Title\nbody")
+    assert [(s.heading, s.anchor) for s in sections] == [("Title", "title")]

@@ -5,6 +5,12 @@ set always equals the latest batch while older versions stay readable with
 ``include_inactive=True``. SQL is parameterised throughout; ``execute_read`` is the one
 free-form entry point and refuses anything that writes.
 
+Side indexes (the BM25 index of :mod:`ragspine_lite.lexical.inverted_index`) live in the same
+file and are injected with :meth:`ChunkStore.attach_indexer`: the store calls them inside its
+own write transactions, so chunks and index always commit or roll back together. Every write
+bumps a ``generation`` counter in ``ragspine_meta``; an index that missed writes (made while it
+was not attached) sees that it is behind and rebuilds itself on :meth:`ChunkStore.sync_indexers`.
+
 >>> with ChunkStore(":memory:") as store:
 ...     store.init_schema()
 ...     store.replace_doc_chunks("d", [Chunk("d#c0", "d", 0, "hi", "d#para1", 1, 1)])
@@ -16,24 +22,37 @@ free-form entry point and refuses anything that writes.
 from __future__ import annotations
 
 import contextlib
+import logging
 import sqlite3
 import weakref
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, fields
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from ragspine_lite.chunking.chunking import Chunk
 from ragspine_lite.common.errors import RagspineError
 
-__all__ = ["SCHEMA_VERSION", "ChunkStore", "ChunkStoreError", "StoredChunk"]
+__all__ = [
+    "SCHEMA_VERSION",
+    "ChunkIndexer",
+    "ChunkRow",
+    "ChunkStore",
+    "ChunkStoreError",
+    "StoredChunk",
+]
+
+logger = logging.getLogger(__name__)
 
 #: Version of the on-disk layout, recorded in ``ragspine_meta``; bump it with every migration.
-SCHEMA_VERSION = 1
+#: 1: ``narrative_chunk`` and its two indexes. 2 (additive): the ``generation`` write counter
+#: and the partial index ``ix_narrative_chunk_id`` on active chunk ids (side indexes use both).
+SCHEMA_VERSION = 2
 
 _TABLE = "narrative_chunk"
 _META_TABLE = "ragspine_meta"
+_GENERATION_KEY = "generation"
 
 # (column, declaration) in table order. Columns with a DEFAULT can be added to an older table.
 _COLUMNS: tuple[tuple[str, str], ...] = (
@@ -147,6 +166,45 @@ class ChunkStoreError(RagspineError):
     """The chunk store could not do what was asked (SQLite failure, closed store, write refused)."""
 
 
+class ChunkRow(NamedTuple):
+    """What a side index learns about one row: its ``rowid`` (stable), chunk id and text."""
+
+    rowid: int
+    chunk_id: str
+    text: str
+
+
+@runtime_checkable
+class ChunkIndexer(Protocol):
+    """A side index kept in the store's SQLite file, updated inside the store's transactions.
+
+    ``name`` identifies it: a store holds at most one indexer per name. Each method gets the
+    store's connection; ``ensure`` and ``on_replace`` run inside a write transaction that the
+    store commits or rolls back as a whole, ``is_current`` only reads. ``generation`` is the
+    store's write counter (after the write, for ``on_replace``).
+    """
+
+    name: str
+
+    def is_current(self, conn: sqlite3.Connection, generation: int) -> bool:
+        """Whether the index exists and reflects the store at ``generation``."""
+        ...
+
+    def ensure(self, conn: sqlite3.Connection, generation: int) -> None:
+        """Create or migrate its tables and bring itself up to ``generation``."""
+        ...
+
+    def on_replace(
+        self,
+        conn: sqlite3.Connection,
+        retired: Sequence[ChunkRow],
+        added: Sequence[ChunkRow],
+        generation: int,
+    ) -> None:
+        """Apply one write: ``retired`` rows left the active set, ``added`` rows joined it."""
+        ...
+
+
 @dataclass
 class StoredChunk:
     """A :class:`Chunk` as persisted: every chunk field, then the ingest bookkeeping."""
@@ -193,6 +251,7 @@ class ChunkStore:
         conn.row_factory = sqlite3.Row
         self._conn = conn
         self._finalizer = weakref.finalize(self, conn.close)
+        self._indexers: dict[str, ChunkIndexer] = {}
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -237,6 +296,30 @@ class ChunkStore:
             if isinstance(exc, sqlite3.Error):
                 raise ChunkStoreError(f"{action} failed on {self.db_path!r}: {exc}") from exc
             raise
+
+    @contextlib.contextmanager
+    def snapshot(self) -> Iterator[sqlite3.Connection]:
+        """A read transaction: every statement inside sees one state of the file.
+
+        For side indexes and callers that read several statements in a row; do not write
+        through the connection it yields. Nested use joins the outer transaction.
+        """
+        conn = self._connection()
+        if conn.in_transaction:
+            yield conn
+            return
+        try:
+            conn.execute("BEGIN")
+        except sqlite3.Error as exc:
+            raise ChunkStoreError(f"read failed on {self.db_path!r}: {exc}") from exc
+        try:
+            yield conn
+        except sqlite3.Error as exc:
+            hint = " (call init_schema() first)" if "no such table" in str(exc) else ""
+            raise ChunkStoreError(f"read failed on {self.db_path!r}: {exc}{hint}") from exc
+        finally:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
 
     def _read(self, sql: str, params: Sequence[Any], action: str) -> list[sqlite3.Row]:
         conn = self._connection()
@@ -288,11 +371,70 @@ class ChunkStore:
                 f"CREATE INDEX IF NOT EXISTS ix_narrative_chunk_active "
                 f"ON {_TABLE} (active, doc_id, seq)"
             )
+            if 0 < stored < SCHEMA_VERSION:
+                logger.info(
+                    "chunk store %r: migrating schema version %d -> %d (additive)",
+                    self.db_path, stored, SCHEMA_VERSION,
+                )
+            # Version 2: active chunk ids are looked up by side indexes (duplicate tracking).
+            conn.execute(
+                f"CREATE INDEX IF NOT EXISTS ix_narrative_chunk_id "
+                f"ON {_TABLE} (chunk_id) WHERE active = 1"
+            )
+            conn.execute(
+                f"INSERT INTO {_META_TABLE} (key, value) VALUES (?, '0') "
+                "ON CONFLICT(key) DO NOTHING",
+                (_GENERATION_KEY,),
+            )
             conn.execute(
                 f"INSERT INTO {_META_TABLE} (key, value) VALUES ('schema_version', ?) "
                 "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
                 (str(SCHEMA_VERSION),),
             )
+            generation = _read_generation(conn)
+            for indexer in self._indexers.values():
+                indexer.ensure(conn, generation)
+
+    def generation(self) -> int:
+        """The write counter: bumped by every :meth:`replace_doc_chunks` (0 before any)."""
+        with self.snapshot() as conn:
+            return _read_generation(conn)
+
+    # -- side indexes ------------------------------------------------------------------------
+
+    def attach_indexer(self, indexer: ChunkIndexer) -> ChunkIndexer:
+        """Have ``indexer`` updated inside every later write; returns the attached one.
+
+        If an indexer of the same ``name`` is attached already, that one is kept and returned,
+        so two readers of one store share one index. Attaching never writes: an index that is
+        missing or behind is built by :meth:`sync_indexers` (or :meth:`init_schema`, or the
+        next write).
+        """
+        if not isinstance(indexer, ChunkIndexer):
+            raise TypeError(f"indexer must implement ChunkIndexer, got {type(indexer).__name__}")
+        return self._indexers.setdefault(indexer.name, indexer)
+
+    def indexer(self, name: str) -> ChunkIndexer | None:
+        """The attached indexer called ``name``, or ``None``."""
+        return self._indexers.get(name)
+
+    def sync_indexers(self) -> None:
+        """Bring every attached index up to date; writes (one transaction) only if one is behind.
+
+        Raises :class:`ChunkStoreError` if an index must be built but the database refuses
+        writes (e.g. opened read-only).
+        """
+        if not self._indexers:
+            return
+        with self.snapshot() as conn:
+            generation = _read_generation(conn)
+            behind = [ix for ix in self._indexers.values() if not ix.is_current(conn, generation)]
+        if not behind:
+            return
+        with self._transaction("sync_indexers") as conn:
+            generation = _read_generation(conn)
+            for indexer in behind:
+                indexer.ensure(conn, generation)
 
     def schema_version(self) -> int:
         """The schema version recorded in the database (0 before :meth:`init_schema`)."""
@@ -335,6 +477,17 @@ class ChunkStore:
                 (doc_id,),
             ).fetchone()
             version = int(row["v"]) + 1
+            indexers = list(self._indexers.values())
+            retired: list[ChunkRow] = []
+            if indexers:
+                retired = _chunk_rows(
+                    conn.execute(
+                        f"SELECT rowid, chunk_id, text FROM {_TABLE} "
+                        "WHERE doc_id = ? AND active = 1 ORDER BY rowid",
+                        (doc_id,),
+                    )
+                )
+                last_rowid = conn.execute(f"SELECT MAX(rowid) FROM {_TABLE}").fetchone()[0] or 0
             conn.execute(
                 f"UPDATE {_TABLE} SET active = 0 WHERE doc_id = ? AND active = 1", (doc_id,)
             )
@@ -342,6 +495,23 @@ class ChunkStore:
                 _INSERT_SQL,
                 (self._row(chunk, valid_as_of, ingested_at, version) for chunk in batch),
             )
+            conn.execute(
+                f"INSERT INTO {_META_TABLE} (key, value) VALUES (?, '1') ON CONFLICT(key) "
+                "DO UPDATE SET value = CAST(value AS INTEGER) + 1",
+                (_GENERATION_KEY,),
+            )
+            if indexers:
+                # Rows are never deleted, so the new rows are exactly those past the old maximum.
+                added = _chunk_rows(
+                    conn.execute(
+                        f"SELECT rowid, chunk_id, text FROM {_TABLE} WHERE rowid > ? "
+                        "ORDER BY rowid",
+                        (last_rowid,),
+                    )
+                )
+                generation = _read_generation(conn)
+                for indexer in indexers:
+                    indexer.on_replace(conn, retired, added, generation)
         return len(batch)
 
     @staticmethod
@@ -387,6 +557,59 @@ class ChunkStore:
             "iter_chunks",
         )
         return [_stored_chunk(row) for row in rows]
+
+    def iter_chunk_rows(
+        self,
+        *,
+        topic: str | None = None,
+        entity: str | None = None,
+        geography: str | None = None,
+        period: str | None = None,
+        language: str | None = None,
+    ) -> list[tuple[int, StoredChunk]]:
+        """Active chunks as ``(rowid, chunk)``, filtered and ordered like :meth:`iter_chunks`.
+
+        The ``rowid`` is the row's stable number in the file (side indexes key on it).
+        """
+        where, params = _active_where(topic, entity, geography, period, language)
+        rows = self._read(
+            f"SELECT rowid AS _rowid, {_SELECT_COLUMNS} FROM {_TABLE}{where} "
+            "ORDER BY doc_id, seq, version",
+            params,
+            "iter_chunk_rows",
+        )
+        return [(int(row["_rowid"]), _stored_chunk(row)) for row in rows]
+
+    def active_rowids(
+        self,
+        *,
+        topic: str | None = None,
+        entity: str | None = None,
+        geography: str | None = None,
+        period: str | None = None,
+        language: str | None = None,
+    ) -> list[int]:
+        """The rowids of the active chunks matching every non-``None`` filter, ascending."""
+        where, params = _active_where(topic, entity, geography, period, language)
+        rows = self._read(
+            f"SELECT rowid FROM {_TABLE}{where} ORDER BY rowid", params, "active_rowids"
+        )
+        return [int(row[0]) for row in rows]
+
+    def chunks_by_rowid(self, rowids: Iterable[int]) -> dict[int, StoredChunk]:
+        """The chunks (active or not) stored under these rowids; unknown rowids are left out."""
+        wanted = sorted(set(rowids))
+        out: dict[int, StoredChunk] = {}
+        for start in range(0, len(wanted), _MAX_PARAMS):
+            part = wanted[start : start + _MAX_PARAMS]
+            rows = self._read(
+                f"SELECT rowid AS _rowid, {_SELECT_COLUMNS} FROM {_TABLE} "
+                f"WHERE rowid IN ({', '.join('?' for _ in part)})",
+                part,
+                "chunks_by_rowid",
+            )
+            out.update((int(row["_rowid"]), _stored_chunk(row)) for row in rows)
+        return out
 
     def count(self, include_inactive: bool = False) -> int:
         """Number of active rows (all rows with ``include_inactive``)."""
@@ -434,6 +657,39 @@ class ChunkStore:
             raise ChunkStoreError(f"execute_read failed for {sql!r}: {exc}") from exc
         finally:
             conn.set_authorizer(None)
+
+
+# Host parameters per statement: below SQLite's historical limit of 999.
+_MAX_PARAMS = 900
+
+
+def _active_where(*values: str | None) -> tuple[str, list[str]]:
+    """``WHERE`` clause and parameters: active rows equal to each non-``None`` filter value."""
+    given = zip(_FILTER_COLUMNS[1:], values, strict=True)
+    clauses = ["active = 1"]
+    params: list[str] = []
+    for column, value in given:
+        if value is not None:
+            clauses.append(f"{column} = ?")
+            params.append(value)
+    return f" WHERE {' AND '.join(clauses)}", params
+
+
+def _chunk_rows(cursor: Iterable[Any]) -> list[ChunkRow]:
+    return [ChunkRow(int(r[0]), r[1], r[2]) for r in cursor]
+
+
+def _read_generation(conn: sqlite3.Connection) -> int:
+    """The store's write counter (0 when never written, or before ``init_schema``)."""
+    try:
+        row = conn.execute(
+            f"SELECT value FROM {_META_TABLE} WHERE key = ?", (_GENERATION_KEY,)
+        ).fetchone()
+    except sqlite3.OperationalError as exc:
+        if "no such table" in str(exc):
+            return 0
+        raise
+    return _parse_version(row[0]) if row is not None else 0
 
 
 def _parse_version(value: object) -> int:

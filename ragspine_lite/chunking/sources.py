@@ -1,4 +1,4 @@
-"""Load ``.txt`` / ``.md`` documents (with optional front matter) into ``(text, DocumentMeta)``.
+"""Load ``.txt`` / ``.md`` / ``.html`` documents (+ front matter) into ``(text, DocumentMeta)``.
 
 A document may start with a simple front-matter block::
 
@@ -17,25 +17,45 @@ the block is what gets chunked, so paragraph numbers in locators count from the 
 Precedence for each field: front matter > keyword default passed by the caller > derived
 default (``doc_id`` = path relative to ``root`` with ``/`` separators; ``title`` = first
 ``# `` heading of the body, else the file stem). ``sensitivity`` is stripped and upper-cased.
+
+HTML (``.html``/``.htm``) is reduced to text first (:func:`extract_html`): one line per block
+element, headings written as Markdown ``#`` lines, scripts and styles dropped. The extracted
+text is the body, so chunk text stays a contiguous substring of it. ``<meta name="KEY"
+content="...">`` tags for :data:`FRONT_MATTER_KEYS` act as front matter (a leading ``---``
+block still wins), ``<title>`` is the derived title and ``<html lang>`` the derived language.
+:func:`heading_sections` maps headings to paragraph spans and anchors (an HTML heading's
+``id``, else a GitHub-style slug of its text).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from html.parser import HTMLParser
 from pathlib import Path
 
 from ragspine_lite.chunking.chunking import DocumentMeta
 
 __all__ = [
     "FRONT_MATTER_KEYS",
+    "HTML_EXTENSIONS",
     "SUPPORTED_EXTENSIONS",
+    "ExtractedHtml",
+    "Section",
     "discover_documents",
+    "document_from_text",
+    "extract_html",
+    "heading_sections",
     "load_document",
+    "load_sections",
     "parse_front_matter",
+    "slugify",
 ]
 
-SUPPORTED_EXTENSIONS: tuple[str, ...] = (".md", ".txt")
+HTML_EXTENSIONS: tuple[str, ...] = (".html", ".htm")
+SUPPORTED_EXTENSIONS: tuple[str, ...] = (".md", ".txt", *HTML_EXTENSIONS)
 FRONT_MATTER_KEYS: tuple[str, ...] = (
     "doc_id",
     "title",
@@ -105,6 +125,222 @@ def _first_heading(body: str) -> str:
     return ""
 
 
+# ---------------------------------------------------------------- HTML
+
+# Elements whose start or end closes the current line of text.
+_BLOCK_TAGS = frozenset(
+    "address article aside blockquote body br caption dd details dialog div dl dt fieldset "
+    "figcaption figure footer form h1 h2 h3 h4 h5 h6 header hgroup hr li main menu nav ol p "
+    "pre section summary table tbody td tfoot th thead tr ul".split()
+)
+# Elements whose content is never text of the document.
+_SKIP_TAGS = frozenset(
+    "script style template noscript svg math canvas iframe object embed select".split()
+)
+_VOID_TAGS = frozenset(
+    "area base br col embed hr img input link meta param source track wbr".split()
+)
+_HEADING_TAGS = {f"h{n}": n for n in range(1, 7)}
+_SPACE_RE = re.compile(r"\s+")
+
+
+@dataclass(frozen=True)
+class ExtractedHtml:
+    """What :func:`extract_html` found: the text and the document-level hints.
+
+    ``anchors`` maps a 1-based paragraph number of ``text`` (a heading line) to the heading's
+    ``id`` attribute (or the ``id``/``name`` of an anchor inside it).
+    """
+
+    text: str
+    title: str = ""
+    language: str = ""
+    meta: dict[str, str] = field(default_factory=dict)
+    anchors: dict[int, str] = field(default_factory=dict)
+
+
+class _TextExtractor(HTMLParser):
+    """Collects one line per block of text; headings become ``#``-prefixed lines."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.lines: list[str] = []
+        self.anchors: dict[int, str] = {}
+        self.meta: dict[str, str] = {}
+        self.title = ""
+        self.language = ""
+        self._buffer: list[str] = []
+        self._skip = 0  # depth inside skipped elements
+        self._pre = 0
+        self._in_title = False
+        self._title_parts: list[str] = []
+        self._heading_level = 0
+        self._heading_id = ""
+
+    # -- helpers ------------------------------------------------------------------------
+    def _flush(self) -> None:
+        raw = "".join(self._buffer)
+        self._buffer = []
+        if self._heading_level:
+            text = _SPACE_RE.sub(" ", raw).strip()
+            if text:
+                self.lines.append(f"{'#' * self._heading_level} {text}")
+                if self._heading_id:
+                    self.anchors[len(self.lines)] = self._heading_id
+            return
+        if self._pre:
+            pieces = raw.split("\n")
+        else:
+            pieces = [raw]
+        for piece in pieces:
+            text = _SPACE_RE.sub(" ", piece).strip()
+            if text:
+                self.lines.append(text)
+
+    # -- parser callbacks ---------------------------------------------------------------
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        values = {k.lower(): (v or "") for k, v in attrs}
+        if tag == "html" and values.get("lang") and not self.language:
+            self.language = values["lang"].strip().split("-")[0].lower()
+        if tag == "meta":
+            name = values.get("name", "").strip().lower()
+            if name in FRONT_MATTER_KEYS and name not in self.meta:
+                self.meta[name] = values.get("content", "").strip()
+            return
+        if tag == "title":
+            self._in_title = True
+            return
+        if self._skip or tag in _SKIP_TAGS:
+            if tag not in _VOID_TAGS:
+                self._skip += 1
+            return
+        if tag in _HEADING_TAGS:
+            self._flush()
+            self._heading_level = _HEADING_TAGS[tag]
+            self._heading_id = values.get("id", "").strip()
+            return
+        if self._heading_level and tag == "a" and not self._heading_id:
+            self._heading_id = (values.get("id") or values.get("name") or "").strip()
+        if tag in _BLOCK_TAGS:
+            self._flush()
+            if tag == "pre":
+                self._pre += 1
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "title":
+            self._in_title = False
+            if not self.title:
+                self.title = _SPACE_RE.sub(" ", "".join(self._title_parts)).strip()
+            return
+        if self._skip:
+            if tag in _SKIP_TAGS or tag not in _VOID_TAGS:
+                self._skip -= 1
+            return
+        if tag in _HEADING_TAGS and self._heading_level:
+            self._flush()
+            self._heading_level = 0
+            self._heading_id = ""
+            return
+        if tag in _BLOCK_TAGS:
+            self._flush()
+            if tag == "pre" and self._pre:
+                self._pre -= 1
+
+    def handle_data(self, data: str) -> None:
+        if self._in_title:
+            self._title_parts.append(data)
+        elif not self._skip:
+            self._buffer.append(data)
+
+    def close(self) -> None:
+        super().close()
+        self._flush()
+
+
+def extract_html(markup: str) -> ExtractedHtml:
+    """Reduce HTML to text lines (stdlib ``html.parser``; never raises on malformed markup).
+
+    Every block element (``p``, ``li``, ``td``, ``div`` …) ends a line; whitespace inside a line
+    is collapsed except in ``<pre>``, whose lines are kept. ``h1``–``h6`` become ``#``–``######``
+    lines. ``script``/``style``/``template``/``svg`` … and ``<head>`` text are dropped.
+
+    >>> extract_html('<h2 id="g">Growth</h2><p>Revenue <b>grew</b>.</p>').text
+    '## Growth\\nRevenue grew.'
+    """
+    parser = _TextExtractor()
+    parser.feed(markup)
+    parser.close()
+    return ExtractedHtml(
+        text="\n".join(parser.lines),
+        title=parser.title,
+        language=parser.language,
+        meta=dict(parser.meta),
+        anchors=dict(parser.anchors),
+    )
+
+
+# ---------------------------------------------------------------- sections
+
+_MD_HEADING_RE = re.compile(r"^(#{1,6})\s+(\S.*)$")
+_SLUG_DROP_RE = re.compile(r"[^\w\- ]")
+
+
+def slugify(text: str) -> str:
+    """A GitHub-style heading anchor: lower case, punctuation dropped, spaces → ``-``.
+
+    >>> slugify("ACME Hong Kong 2024: annual review"), slugify("营运 利润")
+    ('acme-hong-kong-2024-annual-review', '营运-利润')
+    """
+    return _SLUG_DROP_RE.sub("", text.strip().lower()).replace(" ", "-")
+
+
+@dataclass(frozen=True)
+class Section:
+    """A heading and the 1-based paragraph span it opens (up to the next heading)."""
+
+    heading: str
+    level: int
+    anchor: str
+    para_start: int
+    para_end: int
+
+
+def heading_sections(body: str, anchors: Mapping[int, str] | None = None) -> list[Section]:
+    """Sections of ``body`` opened by Markdown ``#`` heading lines, in document order.
+
+    Paragraph numbers count non-blank lines, as the chunkers do. A heading's anchor is
+    ``anchors[paragraph]`` when given (HTML ``id``), else its slug, made unique with ``-1``,
+    ``-2`` … suffixes. Text before the first heading belongs to no section.
+
+    >>> [(s.heading, s.anchor, s.para_start, s.para_end)
+    ...  for s in heading_sections("intro\\n# A b\\nx\\n## A b\\ny")]
+    [('A b', 'a-b', 2, 3), ('A b', 'a-b-1', 4, 5)]
+    """
+    explicit = dict(anchors or {})
+    paragraphs = [line.strip() for line in body.split("\n") if line.strip()]
+    found: list[tuple[str, int, str, int]] = []
+    used: dict[str, int] = {}
+    for number, paragraph in enumerate(paragraphs, start=1):
+        match = _MD_HEADING_RE.match(paragraph)
+        if not match:
+            continue
+        heading = match.group(2).strip()
+        anchor = explicit.get(number, "")
+        if not anchor:
+            base = slugify(heading)
+            anchor = base if base not in used else f"{base}-{used[base]}"
+            used[base] = used.get(base, 0) + 1
+        found.append((heading, len(match.group(1)), anchor, number))
+    sections = []
+    for i, (heading, level, anchor, start) in enumerate(found):
+        end = found[i + 1][3] - 1 if i + 1 < len(found) else len(paragraphs)
+        sections.append(Section(heading, level, anchor, start, end))
+    return sections
+
+
+# ---------------------------------------------------------------- loading
+
+
 def _read_text(path: Path) -> str:
     try:
         raw = path.read_bytes()
@@ -116,6 +352,10 @@ def _read_text(path: Path) -> str:
         raise ValueError(
             f"{str(path)!r} is not valid UTF-8 text (byte {exc.start}: {exc.reason})"
         ) from exc
+    return _normalise(text)
+
+
+def _normalise(text: str) -> str:
     if text.startswith("\ufeff"):
         text = text[1:]
     return text.replace("\r\n", "\n").replace("\r", "\n")
@@ -139,6 +379,53 @@ def _default_doc_id(path: Path, root: Path | None) -> str:
     return rel.as_posix()
 
 
+def _split_source(
+    text: str, suffix: str, source: str
+) -> tuple[dict[str, str], str, str, str, dict[int, str]]:
+    """``(fields, body, derived_title, derived_language, anchors)`` of normalised text."""
+    fields, rest = parse_front_matter(text, source=source)
+    if suffix.lower() not in HTML_EXTENSIONS:
+        return fields, rest, "", "", {}
+    extracted = extract_html(rest)
+    merged = {**extracted.meta, **fields}  # a front-matter block wins over <meta> tags
+    return merged, extracted.text, extracted.title, extracted.language, extracted.anchors
+
+
+def _build_meta(
+    fields: dict[str, str],
+    body: str,
+    *,
+    default_doc_id: str,
+    stem: str,
+    derived_title: str,
+    derived_language: str,
+    doc_id: str | None,
+    title: str,
+    topic: str,
+    entity: str,
+    geography: str,
+    period: str,
+    language: str,
+    sensitivity: str,
+    source_locator_prefix: str,
+) -> DocumentMeta:
+    resolved_title = (
+        fields.get("title") or title or derived_title or _first_heading(body) or stem
+    )
+    resolved_sensitivity = (fields.get("sensitivity") or sensitivity or "INTERNAL").strip().upper()
+    return DocumentMeta(
+        doc_id=fields.get("doc_id") or doc_id or default_doc_id,
+        title=resolved_title,
+        topic=fields.get("topic", topic),
+        entity=fields.get("entity", entity),
+        geography=fields.get("geography", geography),
+        period=fields.get("period", period),
+        language=fields.get("language", language) or derived_language,
+        sensitivity=resolved_sensitivity,
+        source_locator_prefix=source_locator_prefix,
+    )
+
+
 def load_document(
     path: str | Path,
     *,
@@ -153,7 +440,7 @@ def load_document(
     sensitivity: str = "INTERNAL",
     source_locator_prefix: str = "",
 ) -> tuple[str, DocumentMeta]:
-    """Read one ``.md``/``.txt`` file (UTF-8, BOM stripped, CRLF → LF) → ``(body, meta)``.
+    """Read one ``.md``/``.txt``/``.html`` file (UTF-8, BOM stripped, CRLF → LF) → ``(body, meta)``.
 
     Keyword values are defaults that the file's front matter overrides. ``doc_id`` falls back
     to the path relative to ``root`` (``/``-separated; just the file name without a root).
@@ -163,22 +450,82 @@ def load_document(
     p = Path(path)
     _check_extension(p)
     text = _read_text(p)
-    fields, body = parse_front_matter(text, source=str(p))
-    resolved_id = fields.get("doc_id") or doc_id or _default_doc_id(p, Path(root) if root else None)
-    resolved_title = fields.get("title") or title or _first_heading(body) or p.stem
-    resolved_sensitivity = (fields.get("sensitivity") or sensitivity or "INTERNAL").strip().upper()
-    meta = DocumentMeta(
-        doc_id=resolved_id,
-        title=resolved_title,
-        topic=fields.get("topic", topic),
-        entity=fields.get("entity", entity),
-        geography=fields.get("geography", geography),
-        period=fields.get("period", period),
-        language=fields.get("language", language),
-        sensitivity=resolved_sensitivity,
+    fields, body, derived_title, derived_language, _ = _split_source(text, p.suffix, str(p))
+    meta = _build_meta(
+        fields,
+        body,
+        default_doc_id=_default_doc_id(p, Path(root) if root else None),
+        stem=p.stem,
+        derived_title=derived_title,
+        derived_language=derived_language,
+        doc_id=doc_id,
+        title=title,
+        topic=topic,
+        entity=entity,
+        geography=geography,
+        period=period,
+        language=language,
+        sensitivity=sensitivity,
         source_locator_prefix=source_locator_prefix,
     )
     return body, meta
+
+
+def document_from_text(
+    text: str,
+    *,
+    name: str,
+    doc_id: str | None = None,
+    title: str = "",
+    topic: str = "",
+    entity: str = "",
+    geography: str = "",
+    period: str = "",
+    language: str = "",
+    sensitivity: str = "INTERNAL",
+    source_locator_prefix: str = "",
+) -> tuple[str, DocumentMeta]:
+    """:func:`load_document` for text already in memory (e.g. a file dropped in a web page).
+
+    ``name`` (a file name such as ``"notes.md"``) picks the format by its extension and is the
+    default ``doc_id``; precedence and errors are those of :func:`load_document`.
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"text must be str, got {type(text).__name__}")
+    p = Path(name)
+    _check_extension(p)
+    fields, body, derived_title, derived_language, _ = _split_source(
+        _normalise(text), p.suffix, name
+    )
+    return body, _build_meta(
+        fields,
+        body,
+        default_doc_id=name,
+        stem=p.stem,
+        derived_title=derived_title,
+        derived_language=derived_language,
+        doc_id=doc_id,
+        title=title,
+        topic=topic,
+        entity=entity,
+        geography=geography,
+        period=period,
+        language=language,
+        sensitivity=sensitivity,
+        source_locator_prefix=source_locator_prefix,
+    )
+
+
+def load_sections(path: str | Path, *, text: str | None = None) -> list[Section]:
+    """The :func:`heading_sections` of a document's body (read from ``path`` unless ``text``).
+
+    HTML headings keep their ``id`` as the anchor.
+    """
+    p = Path(path)
+    _check_extension(p)
+    raw = _read_text(p) if text is None else _normalise(text)
+    _, body, _, _, anchors = _split_source(raw, p.suffix, str(p))
+    return heading_sections(body, anchors)
 
 
 def discover_documents(paths: Iterable[str | Path]) -> list[tuple[Path, Path]]:

@@ -1,7 +1,8 @@
-"""Lexical retrieval: CJK-aware tokenizer, Okapi BM25, RRF, and the hybrid retrievers.
+"""Lexical retrieval: CJK-aware tokenizer, Okapi BM25, RRF, the BM25 index, the retrievers.
 
 The tokenizer and scoring primitives are imported eagerly. The retriever names come
-from :mod:`ragspine_lite.lexical.retrieval` on first access: that module imports the
+from :mod:`ragspine_lite.lexical.retrieval` and the index names from
+:mod:`ragspine_lite.lexical.inverted_index` on first access: those modules import the
 vector, rerank and chunking packages, which themselves import the tokenizer, so an
 eager import here would create an import cycle.
 """
@@ -30,19 +31,33 @@ _RETRIEVAL_NAMES = (
     "RetrievableIndex",
     "RetrievalResult",
 )
+_INDEX_NAMES = (
+    "BM25_INDEX_FORMAT",
+    "BM25Index",
+    "CandidateSet",
+    "InvertedIndex",
+    "Postings",
+    "StoreBM25Index",
+)
 
 __all__ = [
+    "BM25_INDEX_FORMAT",
     "DEFAULT_BM25_B",
     "DEFAULT_BM25_K1",
     "DEFAULT_RRF_K",
     "DEFAULT_TOP_K",
+    "BM25Index",
+    "CandidateSet",
     "EmbeddingBackend",
     "GlossaryQueryRewriter",
     "HybridRetriever",
+    "InvertedIndex",
     "NarrativeIndex",
+    "Postings",
     "QueryRewriter",
     "RetrievableIndex",
     "RetrievalResult",
+    "StoreBM25Index",
     "bm25_scores",
     "cosine_similarity",
     "rrf_fuse",
@@ -55,6 +70,10 @@ def __getattr__(name: str) -> Any:
         from ragspine_lite.lexical import retrieval
 
         return getattr(retrieval, name)
+    if name in _INDEX_NAMES:
+        from ragspine_lite.lexical import inverted_index
+
+        return getattr(inverted_index, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

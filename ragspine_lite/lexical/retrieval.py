@@ -4,6 +4,10 @@ Pure BM25 + RRF is the zero-dependency default and is byte-identical to a build 
 never heard of embeddings; an :class:`EmbeddingBackend` switches the dense lane on.
 Every ordering is deterministic: ties are broken by ``chunk_id`` ascending.
 
+BM25 goes through an inverted index (:mod:`ragspine_lite.lexical.inverted_index`) that
+returns exactly what :func:`bm25_scores` over the candidates gives: in memory for a
+:class:`HybridRetriever`, persisted in the chunk store's file for a :class:`NarrativeIndex`.
+
 >>> from ragspine_lite.chunking.chunking import Chunk
 >>> chunks = [
 ...     Chunk("d#c0", "d", 0, "revenue grew in hong kong", "d#para1", 1, 1),
@@ -15,15 +19,17 @@ Every ordering is deterministic: ties are broken by ``chunk_id`` ascending.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, MutableMapping
+import logging
+from collections.abc import Callable, Iterable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from ragspine_lite.chunking.chunk_store import ChunkStore, StoredChunk
+from ragspine_lite.chunking.chunk_store import ChunkStore, ChunkStoreError, StoredChunk
 from ragspine_lite.chunking.chunking import Chunk, DocumentMeta, chunk_document
 from ragspine_lite.common.glossary import DEFAULT_GLOSSARY, Glossary, find_terms
 from ragspine_lite.filtering.automatic import FilterExtractor, extract_filter
 from ragspine_lite.filtering.metadata_filter import MetadataFilter
+from ragspine_lite.lexical.inverted_index import BM25Index, InvertedIndex, StoreBM25Index
 from ragspine_lite.lexical.scoring import (
     DEFAULT_BM25_B,
     DEFAULT_BM25_K1,
@@ -55,6 +61,8 @@ __all__ = [
     "rrf_fuse",
     "tokenize",
 ]
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_TOP_K = 50
 
@@ -172,6 +180,59 @@ def _embed(backend: EmbeddingBackend, texts: list[str]) -> list[Any]:
     return vectors
 
 
+def _filtered_positions(
+    chunks: Sequence[Any],
+    filters: Mapping[str, str | None],
+    metadata_filter: MetadataFilter | None,
+) -> list[int] | None:
+    """Positions of the chunks passing the filters, in order; ``None`` when nothing filters."""
+    active = {k: v for k, v in filters.items() if v is not None}
+    if not active and metadata_filter is None:
+        return None
+    positions = [
+        i for i, c in enumerate(chunks) if all(getattr(c, k, None) == v for k, v in active.items())
+    ]
+    if metadata_filter is None:
+        return positions
+    objs = [chunks[i] for i in positions]
+    kept = metadata_filter.apply(objs)
+    # apply() returns a subsequence of the very objects it got: walk both to map back.
+    out: list[int] = []
+    j = 0
+    for obj in kept:
+        while objs[j] is not obj:
+            j += 1
+        out.append(positions[j])
+        j += 1
+    return out
+
+
+def _fuse(
+    bm25: list[list[tuple[str, float]]],
+    vectors: list[list[tuple[str, float]]] | None,
+    rrf_k: float,
+    limit: int,
+) -> tuple[list[tuple[str, float]], dict[str, float], dict[str, float]]:
+    """RRF over BM25 q1, vector q1, BM25 q2, … → (top ``(id, fused)``, best BM25, best cosine)."""
+    rankings: list[list[str]] = []
+    best_bm25: dict[str, float] = {}
+    best_vec: dict[str, float] = {}
+    for i, hits in enumerate(bm25):
+        rankings.append([cid for cid, _ in hits])
+        for cid, s in hits:
+            if s > best_bm25.get(cid, 0.0):
+                best_bm25[cid] = s
+        if vectors is not None:
+            vec_hits = vectors[i]
+            rankings.append([cid for cid, _ in vec_hits])
+            for cid, s in vec_hits:
+                if cid not in best_vec or s > best_vec[cid]:
+                    best_vec[cid] = s
+    fused = rrf_fuse(rankings, k=rrf_k)
+    ordered = sorted(fused.items(), key=lambda kv: (-kv[1], kv[0]))[:limit]
+    return ordered, best_bm25, best_vec
+
+
 def _records(chunks: list[Any], vectors: list[Any]) -> list[VectorRecord]:
     return [
         VectorRecord(
@@ -225,6 +286,11 @@ class HybridRetriever:
         # index text → tokens; tokenize is a pure function of the text, so this never
         # changes a result, it only avoids re-tokenising the corpus on every search.
         self._token_cache: dict[str, list[str]] = {}
+        # The BM25 index: built from ``chunks`` on the first search (the chunks are taken as
+        # they are then), or an injected store index with one docno per chunk.
+        self._lexical: BM25Index | None = None
+        self._lexical_docnos: list[int] | None = None
+        self._lexical_positions: dict[int, int] = {}
 
     # -- pieces -----------------------------------------------------------------------
 
@@ -234,13 +300,10 @@ class HybridRetriever:
     def _candidates(
         self, filters: Mapping[str, str | None], metadata_filter: MetadataFilter | None
     ) -> list[Any]:
-        active = {k: v for k, v in filters.items() if v is not None}
-        out = [
-            c for c in self.chunks if all(getattr(c, k, None) == v for k, v in active.items())
-        ]
-        if metadata_filter is not None:
-            out = metadata_filter.apply(out)
-        return out
+        positions = _filtered_positions(self.chunks, filters, metadata_filter)
+        if positions is None:
+            return list(self.chunks)
+        return [self.chunks[i] for i in positions]
 
     def _queries(self, query: str) -> list[str]:
         variants = self.query_rewriter.rewrite(query) if self.query_rewriter else [query]
@@ -257,8 +320,8 @@ class HybridRetriever:
     ) -> list[list[tuple[str, float]]]:
         """Per query, the candidates with BM25 > 0 as ``(chunk_id, score)``, by (-score, id).
 
-        The single BM25 path: Okapi statistics (idf, avgdl) are over the candidates only.
-        A faster index may replace this method if it returns exactly the same lists.
+        The reference BM25 path: Okapi statistics (idf, avgdl) are over the candidates only.
+        :meth:`search` uses :meth:`_indexed_rankings`, which returns exactly these lists.
         """
         docs_tokens = [self._tokens(t) for t in texts]
         ids = [c.chunk_id for c in candidates]
@@ -268,6 +331,48 @@ class HybridRetriever:
             hits = [(cid, s) for cid, s in zip(ids, scores, strict=True) if s > 0]
             hits.sort(key=lambda hit: (-hit[1], hit[0]))
             out.append(hits)
+        return out
+
+    def _attach_lexical_index(self, index: BM25Index, docnos: Sequence[int]) -> None:
+        """Score BM25 with ``index`` (e.g. a store's), where ``chunks[i]`` is ``docnos[i]``."""
+        if len(docnos) != len(self.chunks):
+            raise ValueError(
+                f"need one docno per chunk: got {len(docnos)!r} for {len(self.chunks)!r} chunks"
+            )
+        self._lexical = index
+        self._lexical_docnos = list(docnos)
+        self._lexical_positions = {d: i for i, d in enumerate(self._lexical_docnos)}
+
+    def _lexical_index(self) -> BM25Index:
+        if self._lexical is None:
+            self._lexical = InvertedIndex(
+                [c.chunk_id for c in self.chunks],
+                (tokenize(self._index_text(c)) for c in self.chunks),
+            )
+        return self._lexical
+
+    def _indexed_rankings(
+        self, queries: list[str], positions: list[int] | None, limit: int | None
+    ) -> list[list[tuple[int, str, float]]]:
+        """:meth:`_bm25_rankings` through the index, as ``(position, chunk_id, score)``.
+
+        ``positions`` ``None`` means every chunk; with ``limit`` only the first ``limit``.
+        """
+        index = self._lexical_index()
+        docnos = self._lexical_docnos
+        with index.reading():
+            if docnos is None:
+                cand = None if positions is None else index.candidates(positions)
+            else:
+                chosen = docnos if positions is None else [docnos[i] for i in positions]
+                cand = index.candidates(chosen)
+            out = []
+            for q in queries:
+                hits = index.rank(tokenize(q), k1=self.k1, b=self.b, candidates=cand, limit=limit)
+                if docnos is not None:
+                    where = self._lexical_positions
+                    hits = [(where[d], cid, s) for d, cid, s in hits]
+                out.append(hits)
         return out
 
     def _sync_vectors(
@@ -313,43 +418,48 @@ class HybridRetriever:
             "period": period,
             "language": language,
         }
-        candidates = self._candidates(filters, metadata_filter)
-        if not candidates:
+        positions = _filtered_positions(self.chunks, filters, metadata_filter)
+        n_candidates = len(self.chunks) if positions is None else len(positions)
+        if n_candidates == 0:
             return []
         queries = self._queries(query)
-        texts = [self._index_text(c) for c in candidates]
-        candidate_ids = {c.chunk_id for c in candidates}
-        by_id: dict[str, Any] = {}
-        for c in candidates:
-            by_id.setdefault(c.chunk_id, c)
-
         backend, store = self.embedding_backend, self.vector_store
-        where = {k: str(v) for k, v in filters.items() if v is not None} or None
-        if backend is not None and store is not None and self.manage_vectors:
-            self._sync_vectors(backend, store, candidates, texts)
+        vectors_on = backend is not None and store is not None
+        index = self._lexical_index()
+        # One BM25 ranking fused alone keeps its order, so its top ``limit`` is all RRF
+        # needs; with several rankings, or duplicate ids adding up, every hit counts.
+        prune = len(queries) == 1 and not vectors_on and not index.has_duplicate_chunk_ids
+        hits = self._indexed_rankings(queries, positions, limit if prune else None)
+        bm25_rankings = [[(cid, s) for _, cid, s in h] for h in hits]
 
-        rankings: list[list[str]] = []
-        best_bm25: dict[str, float] = {}
-        best_vec: dict[str, float] = {}
-        bm25_rankings = self._bm25_rankings(queries, candidates, texts)
-        for q, hits in zip(queries, bm25_rankings, strict=True):
-            rankings.append([cid for cid, _ in hits])
-            for cid, s in hits:
-                if s > best_bm25.get(cid, 0.0):
-                    best_bm25[cid] = s
-            if backend is not None and store is not None:
+        by_id: dict[str, Any] = {}
+        vector_rankings: list[list[tuple[str, float]]] | None = None
+        if not vectors_on and not index.has_duplicate_chunk_ids:
+            # Ids are unique: each hit's chunk is the chunk with that id.
+            for ranking in hits:
+                for pos, cid, _ in ranking:
+                    by_id[cid] = self.chunks[pos]
+        else:
+            candidates = (
+                list(self.chunks) if positions is None else [self.chunks[i] for i in positions]
+            )
+            for c in candidates:
+                by_id.setdefault(c.chunk_id, c)
+        if vectors_on and backend is not None and store is not None:
+            texts = [self._index_text(c) for c in candidates]
+            candidate_ids = {c.chunk_id for c in candidates}
+            where = {k: str(v) for k, v in filters.items() if v is not None} or None
+            if self.manage_vectors:
+                self._sync_vectors(backend, store, candidates, texts)
+            vector_rankings = []
+            for q in queries:
                 qvec = backend.embed_texts([q])[0]
                 found = store.query(
                     tuple(float(x) for x in qvec), k=len(candidates), where=where
                 )
-                vec_hits = [h for h in found if h.id in candidate_ids]
-                rankings.append([h.id for h in vec_hits])
-                for h in vec_hits:
-                    if h.id not in best_vec or h.score > best_vec[h.id]:
-                        best_vec[h.id] = h.score
+                vector_rankings.append([(h.id, h.score) for h in found if h.id in candidate_ids])
 
-        fused = rrf_fuse(rankings, k=self.rrf_k)
-        ordered = sorted(fused.items(), key=lambda kv: (-kv[1], kv[0]))[:limit]
+        ordered, best_bm25, best_vec = _fuse(bm25_rankings, vector_rankings, self.rrf_k, limit)
         return [
             RetrievalResult(
                 chunk=by_id[cid],
@@ -368,6 +478,11 @@ class NarrativeIndex:
     (doc-scoped delete, then only ``persistence_policy.persistable`` chunks are embedded
     and upserted — RESTRICTED is not persisted by default). ``retrieve`` never
     re-embeds chunks: only queries are embedded.
+
+    BM25 is served by the store's persisted index (:class:`StoreBM25Index`, attached here
+    and kept current inside every write; a store whose index is missing or behind gets it
+    built on the first retrieve). With an ``index_text_fn`` the indexed text differs from
+    ``chunk.text``, so BM25 then runs over the active chunks in memory, as it always did.
     """
 
     def __init__(
@@ -404,6 +519,28 @@ class NarrativeIndex:
         self.index_text_fn = index_text_fn
         self.filter_extractor = filter_extractor
         self.chunker = chunker
+        self._bm25: StoreBM25Index | None = (
+            StoreBM25Index.attach(store) if index_text_fn is None else None
+        )
+        self._bm25_unavailable_logged = False
+
+    def _persisted_bm25(self) -> StoreBM25Index | None:
+        """The store's BM25 index brought up to date, or ``None`` if it cannot be used."""
+        if self._bm25 is None:
+            return None
+        try:
+            self.store.sync_indexers()
+        except ChunkStoreError:
+            if not self._bm25_unavailable_logged:
+                logger.warning(
+                    "the BM25 index of %r cannot be built (read-only store?); "
+                    "scoring the active chunks in memory instead",
+                    self.store.db_path,
+                    exc_info=True,
+                )
+                self._bm25_unavailable_logged = True
+            return None
+        return self._bm25
 
     def _index_text(self, chunk: Any) -> str:
         return self.index_text_fn(chunk) if self.index_text_fn is not None else chunk.text
@@ -453,11 +590,34 @@ class NarrativeIndex:
         if mf is None:
             # A failing or empty extractor gives None: candidates stay the explicit filters.
             mf = extract_filter(self.filter_extractor, query)
-        candidates = self.store.iter_chunks(
-            topic=topic, entity=entity, geography=geography, period=period, language=language
-        )
-        retriever = HybridRetriever(
-            candidates,
+        filters = {
+            "topic": topic,
+            "entity": entity,
+            "geography": geography,
+            "period": period,
+            "language": language,
+        }
+        bm25 = self._persisted_bm25()
+        if bm25 is not None and self.vector_store is None:
+            with bm25.reading():
+                if not bm25.has_duplicate_chunk_ids:
+                    results = self._search_bm25(bm25, query, filters, mf, limit)
+                else:
+                    results = self._search_rows(bm25, query, filters, mf, limit)
+        elif bm25 is not None:
+            with bm25.reading():
+                results = self._search_rows(bm25, query, filters, mf, limit)
+        else:
+            candidates = self.store.iter_chunks(**filters)
+            retriever = self._retriever(candidates)
+            results = retriever.search(query, top_k=limit, metadata_filter=mf)
+        if rerank and self.judge is not None:
+            results = listwise_rerank(query, results, self.judge, top_n=n or self.rerank_top_n)
+        return results
+
+    def _retriever(self, chunks: list[StoredChunk]) -> HybridRetriever:
+        return HybridRetriever(
+            chunks,
             embedding_backend=self.embedding_backend,
             query_rewriter=self.query_rewriter,
             top_k=self.top_k,
@@ -465,7 +625,61 @@ class NarrativeIndex:
             manage_vectors=False,
             index_text_fn=self.index_text_fn,
         )
-        results = retriever.search(query, top_k=limit, metadata_filter=mf)
-        if rerank and self.judge is not None:
-            results = listwise_rerank(query, results, self.judge, top_n=n or self.rerank_top_n)
-        return results
+
+    def _search_rows(
+        self,
+        bm25: StoreBM25Index,
+        query: str,
+        filters: Mapping[str, str | None],
+        mf: MetadataFilter | None,
+        limit: int,
+    ) -> list[RetrievalResult]:
+        """A :class:`HybridRetriever` over the active rows, scoring BM25 with the store index."""
+        rows = self.store.iter_chunk_rows(**filters)
+        retriever = self._retriever([c for _, c in rows])
+        retriever._attach_lexical_index(bm25, [rowid for rowid, _ in rows])
+        return retriever.search(query, top_k=limit, metadata_filter=mf)
+
+    def _search_bm25(
+        self,
+        bm25: StoreBM25Index,
+        query: str,
+        filters: Mapping[str, str | None],
+        mf: MetadataFilter | None,
+        limit: int,
+    ) -> list[RetrievalResult]:
+        """Pure BM25 straight from the store index: only the results' rows are read.
+
+        Same results as :meth:`_search_rows` (ids are unique here, so each hit's chunk is
+        the row it came from).
+        """
+        eq = {k: v for k, v in filters.items() if v is not None}
+        if mf is not None:
+            rows = self.store.iter_chunk_rows(**filters)
+            kept = _filtered_positions([c for _, c in rows], {}, mf) or []
+            cand = bm25.candidates(rows[i][0] for i in kept)
+        elif eq:
+            cand = bm25.candidates(self.store.active_rowids(**filters))
+        else:
+            cand = None
+        if cand is not None and cand.count == 0:
+            return []
+        queries = list(dict.fromkeys(
+            self.query_rewriter.rewrite(query) if self.query_rewriter else [query]
+        ))
+        prune = limit if len(queries) == 1 else None
+        hits = [bm25.rank(tokenize(q), candidates=cand, limit=prune) for q in queries]
+        rowid_of = {cid: d for ranking in hits for d, cid, _ in ranking}
+        ordered, best_bm25, _ = _fuse(
+            [[(cid, s) for _, cid, s in ranking] for ranking in hits], None, DEFAULT_RRF_K, limit
+        )
+        chunks = self.store.chunks_by_rowid(rowid_of[cid] for cid, _ in ordered)
+        return [
+            RetrievalResult(
+                chunk=chunks[rowid_of[cid]],
+                bm25_score=best_bm25.get(cid, 0.0),
+                vector_score=0.0,
+                fused_score=score,
+            )
+            for cid, score in ordered
+        ]

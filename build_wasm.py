@@ -1,0 +1,568 @@
+#!/usr/bin/env python3
+"""Build a static, offline search site from a folder of documents, and serve it.
+
+    python build_wasm.py build DOCS_DIR --out site/      # or: ragspine-lite build-site ...
+    python build_wasm.py serve site/ --port 8000
+
+``build`` ingests ``.md``/``.txt``/``.html`` documents (front matter → metadata, headings →
+sections with anchors) into a chunk store through the normal ingest path, and assembles:
+
+    manifest.json           format version, runtime versions, sha256 + size of every file, counts
+    data/chunks.db          the chunk store (RESTRICTED documents never enter it)
+    wheels/                 micropip 0.11.1 and the ragspine_lite wheel (pure, no samples)
+    pyodide/                the Pyodide runtime, copied from node_modules/pyodide
+    ragspine-lite.mjs/.d.ts the JS API; ragspine-worker.mjs the module Web Worker
+    index.html demo.mjs demo.css   the demo page (unless --no-demo)
+
+RESTRICTED documents are set aside before anything is written; the finished folder is then
+scanned, zip members included, for their text, titles and ids and for ``--canary`` strings,
+and the build fails (leaving the previous site untouched) if any is found.
+
+``serve`` serves a built folder on 127.0.0.1 with the MIME types browsers insist on
+(``.mjs`` → ``text/javascript``, ``.wasm`` → ``application/wasm``).
+
+Needs the source checkout (``web/``, ``node_modules/pyodide`` from ``npm ci``) and, to build
+the wheel, the ``build`` package (``pip install build``); ``pip download`` fetches micropip
+once into ``.cache/wheels``. Exit codes: 0 ok, 1 build error, 2 usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import hashlib
+import http.server
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent
+WEB_DIR = REPO / "web"
+PYODIDE_DIR = REPO / "node_modules" / "pyodide"
+WHEEL_CACHE = REPO / ".cache" / "wheels"
+MICROPIP_VERSION = "0.11.1"
+MICROPIP_WHEEL = f"micropip-{MICROPIP_VERSION}-py3-none-any.whl"
+
+RUNTIME_FILES = ("ragspine-lite.mjs", "ragspine-lite.d.ts", "ragspine-worker.mjs")
+DEMO_FILES = ("index.html", "demo.mjs", "demo.css")
+PYODIDE_FILES = (
+    "pyodide.mjs",
+    "pyodide.asm.mjs",
+    "pyodide.asm.wasm",
+    "python_stdlib.zip",
+    "pyodide-lock.json",
+)
+# What goes into the wheel build: the package without its sample corpus (which holds
+# RESTRICTED documents) plus the files setuptools needs.
+WHEEL_SOURCES = ("pyproject.toml", "README.md", "LICENSE", "ragspine_lite")
+WHEEL_EXCLUDES = ("samples", "__pycache__", "*.pyc", "*.egg-info")
+
+MIME_TYPES = {
+    ".html": "text/html; charset=utf-8",
+    ".mjs": "text/javascript; charset=utf-8",
+    ".js": "text/javascript; charset=utf-8",
+    ".css": "text/css; charset=utf-8",
+    ".json": "application/json",
+    ".wasm": "application/wasm",
+    ".zip": "application/zip",
+    ".whl": "application/zip",
+    ".db": "application/octet-stream",
+    ".ts": "text/plain; charset=utf-8",
+    ".map": "application/json",
+    ".png": "image/png",
+    ".svg": "image/svg+xml",
+    ".txt": "text/plain; charset=utf-8",
+    ".md": "text/markdown; charset=utf-8",
+    "": "application/octet-stream",
+}
+
+PROG = "build_wasm.py"
+
+
+class BuildError(Exception):
+    """The build cannot go on; the message says why (exit code 1)."""
+
+
+# ---------------------------------------------------------------- progress
+
+
+class ProgressBar:
+    """A one-line progress bar on stderr for a tty, else a line every 10 percent."""
+
+    def __init__(self, label: str, *, stream: Any = None, min_total: int = 20) -> None:
+        self.label = label
+        self.stream = stream if stream is not None else sys.stderr
+        self.min_total = min_total
+        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
+        self._last_decile = -1
+
+    def __call__(self, done: int, total: int, item: str) -> None:
+        if total < self.min_total:
+            return
+        if self.tty:
+            width = 30
+            filled = int(width * done / total)
+            name = item if len(item) <= 40 else "..." + item[-37:]
+            self.stream.write(
+                f"\r{self.label} [{'#' * filled}{'-' * (width - filled)}] {done}/{total} {name:<40}"
+            )
+            if done == total:
+                self.stream.write("\n")
+            self.stream.flush()
+            return
+        decile = done * 10 // total
+        if decile != self._last_decile:
+            self._last_decile = decile
+            print(f"{self.label}: {done}/{total} ({decile * 10}%)", file=self.stream, flush=True)
+
+
+# ---------------------------------------------------------------- pieces
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(functools.partial(fh.read, 1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _run(cmd: Sequence[str], what: str) -> None:
+    proc = subprocess.run(list(cmd), capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
+        raise BuildError(f"{what} failed (exit {proc.returncode}):\n{tail}")
+
+
+def build_wheel(out_dir: Path, *, source: Path = REPO) -> Path:
+    """Build the ragspine_lite wheel with ``python -m build --wheel`` from a clean copy.
+
+    The copy leaves out the sample corpus, so no sample (RESTRICTED ones included) ships, and
+    keeps ``build/`` and ``*.egg-info`` out of the source tree.
+    """
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="ragspine-wheel-") as tmp:
+        src = Path(tmp) / "src"
+        src.mkdir()
+        for name in WHEEL_SOURCES:
+            origin = source / name
+            if origin.is_dir():
+                shutil.copytree(origin, src / name, ignore=shutil.ignore_patterns(*WHEEL_EXCLUDES))
+            elif origin.is_file():
+                shutil.copy2(origin, src / name)
+        dist = Path(tmp) / "dist"
+        _run(
+            [sys.executable, "-m", "build", "--wheel", "--outdir", str(dist), str(src)],
+            "building the ragspine_lite wheel (python -m build --wheel)",
+        )
+        wheels = sorted(dist.glob("ragspine_lite-*-py3-none-any.whl"))
+        if len(wheels) != 1:
+            names = [w.name for w in wheels]
+            raise BuildError(f"expected one pure ragspine_lite wheel, got {names}")
+        target = out_dir / wheels[0].name
+        shutil.copy2(wheels[0], target)
+    return target
+
+
+def find_micropip(explicit: Path | None = None, *, cache: Path = WHEEL_CACHE) -> Path:
+    """The micropip wheel: ``explicit``, else the cache, else ``pip download`` into the cache."""
+    if explicit is not None:
+        if not explicit.is_file():
+            raise BuildError(f"--micropip {str(explicit)!r} is not a file")
+        return explicit
+    for folder in (cache, WHEEL_CACHE, REPO / ".cache" / "pyodide-wheels"):
+        candidate = folder / MICROPIP_WHEEL
+        if candidate.is_file():
+            return candidate
+    cache.mkdir(parents=True, exist_ok=True)
+    _run(
+        [
+            sys.executable, "-m", "pip", "download", "-q", "--disable-pip-version-check",
+            "--no-deps", "--python-version", "3.14", "--only-binary=:all:",
+            "-d", str(cache), f"micropip=={MICROPIP_VERSION}",
+        ],
+        f"downloading micropip {MICROPIP_VERSION} (pip download)",
+    )
+    candidate = cache / MICROPIP_WHEEL
+    if not candidate.is_file():
+        raise BuildError(f"pip download did not produce {MICROPIP_WHEEL} in {str(cache)!r}")
+    return candidate
+
+
+def pyodide_versions(pyodide_dir: Path) -> dict[str, str]:
+    """``{"pyodide": ..., "python": ...}`` from the npm package and its lock file."""
+    versions: dict[str, str] = {}
+    package = pyodide_dir / "package.json"
+    if package.is_file():
+        versions["pyodide"] = str(json.loads(package.read_text("utf-8")).get("version", ""))
+    lock = pyodide_dir / "pyodide-lock.json"
+    if lock.is_file():
+        info = json.loads(lock.read_text("utf-8")).get("info", {})
+        versions["python"] = str(info.get("python", ""))
+        versions.setdefault("pyodide", str(info.get("version", "")))
+    return versions
+
+
+def _copy_files(names: Sequence[str], src_dir: Path, dest_dir: Path, what: str) -> None:
+    missing = [n for n in names if not (src_dir / n).is_file()]
+    if missing:
+        hint = " (run 'npm ci' in the repository)" if "node_modules" in str(src_dir) else ""
+        raise BuildError(
+            f"{what} is incomplete: {', '.join(missing)} not found in {str(src_dir)!r}{hint}"
+        )
+    dest_dir.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        shutil.copy2(src_dir / name, dest_dir / name)
+
+
+def _file_table(root: Path) -> dict[str, dict[str, Any]]:
+    table = {}
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        rel = path.relative_to(root).as_posix()
+        if rel == "manifest.json":
+            continue
+        table[rel] = {"sha256": _sha256(path), "bytes": path.stat().st_size}
+    return table
+
+
+# ---------------------------------------------------------------- build
+
+
+def build_site(
+    docs: Sequence[str | Path],
+    out: str | Path,
+    *,
+    title: str = "ragspine_lite demo",
+    canaries: Sequence[str] = (),
+    wheel: Path | None = None,
+    micropip: Path | None = None,
+    pyodide_dir: Path = PYODIDE_DIR,
+    web_dir: Path = WEB_DIR,
+    demo: bool = True,
+    max_chars: int | None = None,
+    overlap_chars: int | None = None,
+    chunker: str | None = None,
+    sensitivity: str = "INTERNAL",
+    language: str = "",
+    force: bool = False,
+    progress: Callable[[int, int, str], None] | None = None,
+    log: Callable[[str], None] = lambda message: None,
+) -> dict[str, Any]:
+    """Build the site into ``out`` (replaced only when the new build fully succeeded).
+
+    Returns the manifest. Raises :class:`BuildError` (or ``ValueError`` for bad documents,
+    ``RestrictedLeakError`` when the output scan finds RESTRICTED content).
+    """
+    from ragspine_lite import __version__
+    from ragspine_lite.bundle.export import (
+        export_store,
+        load_corpus,
+        restricted_needles,
+        verify_no_leaks,
+    )
+    from ragspine_lite.bundle.manifest import BUNDLE_FORMAT_VERSION, MANIFEST_NAME, STORE_PATH
+    from ragspine_lite.chunking.chunk_store import SCHEMA_VERSION
+    from ragspine_lite.chunking.chunker import make_chunker
+    from ragspine_lite.chunking.chunking import DEFAULT_CHUNK_CHARS, DEFAULT_OVERLAP_CHARS
+
+    target = Path(out).resolve()
+    if target.exists() and not target.is_dir():
+        raise BuildError(f"--out {str(target)!r} exists and is not a directory")
+    if target.is_dir() and any(target.iterdir()) and not (target / MANIFEST_NAME).is_file():
+        if not force:
+            raise BuildError(
+                f"--out {str(target)!r} is not empty and holds no bundle manifest; "
+                "refusing to replace it (pass --force)"
+            )
+    max_chars = DEFAULT_CHUNK_CHARS if max_chars is None else max_chars
+    overlap_chars = DEFAULT_OVERLAP_CHARS if overlap_chars is None else overlap_chars
+    if not 0 <= overlap_chars < max_chars:
+        raise BuildError(
+            f"--overlap-chars must be >= 0 and smaller than --max-chars "
+            f"({overlap_chars!r} vs {max_chars!r})"
+        )
+    if not (pyodide_dir / "pyodide.mjs").is_file():
+        raise BuildError(
+            f"Pyodide runtime not found in {str(pyodide_dir)!r}: run 'npm ci' in the repository "
+            "(or pass --pyodide DIR)"
+        )
+
+    started = time.perf_counter()
+    corpus = load_corpus(
+        [Path(d) for d in docs], progress=progress, sensitivity=sensitivity, language=language
+    )
+    excluded = sum(1 for d in corpus if d.restricted)
+    log(f"loaded {len(corpus)} document(s), {excluded} RESTRICTED (excluded from the bundle)")
+
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.staging-", dir=target.parent))
+    staging.chmod(0o755)
+    try:
+        report = export_store(
+            corpus,
+            staging / STORE_PATH,
+            max_chars=max_chars,
+            overlap_chars=overlap_chars,
+            chunker=make_chunker(chunker) if chunker else None,
+            progress=progress,
+        )
+        log(f"chunk store: {report.documents} document(s), {report.chunks} chunk(s)")
+
+        wheels_dir = staging / "wheels"
+        wheels_dir.mkdir()
+        if wheel is not None:
+            if not wheel.is_file() or not wheel.name.endswith("-py3-none-any.whl"):
+                raise BuildError(f"--wheel {str(wheel)!r} is not a pure (py3-none-any) wheel file")
+            our_wheel = wheels_dir / wheel.name
+            shutil.copy2(wheel, our_wheel)
+        else:
+            log("building the ragspine_lite wheel")
+            our_wheel = build_wheel(wheels_dir)
+        micropip_wheel = wheels_dir / MICROPIP_WHEEL
+        shutil.copy2(find_micropip(micropip), micropip_wheel)
+
+        _copy_files(PYODIDE_FILES, pyodide_dir, staging / "pyodide", "the Pyodide runtime")
+        _copy_files(RUNTIME_FILES, web_dir, staging, "the web runtime")
+        if demo:
+            _copy_files(DEMO_FILES, web_dir, staging, "the demo page")
+
+        needles = restricted_needles(corpus, canaries=canaries)
+        manifest: dict[str, Any] = {
+            "format_version": BUNDLE_FORMAT_VERSION,
+            "title": title,
+            "generator": f"ragspine_lite {__version__} build_wasm.py",
+            "runtimes": {
+                **pyodide_versions(pyodide_dir),
+                "micropip": MICROPIP_VERSION,
+                "ragspine_lite": __version__,
+                "chunk_store_schema": str(SCHEMA_VERSION),
+            },
+            "entry": {
+                "store": STORE_PATH,
+                "pyodide": "pyodide/",
+                "wheels": {
+                    "micropip": f"wheels/{micropip_wheel.name}",
+                    "ragspine_lite": f"wheels/{our_wheel.name}",
+                },
+                "api": "ragspine-lite.mjs",
+                "worker": "ragspine-worker.mjs",
+                **({"demo": "index.html"} if demo else {}),
+            },
+            "chunking": {
+                "max_chars": max_chars,
+                "overlap_chars": overlap_chars,
+                "chunker": chunker or "default",
+            },
+            "counts": report.as_dict(),
+            "restricted_check": {"needles": len(needles), "passed": False},
+            "files": _file_table(staging),
+        }
+        manifest_path = staging / MANIFEST_NAME
+        manifest_path.write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n", "utf-8")
+        # The self-check reads every byte written, the manifest included.
+        verify_no_leaks(staging, needles)
+        manifest["restricted_check"]["passed"] = True
+        manifest_path.write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n", "utf-8")
+        verify_no_leaks(staging, needles)
+
+        old = None
+        if target.exists():
+            old = target.with_name(f".{target.name}.old-{os.getpid()}")
+            target.rename(old)
+        staging.rename(target)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    log(f"built {str(target)!r} in {time.perf_counter() - started:.1f} s")
+    return manifest
+
+
+# ---------------------------------------------------------------- serve
+
+
+class BundleRequestHandler(http.server.SimpleHTTPRequestHandler):
+    """Static files with browser-correct MIME types; revalidated on every load."""
+
+    extensions_map = MIME_TYPES
+    quiet = False
+
+    def end_headers(self) -> None:
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("X-Content-Type-Options", "nosniff")
+        super().end_headers()
+
+    def log_message(self, format: str, *args: Any) -> None:
+        if not self.quiet:
+            super().log_message(format, *args)
+
+
+def make_server(
+    directory: str | Path, *, host: str = "127.0.0.1", port: int = 0, quiet: bool = True
+) -> http.server.ThreadingHTTPServer:
+    """A threading HTTP server for ``directory`` (not started); ``port=0`` picks a free one."""
+    root = Path(directory).resolve()
+    if not root.is_dir():
+        raise BuildError(f"{str(root)!r} is not a directory")
+    handler = type("Handler", (BundleRequestHandler,), {"quiet": quiet})
+    server = http.server.ThreadingHTTPServer(
+        (host, port), functools.partial(handler, directory=str(root))
+    )
+    server.daemon_threads = True
+    return server
+
+
+def serve(
+    directory: str | Path, *, host: str = "127.0.0.1", port: int = 8000, quiet: bool = False
+) -> None:
+    """Serve a built site until interrupted, printing its URL first."""
+    root = Path(directory).resolve()
+    if not (root / "manifest.json").is_file():
+        raise BuildError(
+            f"{str(root)!r} holds no manifest.json; build it first: "
+            f"python {PROG} build DOCS_DIR --out {directory}"
+        )
+    server = make_server(root, host=host, port=port, quiet=quiet)
+    actual_host, actual_port = server.server_address[:2]
+    print(f"serving {root} at http://{actual_host}:{actual_port}/  (Ctrl+C to stop)", flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        print("stopped", flush=True)
+    finally:
+        server.server_close()
+
+
+# ---------------------------------------------------------------- command line
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> Any:  # type: ignore[override]
+        raise _UsageError(message)
+
+
+class _UsageError(Exception):
+    pass
+
+
+def _add_build_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("docs", nargs="+", metavar="DOCS", help="a documents folder or file(s)")
+    p.add_argument("--out", required=True, metavar="DIR", help="output folder (replaced if built)")
+    p.add_argument("--title", default="ragspine_lite demo", help="site title on the demo page")
+    p.add_argument(
+        "--canary", action="append", default=[], metavar="TEXT",
+        help="a string that must not appear anywhere in the output (repeatable)",
+    )
+    p.add_argument("--wheel", type=Path, metavar="FILE", help="use this ragspine_lite wheel")
+    p.add_argument("--micropip", type=Path, metavar="FILE", help=f"use this {MICROPIP_WHEEL}")
+    p.add_argument("--pyodide", type=Path, default=PYODIDE_DIR, metavar="DIR",
+                   help="folder of the pyodide npm package (default node_modules/pyodide)")
+    p.add_argument("--no-demo", action="store_true", help="leave out the demo page")
+    p.add_argument("--max-chars", type=int, metavar="N", help="chunk size budget")
+    p.add_argument("--overlap-chars", type=int, metavar="N", help="paragraph overlap budget")
+    p.add_argument("--chunker", metavar="NAME", help="chunking strategy (default: paragraphs)")
+    p.add_argument("--sensitivity", default="INTERNAL",
+                   help="sensitivity of documents without one (default INTERNAL)")
+    p.add_argument("--language", default="", help="language of documents without one")
+    p.add_argument("--force", action="store_true", help="replace a non-bundle --out folder")
+    p.add_argument("--quiet", action="store_true", help="no progress output")
+
+
+def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
+    parser = _Parser(prog=prog, description="Build and serve static ragspine_lite search sites.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    p = sub.add_parser("build", help="build a site from documents")
+    _add_build_options(p)
+    p = sub.add_parser("serve", help="serve a built site on 127.0.0.1")
+    p.add_argument("directory", metavar="DIR")
+    p.add_argument("--port", type=int, default=8000, help="port (default 8000; 0 = any free)")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    p.add_argument("--quiet", action="store_true", help="do not log requests")
+    return parser
+
+
+def _cmd_build(args: argparse.Namespace) -> int:
+    quiet = args.quiet
+
+    def log(message: str) -> None:
+        if not quiet:
+            print(f"build: {message}", file=sys.stderr, flush=True)
+
+    manifest = build_site(
+        args.docs,
+        args.out,
+        title=args.title,
+        canaries=args.canary,
+        wheel=args.wheel,
+        micropip=args.micropip,
+        pyodide_dir=args.pyodide,
+        demo=not args.no_demo,
+        max_chars=args.max_chars,
+        overlap_chars=args.overlap_chars,
+        chunker=args.chunker,
+        sensitivity=args.sensitivity,
+        language=args.language,
+        force=args.force,
+        progress=None if quiet else ProgressBar("build"),
+        log=log,
+    )
+    counts = manifest["counts"]
+    total = sum(f["bytes"] for f in manifest["files"].values())
+    print(
+        f"built {args.out}: {counts['documents']} document(s), {counts['chunks']} chunk(s), "
+        f"{counts['excluded_restricted_documents']} RESTRICTED excluded, "
+        f"{len(manifest['files']) + 1} files, {total / 1e6:.1f} MB; "
+        f"RESTRICTED self-check passed ({manifest['restricted_check']['needles']} needles)"
+    )
+    return 0
+
+
+def _guarded(prog: str, run: Callable[[], int]) -> int:
+    from ragspine_lite.common.errors import RagspineError
+
+    try:
+        return run()
+    except _UsageError as exc:
+        print(f"{prog}: error: {exc}", file=sys.stderr)
+        return 2
+    except SystemExit as exc:  # --help
+        return exc.code if isinstance(exc.code, int) else 0
+    except (BuildError, ValueError, OSError, RagspineError) as exc:
+        print(f"{prog}: error: {exc}", file=sys.stderr)
+        return 1
+
+
+def main(argv: Sequence[str] | None = None, *, prog: str = PROG) -> int:
+    """Run the command line (``build`` / ``serve``); returns the exit code."""
+
+    def run() -> int:
+        args = build_parser(prog).parse_args(None if argv is None else list(argv))
+        if args.command == "build":
+            return _cmd_build(args)
+        serve(args.directory, host=args.host, port=args.port, quiet=args.quiet)
+        return 0
+
+    return _guarded(prog, run)
+
+
+def build_main(argv: Sequence[str], *, prog: str = f"{PROG} build") -> int:
+    """Just the ``build`` command (what ``ragspine-lite build-site`` runs)."""
+
+    def run() -> int:
+        parser = _Parser(prog=prog, description="Build a static ragspine_lite search site.")
+        _add_build_options(parser)
+        return _cmd_build(parser.parse_args(list(argv)))
+
+    return _guarded(prog, run)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,310 @@
+"""Export a document folder into a bundle chunk store, RESTRICTED-free, and prove it.
+
+RESTRICTED documents never enter the exported store: they are set aside at load time, so no
+text, title, metadata, posting or vector of theirs is written anywhere. Their count is all that
+is reported. :func:`scan_for_leaks` then reads every byte of the finished bundle (zip members
+such as wheels included) for the RESTRICTED documents' text, titles and ids and for explicit
+canary strings, case-insensitively and in JSON-escaped form too.
+
+>>> restricted_needles([], canaries=["  SECRET-CODENAME "])
+['SECRET-CODENAME']
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import zipfile
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ragspine_lite.bundle.manifest import (
+    BUNDLE_FORMAT_VERSION,
+    BUNDLE_META_TABLE,
+    SECTION_TABLE,
+)
+from ragspine_lite.chunking.chunk_store import ChunkStore
+from ragspine_lite.chunking.chunking import (
+    DEFAULT_CHUNK_CHARS,
+    DEFAULT_OVERLAP_CHARS,
+    DocumentMeta,
+)
+from ragspine_lite.chunking.sources import (
+    Section,
+    discover_documents,
+    load_document,
+    load_sections,
+)
+from ragspine_lite.common.errors import RagspineError
+from ragspine_lite.common.sensitivity import is_restricted
+
+__all__ = [
+    "MIN_NEEDLE_CHARS",
+    "ExportReport",
+    "Leak",
+    "RestrictedLeakError",
+    "SourceDocument",
+    "export_store",
+    "load_corpus",
+    "restricted_needles",
+    "scan_for_leaks",
+    "verify_no_leaks",
+    "write_sections",
+]
+
+#: Lines of RESTRICTED documents shorter than this are not searched for (too generic).
+MIN_NEEDLE_CHARS = 12
+
+Progress = Callable[[int, int, str], None]
+
+
+class RestrictedLeakError(RagspineError):
+    """RESTRICTED content was found where it must never be (an export or its output)."""
+
+
+@dataclass
+class SourceDocument:
+    """One loaded source document: where it came from, its body, metadata and sections."""
+
+    path: str
+    body: str
+    meta: DocumentMeta
+    sections: list[Section] = field(default_factory=list)
+
+    @property
+    def restricted(self) -> bool:
+        return is_restricted(self.meta.sensitivity)
+
+
+@dataclass
+class ExportReport:
+    """What :func:`export_store` wrote (exported documents only) and what it set aside."""
+
+    documents: int = 0
+    chunks: int = 0
+    empty_documents: int = 0
+    excluded_restricted_documents: int = 0
+    languages: dict[str, int] = field(default_factory=dict)
+    sections: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "documents": self.documents,
+            "chunks": self.chunks,
+            "empty_documents": self.empty_documents,
+            "excluded_restricted_documents": self.excluded_restricted_documents,
+            "languages": dict(sorted(self.languages.items())),
+            "sections": self.sections,
+        }
+
+
+@dataclass(frozen=True)
+class Leak:
+    """A needle found in a file (``member`` names the entry inside a zip archive)."""
+
+    path: str
+    member: str
+    needle: str
+
+    def describe(self) -> str:
+        where = f"{self.path}!{self.member}" if self.member else self.path
+        shown = self.needle if len(self.needle) <= 40 else self.needle[:37] + "..."
+        return f"{where} contains {shown!r}"
+
+
+def load_corpus(
+    paths: Iterable[str | Path],
+    *,
+    progress: Progress | None = None,
+    **defaults: str,
+) -> list[SourceDocument]:
+    """Discover and load every document (front matter, HTML, sections) before anything is written.
+
+    ``defaults`` are :func:`load_document` keyword defaults (``sensitivity``, ``language`` …).
+    Raises ``ValueError`` when nothing is found or two files claim the same ``doc_id``.
+    """
+    path_list = list(paths)
+    files = discover_documents(path_list)
+    if not files:
+        shown = ", ".join(repr(str(p)) for p in path_list)
+        raise ValueError(f"no documents found in {shown}")
+    docs: list[SourceDocument] = []
+    seen: dict[str, str] = {}
+    for i, (path, root) in enumerate(files, 1):
+        body, meta = load_document(path, root=root, **defaults)
+        if meta.doc_id in seen:
+            raise ValueError(
+                f"doc_id {meta.doc_id!r} is used by both {seen[meta.doc_id]!r} and {str(path)!r}"
+            )
+        seen[meta.doc_id] = str(path)
+        docs.append(SourceDocument(str(path), body, meta, load_sections(path)))
+        if progress is not None:
+            progress(i, len(files), str(path))
+    return docs
+
+
+def write_sections(conn: sqlite3.Connection, docs: Iterable[SourceDocument]) -> int:
+    """(Re)create the section table and fill it for ``docs``; returns the row count."""
+    conn.execute(f"DROP TABLE IF EXISTS {SECTION_TABLE}")
+    conn.execute(
+        f"CREATE TABLE {SECTION_TABLE} (doc_id TEXT NOT NULL, para_start INTEGER NOT NULL, "
+        "para_end INTEGER NOT NULL, level INTEGER NOT NULL, heading TEXT NOT NULL, "
+        "anchor TEXT NOT NULL)"
+    )
+    rows = [
+        (d.meta.doc_id, s.para_start, s.para_end, s.level, s.heading, s.anchor)
+        for d in docs
+        for s in d.sections
+    ]
+    conn.executemany(f"INSERT INTO {SECTION_TABLE} VALUES (?, ?, ?, ?, ?, ?)", rows)
+    return len(rows)
+
+
+def export_store(
+    docs: Sequence[SourceDocument],
+    db_path: str | Path,
+    *,
+    max_chars: int = DEFAULT_CHUNK_CHARS,
+    overlap_chars: int = DEFAULT_OVERLAP_CHARS,
+    chunker: Any | None = None,
+    progress: Progress | None = None,
+) -> ExportReport:
+    """Write the non-RESTRICTED ``docs`` into a new chunk store at ``db_path``.
+
+    Ingest goes through :class:`~ragspine_lite.lexical.retrieval.NarrativeIndex` (the normal
+    path, so whatever index it keeps is built too), then the section and bundle-meta tables
+    are added and the file is compacted (``VACUUM``). Raises ``FileExistsError`` if
+    ``db_path`` exists and :class:`RestrictedLeakError` if a RESTRICTED row is found after
+    writing (it cannot be, by construction; the check guards future changes).
+    """
+    from ragspine_lite.lexical.retrieval import NarrativeIndex
+
+    target = Path(db_path)
+    if target.exists():
+        raise FileExistsError(f"refusing to overwrite existing chunk store {str(target)!r}")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    exported = [d for d in docs if not d.restricted]
+    report = ExportReport(excluded_restricted_documents=len(docs) - len(exported))
+    store = ChunkStore(target)
+    try:
+        store.init_schema()
+        index = NarrativeIndex(
+            store, max_chars=max_chars, overlap_chars=overlap_chars, chunker=chunker
+        )
+        for i, doc in enumerate(exported, 1):
+            n = index.ingest(doc.body, doc.meta)
+            report.chunks += n
+            if n:
+                report.documents += 1
+                language = doc.meta.language or ""
+                report.languages[language] = report.languages.get(language, 0) + 1
+            else:
+                report.empty_documents += 1
+            if progress is not None:
+                progress(i, len(exported), doc.path)
+        leaked = store.execute_read(
+            "SELECT COUNT(*) AS n FROM narrative_chunk WHERE UPPER(sensitivity) = 'RESTRICTED'"
+        )
+        if int(leaked[0]["n"]):
+            raise RestrictedLeakError(
+                f"{leaked[0]['n']} RESTRICTED chunk(s) reached the exported store {str(target)!r}"
+            )
+    finally:
+        store.close()
+    conn = sqlite3.connect(target, isolation_level=None)
+    try:
+        conn.execute("BEGIN")
+        report.sections = write_sections(conn, (d for d in exported))
+        conn.execute(
+            f"CREATE TABLE IF NOT EXISTS {BUNDLE_META_TABLE} "
+            "(key TEXT PRIMARY KEY, value TEXT NOT NULL)"
+        )
+        facts = {"format_version": str(BUNDLE_FORMAT_VERSION), **{
+            k: json.dumps(v, sort_keys=True) for k, v in report.as_dict().items()
+        }}
+        conn.executemany(
+            f"INSERT OR REPLACE INTO {BUNDLE_META_TABLE} (key, value) VALUES (?, ?)",
+            sorted(facts.items()),
+        )
+        conn.execute("COMMIT")
+        conn.execute("VACUUM")
+    finally:
+        conn.close()
+    return report
+
+
+def restricted_needles(
+    docs: Iterable[SourceDocument], *, canaries: Iterable[str] = ()
+) -> list[str]:
+    """Strings that must not appear in a bundle: canaries, then per RESTRICTED document its
+    ``doc_id``, title and every body line of at least :data:`MIN_NEEDLE_CHARS` characters
+    (Markdown ``#`` markers stripped). Deduplicated, in first-seen order.
+    """
+    out: dict[str, None] = {}
+    for canary in canaries:
+        if canary.strip():
+            out[canary.strip()] = None
+    for doc in docs:
+        if not doc.restricted:
+            continue
+        candidates = [doc.meta.doc_id, doc.meta.title]
+        candidates.extend(line.strip().lstrip("#").strip() for line in doc.body.split("\n"))
+        for text in candidates:
+            if len(text) >= MIN_NEEDLE_CHARS:
+                out.setdefault(text, None)
+    return list(out)
+
+
+def _needle_forms(needle: str) -> list[bytes]:
+    """UTF-8 and JSON ``\\uXXXX``-escaped forms, lower-cased (ASCII case folding)."""
+    forms = {needle.encode("utf-8").lower(), json.dumps(needle)[1:-1].encode("ascii").lower()}
+    return sorted(forms)
+
+
+def _scan_bytes(data: bytes, forms: list[tuple[str, list[bytes]]]) -> list[str]:
+    hay = data.lower()
+    return [needle for needle, variants in forms if any(v in hay for v in variants)]
+
+
+def scan_for_leaks(root: str | Path, needles: Iterable[str]) -> list[Leak]:
+    """Every (file, needle) hit under ``root``, reading zip archives' members too.
+
+    Matching ignores ASCII case and also finds JSON-escaped non-ASCII text.
+    """
+    base = Path(root)
+    forms = [(n, _needle_forms(n)) for n in needles if n]
+    if not forms:
+        return []
+    leaks: list[Leak] = []
+    for path in sorted(p for p in base.rglob("*") if p.is_file()):
+        rel = path.relative_to(base).as_posix()
+        data = path.read_bytes()
+        leaks.extend(Leak(rel, "", n) for n in _scan_bytes(data, forms))
+        if data[:4] != b"PK\x03\x04":
+            continue
+        try:
+            archive = zipfile.ZipFile(path)
+        except zipfile.BadZipFile:
+            continue
+        with archive:
+            for info in archive.infolist():
+                if info.is_dir():
+                    continue
+                member = archive.read(info)
+                leaks.extend(Leak(rel, info.filename, n) for n in _scan_bytes(member, forms))
+    return leaks
+
+
+def verify_no_leaks(root: str | Path, needles: Iterable[str]) -> int:
+    """Raise :class:`RestrictedLeakError` listing the hits, if any; else return the needle count."""
+    needle_list = [n for n in needles if n]
+    leaks = scan_for_leaks(root, needle_list)
+    if leaks:
+        shown = "; ".join(leak.describe() for leak in leaks[:5])
+        more = f" (and {len(leaks) - 5} more)" if len(leaks) > 5 else ""
+        raise RestrictedLeakError(
+            f"RESTRICTED content found in the bundle output: {shown}{more}"
+        )
+    return len(needle_list)

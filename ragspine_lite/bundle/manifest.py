@@ -1,0 +1,100 @@
+"""Static bundle layout constants and the format-version check (builder and runtime share them).
+
+A bundle is a folder: ``manifest.json`` (format version, runtime versions, sha256 of every
+file, counts), the chunk store at :data:`STORE_PATH`, the wheels, the Pyodide runtime and the
+web runtime. Bump :data:`BUNDLE_FORMAT_VERSION` whenever a runtime could misread an older
+bundle (file layout, bundle tables, manifest keys it relies on).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ragspine_lite.common.errors import RagspineError
+
+__all__ = [
+    "BUNDLE_FORMAT_VERSION",
+    "BUNDLE_META_TABLE",
+    "MANIFEST_NAME",
+    "SECTION_TABLE",
+    "STORE_PATH",
+    "BundleFormatError",
+    "check_format_version",
+    "check_manifest",
+]
+
+#: Version of the bundle layout; the web runtime (``ragspine-lite.mjs``) carries the same number.
+BUNDLE_FORMAT_VERSION = 1
+MANIFEST_NAME = "manifest.json"
+#: The chunk store, relative to the bundle root.
+STORE_PATH = "data/chunks.db"
+#: Per-document heading sections (doc_id, para_start, para_end, level, heading, anchor).
+SECTION_TABLE = "ragspine_bundle_section"
+#: key/value facts about the export (format version, counts), inside the chunk store file.
+BUNDLE_META_TABLE = "ragspine_bundle_meta"
+
+_REBUILD_HINT = "rebuild the bundle with 'python build_wasm.py build DOCS_DIR --out DIR'"
+_UPDATE_HINT = (
+    "update the runtime: rebuild the site with the ragspine_lite that made the bundle, "
+    "or upgrade ragspine_lite"
+)
+
+
+class BundleFormatError(RagspineError):
+    """A bundle cannot be read by this runtime; the message says which side to rebuild."""
+
+
+def check_format_version(found: object, *, supported: int = BUNDLE_FORMAT_VERSION) -> int:
+    """Return ``found`` as an int if it equals ``supported``; else raise :class:`BundleFormatError`.
+
+    An older bundle → rebuild the bundle; a newer one → update the runtime.
+
+    >>> check_format_version(1)
+    1
+    """
+    if isinstance(found, bool) or not isinstance(found, (int, str)):
+        raise BundleFormatError(
+            f"bundle format version {found!r} is not a number; the bundle is damaged: "
+            f"{_REBUILD_HINT}"
+        )
+    try:
+        version = int(found)
+    except ValueError:
+        raise BundleFormatError(
+            f"bundle format version {found!r} is not a number; the bundle is damaged: "
+            f"{_REBUILD_HINT}"
+        ) from None
+    if version < supported:
+        raise BundleFormatError(
+            f"bundle format version {version} is older than this runtime reads ({supported}): "
+            f"{_REBUILD_HINT}"
+        )
+    if version > supported:
+        raise BundleFormatError(
+            f"bundle format version {version} is newer than this runtime reads ({supported}): "
+            f"{_UPDATE_HINT}"
+        )
+    return version
+
+
+def check_manifest(manifest: Mapping[str, Any]) -> int:
+    """Validate the keys a runtime relies on; return the format version.
+
+    Raises :class:`BundleFormatError` for a missing/mismatched ``format_version`` or a
+    manifest without the ``files`` table.
+    """
+    if not isinstance(manifest, Mapping):
+        raise BundleFormatError(
+            f"{MANIFEST_NAME} must be a JSON object, got {type(manifest).__name__}: "
+            f"{_REBUILD_HINT}"
+        )
+    if "format_version" not in manifest:
+        raise BundleFormatError(f"{MANIFEST_NAME} has no 'format_version': {_REBUILD_HINT}")
+    version = check_format_version(manifest["format_version"])
+    files = manifest.get("files")
+    if not isinstance(files, Mapping) or STORE_PATH not in files:
+        raise BundleFormatError(
+            f"{MANIFEST_NAME} does not list the chunk store {STORE_PATH!r}: {_REBUILD_HINT}"
+        )
+    return version

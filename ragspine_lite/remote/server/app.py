@@ -1,0 +1,411 @@
+"""The ASGI app of the remote endpoint (Starlette; ``[server]`` extra).
+
+``create_app(config)`` builds it; :func:`build_models` maps the config to lazily loaded
+models. Every operation: bearer-token check (when a token is set; ``/healthz`` is open),
+body read with a size cap (413), JSON object (400), wire validation with the candidate
+cap and the RESTRICTED refusal (422), the model call in a worker thread under a
+concurrency limit and a per-request deadline (504). Errors are
+``{"error": {"code", "message"}}``; texts are never logged.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import logging
+import os
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from ragspine_lite.remote.server.config import SERVER_EXTRA, ServerConfig
+
+try:
+    import anyio
+    import anyio.to_thread
+    from starlette.applications import Starlette
+    from starlette.exceptions import HTTPException
+    from starlette.middleware import Middleware
+    from starlette.middleware.cors import CORSMiddleware
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse, Response
+    from starlette.routing import Route
+except ImportError as exc:  # pragma: no cover - depends on the environment
+    raise ImportError(
+        f"the remote endpoint needs starlette and anyio ({exc.name!r} is missing): install "
+        f"them with `pip install ragspine-lite[{SERVER_EXTRA}]` and retry"
+    ) from exc
+
+from ragspine_lite.remote.errors import RemoteError
+from ragspine_lite.remote.server.models import ModelSet, ModelUnavailable
+from ragspine_lite.remote.server.openapi import openapi_schema
+from ragspine_lite.remote.wire import (
+    EMBED_PATH,
+    HEALTH_PATH,
+    MODELS_PATH,
+    OPENAPI_PATH,
+    RERANK_PATH,
+    VISUAL_IMAGES_PATH,
+    VISUAL_PAGES_PATH,
+    VISUAL_QUERY_PATH,
+    VISUAL_SEARCH_PATH,
+    WireError,
+    canonical_method,
+    read_images,
+    read_int,
+    read_items,
+    read_pages,
+    read_str,
+)
+
+__all__ = ["LLMJudge", "app_from_env", "build_models", "create_app"]
+
+_LOGGER = logging.getLogger("ragspine_lite.remote.server")
+_OPERATIONS = ("cross_encoder", "colbert", "splade", "llm", "embed", "visual")
+_OFF = ("none", "off", "")
+
+
+class _HttpError(Exception):
+    def __init__(self, status: int, code: str, message: str, headers: dict | None = None):
+        super().__init__(message)
+        self.status, self.code, self.message, self.headers = status, code, message, headers
+
+
+def _error(status: int, code: str, message: str, headers: dict | None = None) -> JSONResponse:
+    return JSONResponse(
+        {"error": {"code": code, "message": message}}, status_code=status, headers=headers
+    )
+
+
+class LLMJudge:
+    """The listwise LLM judge: ``ProviderListwiseJudge`` over an OpenAI-compatible URL."""
+
+    operation = "llm"
+
+    def __init__(self, url: str, model: str, *, api_key: str | None, timeout: float) -> None:
+        from ragspine_lite.link.narrative_link import ProviderListwiseJudge
+        from ragspine_lite.remote.openai_chat import OpenAICompatibleProvider
+
+        self.provider = OpenAICompatibleProvider(url, model, api_key=api_key, timeout=timeout)
+        self.judge = ProviderListwiseJudge(self.provider).judge
+        self.model_id = model
+        self.description = f"listwise LLM judge {model} at {self.provider.url}"
+
+
+def _visual_factory(spec: str) -> Callable[[], Any]:
+    name, _, model = spec.partition(":")
+    if name.strip().lower() not in ("colpali", "colqwen2", "visual"):
+        raise ValueError(
+            f"unknown visual model {spec!r}; valid: none, colpali[:MODEL], colqwen2[:MODEL]"
+        )
+
+    def make() -> Any:
+        from ragspine_lite.vision.colpali import DEFAULT_COLPALI_MODEL, ColPaliVisualEmbedder
+
+        return ColPaliVisualEmbedder(model.strip() or DEFAULT_COLPALI_MODEL)
+
+    return make
+
+
+def build_models(config: ServerConfig, **ready: Any) -> ModelSet:
+    """The lazily built models for ``config``; ``ready`` injects built ones by operation."""
+    from ragspine_lite.remote.server import models as m
+
+    def chosen(value: str | None) -> str | None:
+        return None if value is None else value.strip()
+
+    specs: dict[str, Any] = {}
+    reasons: dict[str, str] = {}
+    ce = chosen(config.cross_encoder_model)
+    if ce is None or ce.lower() in _OFF:
+        specs["cross_encoder"] = None
+        reasons["cross_encoder"] = (
+            "no cross-encoder model directory configured (--cross-encoder-model DIR or "
+            "RAGSPINE_CROSS_ENCODER_MODEL); no trained cross-encoder ships offline"
+        )
+    else:
+        specs["cross_encoder"] = lambda: m.CrossEncoderModel(ce)
+    for op, value, cls in (
+        ("colbert", chosen(config.colbert_model), m.LateInteractionModel),
+        ("splade", chosen(config.splade_model), m.SpladeModel),
+        ("embed", chosen(config.embed_model), m.ServerEmbedder),
+    ):
+        if value is not None and value.lower() in _OFF:
+            specs[op] = None
+            reasons[op] = "switched off"
+        else:
+            specs[op] = (lambda c=cls, v=value: c(v or None))
+    if config.llm_url and config.llm_model:
+        specs["llm"] = lambda: LLMJudge(
+            config.llm_url, config.llm_model, api_key=config.llm_key,
+            timeout=config.llm_timeout_s,
+        )
+    else:
+        specs["llm"] = None
+        reasons["llm"] = (
+            "no LLM configured (RAGSPINE_REMOTE_LLM_URL and RAGSPINE_REMOTE_LLM_MODEL: any "
+            "OpenAI-compatible chat completions server)"
+        )
+    visual = chosen(config.visual_model)
+    if visual is None or visual.lower() in _OFF:
+        specs["visual"] = None
+        reasons["visual"] = "no visual model configured (--visual-model colpali[:MODEL])"
+    else:
+        specs["visual"] = _visual_factory(visual)
+    for op, built in ready.items():
+        if op not in _OPERATIONS:
+            raise ValueError(f"unknown operation {op!r}; valid: {', '.join(_OPERATIONS)}")
+        specs[op] = built
+    return ModelSet(specs, reasons)
+
+
+class _Service:
+    """The synchronous operations (run in worker threads) over a ModelSet."""
+
+    def __init__(self, config: ServerConfig, models: ModelSet) -> None:
+        self.config = config
+        self.models = models
+        self._visual_index: Any = None
+        self._visual_lock = threading.Lock()
+
+    def rerank(self, payload: dict[str, Any]) -> dict[str, Any]:
+        raw_method = read_str(payload, "method")
+        try:
+            method = canonical_method(raw_method)
+        except ValueError as exc:
+            raise WireError(str(exc), code="unknown_method") from None
+        query = read_str(payload, "query")
+        texts = read_items(payload, "candidates", max_items=self.config.max_candidates)
+        model = self.models.get(method)
+        if not texts:
+            return {"method": method, "model": model.model_id, "ranking": [], "scores": []}
+        if method == "llm":
+            ranking = list(model.judge(query, texts))
+            return {"method": method, "model": model.model_id, "ranking": ranking, "scores": None}
+        scores = [float(s) for s in model.score(query, texts)]
+        if len(scores) != len(texts):
+            raise RuntimeError(f"{method} returned {len(scores)} scores for {len(texts)} texts")
+        ranking = sorted(range(len(texts)), key=lambda i: (-scores[i], i))
+        return {"method": method, "model": model.model_id, "ranking": ranking, "scores": scores}
+
+    def embed(self, payload: dict[str, Any]) -> dict[str, Any]:
+        texts = read_items(payload, "inputs", max_items=self.config.max_candidates)
+        model = self.models.get("embed")
+        vectors = [list(map(float, v)) for v in model.embed(texts)] if texts else []
+        dim = len(vectors[0]) if vectors else 0
+        return {"model": model.model_id, "dim": dim, "vectors": vectors}
+
+    def _visual(self) -> Any:
+        return self.models.get("visual")
+
+    def _index(self) -> Any:
+        with self._visual_lock:
+            if self._visual_index is None:
+                from ragspine_lite.remote.server.models import numpy_maxsim
+                from ragspine_lite.vision.colpali import ColPaliVisualRetriever
+
+                self._visual_index = ColPaliVisualRetriever(self._visual(), scorer=numpy_maxsim)
+            return self._visual_index
+
+    def visual_query(self, payload: dict[str, Any]) -> dict[str, Any]:
+        query = read_str(payload, "query")
+        model = self._visual()
+        return {"model": _model_id(model), "vectors": _floats2(model.embed_query(query))}
+
+    def visual_images(self, payload: dict[str, Any]) -> dict[str, Any]:
+        images = read_images(payload, "images", max_items=self.config.max_candidates)
+        model = self._visual()
+        embeddings = [_floats2(e) for e in model.embed_images(images)] if images else []
+        return {"model": _model_id(model), "embeddings": embeddings}
+
+    def visual_pages(self, payload: dict[str, Any]) -> dict[str, Any]:
+        from ragspine_lite.vision.colpali import VisualPage
+
+        pages = read_pages(payload, "pages", max_items=self.config.max_candidates)
+        built = [
+            VisualPage(p["doc_id"], p["page_no"], p["image"], p["sensitivity"], p["title"],
+                       p["source_locator"])
+            for p in pages
+        ]
+        index = self._index()
+        with self._visual_lock:
+            added = index.add_pages(built)
+            total = len(index)
+        return {"registered": added, "total": total}
+
+    def visual_search(self, payload: dict[str, Any]) -> dict[str, Any]:
+        query = read_str(payload, "query")
+        top_k = read_int(payload, "top_k", default=10, minimum=1,
+                         maximum=self.config.max_candidates)
+        index = self._index()
+        hits = [
+            {"doc_id": p.doc_id, "page_no": p.page_no, "locator": p.locator, "title": p.title,
+             "score": score}
+            for p, score in index.search(query, top_k=top_k)
+        ]
+        return {"model": _model_id(index.embedder), "hits": hits}
+
+
+def _model_id(model: Any) -> str:
+    return str(getattr(model, "model_id", type(model).__name__))
+
+
+def _floats2(rows: Any) -> list[list[float]]:
+    return [[float(x) for x in row] for row in rows]
+
+
+async def _read_body(request: Request, limit: int) -> bytes:
+    declared = request.headers.get("content-length")
+    if declared is not None:
+        try:
+            size = int(declared)
+        except ValueError:
+            raise _HttpError(400, "invalid_request", "Content-Length is not a number") from None
+        if size > limit:
+            raise _HttpError(
+                413, "body_too_large",
+                f"request body of {size} bytes exceeds the {limit}-byte limit",
+            )
+    chunks: list[bytes] = []
+    total = 0
+    async for chunk in request.stream():
+        total += len(chunk)
+        if total > limit:
+            raise _HttpError(
+                413, "body_too_large", f"request body exceeds the {limit}-byte limit"
+            )
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def create_app(config: ServerConfig | None = None, *, models: ModelSet | None = None) -> Starlette:
+    """The endpoint for ``config`` (default settings when ``None``)."""
+    from ragspine_lite import __version__
+
+    config = config or ServerConfig()
+    models = models if models is not None else build_models(config)
+    service = _Service(config, models)
+    limiter = anyio.CapacityLimiter(config.max_concurrency)
+    token = config.token
+
+    def check_auth(request: Request) -> None:
+        if not token:
+            return
+        header = request.headers.get("authorization", "")
+        scheme, _, given = header.partition(" ")
+        if scheme.lower() != "bearer" or not given.strip():
+            raise _HttpError(
+                401, "unauthorized", "missing bearer token (Authorization: Bearer <token>)",
+                {"WWW-Authenticate": "Bearer"},
+            )
+        if not hmac.compare_digest(given.strip().encode("utf-8"), token.encode("utf-8")):
+            raise _HttpError(403, "forbidden", "wrong bearer token")
+
+    def operation(fn: Callable[[dict[str, Any]], dict[str, Any]]) -> Callable[..., Any]:
+        async def endpoint(request: Request) -> Response:
+            try:
+                check_auth(request)
+                body = await _read_body(request, config.max_body_bytes)
+                try:
+                    payload = json.loads(body.decode("utf-8"))
+                except (UnicodeDecodeError, ValueError):
+                    raise _HttpError(
+                        400, "invalid_json", "request body is not valid JSON"
+                    ) from None
+                if not isinstance(payload, dict):
+                    raise _HttpError(400, "invalid_json", "request body must be a JSON object")
+                with anyio.fail_after(config.request_timeout_s):
+                    result = await anyio.to_thread.run_sync(
+                        fn, payload, limiter=limiter, abandon_on_cancel=True
+                    )
+                return JSONResponse(result)
+            except _HttpError as exc:
+                return _error(exc.status, exc.code, exc.message, exc.headers)
+            except WireError as exc:
+                return _error(422, exc.code, str(exc))
+            except ModelUnavailable as exc:
+                return _error(503, "model_unavailable", str(exc))
+            except TimeoutError:
+                return _error(
+                    504, "timeout",
+                    f"request exceeded the {config.request_timeout_s:g} s per-request timeout",
+                )
+            except RemoteError as exc:  # the LLM back end failed
+                return _error(502, "upstream_error", f"LLM back end failed: {exc}")
+            except Exception as exc:
+                _LOGGER.error("%s failed: %s", request.url.path, type(exc).__name__)
+                return _error(500, "internal_error", f"internal error ({type(exc).__name__})")
+
+        return endpoint
+
+    async def healthz(request: Request) -> Response:
+        return JSONResponse({"status": "ok", "version": __version__})
+
+    def guarded_get(make: Callable[[], dict[str, Any]]) -> Callable[..., Any]:
+        async def endpoint(request: Request) -> Response:
+            try:
+                check_auth(request)
+            except _HttpError as exc:
+                return _error(exc.status, exc.code, exc.message, exc.headers)
+            return JSONResponse(make())
+
+        return endpoint
+
+    def describe() -> dict[str, Any]:
+        return {
+            "object": "list",
+            "data": models.describe(),
+            "limits": {
+                "max_body_bytes": config.max_body_bytes,
+                "max_candidates": config.max_candidates,
+                "request_timeout_s": config.request_timeout_s,
+                "max_concurrency": config.max_concurrency,
+            },
+        }
+
+    async def http_error(request: Request, exc: Exception) -> Response:
+        status = getattr(exc, "status_code", 500)
+        code = {404: "not_found", 405: "method_not_allowed"}.get(status, "http_error")
+        detail = getattr(exc, "detail", "") or "error"
+        return _error(status, code, f"{request.method} {request.url.path}: {detail}")
+
+    async def crash(request: Request, exc: Exception) -> Response:
+        _LOGGER.error("%s crashed: %s", request.url.path, type(exc).__name__)
+        return _error(500, "internal_error", f"internal error ({type(exc).__name__})")
+
+    routes = [
+        Route(HEALTH_PATH, healthz, methods=["GET"]),
+        Route(MODELS_PATH, guarded_get(describe), methods=["GET"]),
+        Route(OPENAPI_PATH, guarded_get(lambda: openapi_schema(__version__)), methods=["GET"]),
+        Route(RERANK_PATH, operation(service.rerank), methods=["POST"]),
+        Route(EMBED_PATH, operation(service.embed), methods=["POST"]),
+        Route(VISUAL_QUERY_PATH, operation(service.visual_query), methods=["POST"]),
+        Route(VISUAL_IMAGES_PATH, operation(service.visual_images), methods=["POST"]),
+        Route(VISUAL_PAGES_PATH, operation(service.visual_pages), methods=["POST"]),
+        Route(VISUAL_SEARCH_PATH, operation(service.visual_search), methods=["POST"]),
+    ]
+    middleware = []
+    if config.cors_origins:
+        middleware.append(
+            Middleware(
+                CORSMiddleware,
+                allow_origins=list(config.cors_origins),
+                allow_methods=["GET", "POST"],
+                allow_headers=["Authorization", "Content-Type"],
+                max_age=600,
+            )
+        )
+    app = Starlette(
+        routes=routes,
+        middleware=middleware,
+        exception_handlers={HTTPException: http_error, Exception: crash},
+    )
+    app.state.config = config
+    app.state.models = models
+    return app
+
+
+def app_from_env() -> Starlette:
+    """App factory for ``uvicorn --factory`` / worker processes: settings from the env."""
+    config = ServerConfig.from_env(os.environ)
+    return create_app(config)

@@ -1,0 +1,26 @@
+"""Learned-sparse scoring (SPLADE-style dot product over term weights), pure Python.
+
+The model-backed SPLADE reranker runs on the remote endpoint
+(``make_reranker("remote:splade")``); this module holds the scoring rule.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+__all__ = ["sparse_dot"]
+
+
+def sparse_dot(query: Mapping[int, float], doc: Mapping[int, float]) -> float:
+    """Σ over the term ids both sides share of the weight products; empty → 0.0.
+
+    Summed in ascending term-id order with ``math.fsum`` so the result does not depend on
+    dict order.
+
+    >>> sparse_dot({1: 2.0, 5: 1.0}, {5: 3.0, 7: 4.0})
+    3.0
+    """
+    if len(doc) < len(query):
+        query, doc = doc, query
+    return math.fsum(query[t] * doc[t] for t in sorted(query) if t in doc)

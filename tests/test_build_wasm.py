@@ -1,0 +1,235 @@
+"""build_wasm.py: the static bundle builder and server (CPython only: subprocess, sockets)."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import urllib.error
+import urllib.request
+import zipfile
+from pathlib import Path
+
+import pytest
+from _site import CANARY, REPO, demo_site, load_build_wasm, serving, shared_wheels
+
+import ragspine_lite
+from ragspine_lite import cli
+from ragspine_lite.bundle.export import RestrictedLeakError, load_corpus, restricted_needles
+from ragspine_lite.bundle.manifest import BUNDLE_FORMAT_VERSION
+
+pytestmark = pytest.mark.cpython_only
+
+EXPECTED_FILES = {
+    "manifest.json",
+    "data/chunks.db",
+    "index.html",
+    "demo.mjs",
+    "demo.css",
+    "ragspine-lite.mjs",
+    "ragspine-lite.d.ts",
+    "ragspine-worker.mjs",
+    "pyodide/pyodide.mjs",
+    "pyodide/pyodide.asm.mjs",
+    "pyodide/pyodide.asm.wasm",
+    "pyodide/python_stdlib.zip",
+    "pyodide/pyodide-lock.json",
+    "wheels/micropip-0.11.1-py3-none-any.whl",
+}
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def bw():
+    return load_build_wasm()
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    return demo_site(tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def wheels(tmp_path_factory):
+    return shared_wheels(tmp_path_factory)
+
+
+def files_of(root: Path) -> set[str]:
+    return {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()}
+
+
+def test_the_demo_site_has_every_part(site):
+    files = files_of(site)
+    assert EXPECTED_FILES <= files
+    wheels = [f for f in files if f.startswith("wheels/ragspine_lite-")]
+    assert len(wheels) == 1 and wheels[0].endswith("-py3-none-any.whl")
+
+
+def test_the_manifest_lists_every_file_with_its_hash_and_size(site):
+    manifest = json.loads((site / "manifest.json").read_text("utf-8"))
+    assert manifest["format_version"] == BUNDLE_FORMAT_VERSION
+    assert set(manifest["files"]) == files_of(site) - {"manifest.json"}
+    for rel, entry in manifest["files"].items():
+        data = (site / rel).read_bytes()
+        assert entry == {"sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data)}, rel
+    for key in ("store", "pyodide", "api", "worker", "demo"):
+        assert key in manifest["entry"]
+    for path in manifest["entry"]["wheels"].values():
+        assert path in manifest["files"]
+
+
+def test_the_manifest_records_runtime_versions_and_counts(site):
+    manifest = json.loads((site / "manifest.json").read_text("utf-8"))
+    package = json.loads((REPO / "node_modules" / "pyodide" / "package.json").read_text("utf-8"))
+    runtimes = manifest["runtimes"]
+    assert runtimes["pyodide"] == package["version"]
+    assert runtimes["python"].startswith("3.")
+    assert runtimes["micropip"] == "0.11.1"
+    assert runtimes["ragspine_lite"] == ragspine_lite.__version__
+    counts = manifest["counts"]
+    assert counts["excluded_restricted_documents"] == 2
+    assert counts["documents"] == 8
+    assert counts["languages"] == {"en": 5, "zh": 3}
+    assert manifest["restricted_check"]["passed"] is True
+
+
+def _all_bytes(root: Path):
+    """(name, bytes) for every file and every member of every zip archive under root."""
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        data = path.read_bytes()
+        yield path.relative_to(root).as_posix(), data
+        if zipfile.is_zipfile(io.BytesIO(data)):
+            with zipfile.ZipFile(io.BytesIO(data)) as archive:
+                for name in archive.namelist():
+                    yield f"{path.name}!{name}", archive.read(name)
+
+
+def test_no_byte_of_the_site_holds_restricted_content(site):
+    corpus = load_corpus([cli.samples_dir()])
+    needles = [n.lower().encode("utf-8") for n in restricted_needles(corpus, canaries=[CANARY])]
+    assert len(needles) > 3
+    for name, data in _all_bytes(site):
+        low = data.lower()
+        for needle in needles:
+            assert needle not in low, (name, needle)
+
+
+def test_the_bundled_wheel_ships_no_sample_corpus(site):
+    wheel = next((site / "wheels").glob("ragspine_lite-*.whl"))
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+    assert "ragspine_lite/bundle/runtime.py" in names
+    assert not [n for n in names if "/samples/" in n]
+
+
+def test_a_public_document_quoting_restricted_text_fails_the_build(bw, wheels, tmp_path):
+    docs = tmp_path / "docs"
+    secret = "The acquisition price is eight times operating profit."
+    write(docs / "memo.md", f"---\nsensitivity: RESTRICTED\n---\n{secret}")
+    write(docs / "leak.md", f"---\nsensitivity: PUBLIC\n---\nOverheard: {secret}")
+    out = tmp_path / "site"
+    write(out / "manifest.json", "{}")  # a previous build
+    with pytest.raises(RestrictedLeakError, match=r"data/chunks\.db contains"):
+        bw.build_site([docs], out, wheel=wheels[0], micropip=wheels[1])
+    assert files_of(out) == {"manifest.json"}  # the previous site is untouched
+    assert [p.name for p in tmp_path.iterdir() if "staging" in p.name] == []
+
+
+def test_a_canary_in_a_public_document_fails_the_build(bw, wheels, tmp_path):
+    write(tmp_path / "docs" / "a.md", "Codename BLUEFALCON is public now.")
+    with pytest.raises(RestrictedLeakError, match=r"chunks\.db contains .bluefalcon"):
+        bw.build_site([tmp_path / "docs"], tmp_path / "site", canaries=["bluefalcon"],
+                      wheel=wheels[0], micropip=wheels[1])
+    assert not (tmp_path / "site").exists()
+
+
+def test_a_non_bundle_output_folder_is_not_replaced_without_force(bw, wheels, tmp_path):
+    write(tmp_path / "docs" / "a.md", "hello")
+    write(tmp_path / "precious" / "thesis.txt", "do not delete")
+    kwargs = {"wheel": wheels[0], "micropip": wheels[1]}
+    with pytest.raises(bw.BuildError, match="--force"):
+        bw.build_site([tmp_path / "docs"], tmp_path / "precious", **kwargs)
+    assert (tmp_path / "precious" / "thesis.txt").is_file()
+    bw.build_site([tmp_path / "docs"], tmp_path / "precious", force=True, demo=False, **kwargs)
+    files = files_of(tmp_path / "precious")
+    assert "thesis.txt" not in files and "index.html" not in files
+    assert "ragspine-lite.mjs" in files
+
+
+def test_html_documents_are_built_with_their_anchors(bw, wheels, tmp_path):
+    write(tmp_path / "docs" / "guide.html", '<h2 id="setup">Setup</h2><p>Install it.</p>')
+    manifest = bw.build_site([tmp_path / "docs"], tmp_path / "site",
+                             wheel=wheels[0], micropip=wheels[1])
+    assert manifest["counts"]["documents"] == 1
+    assert manifest["counts"]["sections"] == 1
+
+
+def test_build_errors_are_one_line_with_exit_code_1(bw, capsys, tmp_path):
+    assert bw.main(["build", str(tmp_path / "missing"), "--out", str(tmp_path / "o")]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("build_wasm.py: error:") and "no such file" in err
+    assert bw.main(["build", "--out"]) == 2
+
+
+def test_cli_build_site_delegates_to_the_builder(wheels, tmp_path, capsys):
+    write(tmp_path / "docs" / "a.md", "Quokkas live on Rottnest Island.")
+    out = tmp_path / "site"
+    code = cli.main(["build-site", str(tmp_path / "docs"), "--out", str(out), "--quiet",
+                     "--wheel", str(wheels[0]), "--micropip", str(wheels[1])])
+    assert code == 0, capsys.readouterr().err
+    assert "RESTRICTED self-check passed" in capsys.readouterr().out
+    assert json.loads((out / "manifest.json").read_text("utf-8"))["counts"]["documents"] == 1
+    assert cli.main(["build-site"]) == 2
+    assert "--out" in capsys.readouterr().err
+
+
+def test_progress_bar_prints_deciles_when_not_a_tty(bw):
+    stream = io.StringIO()
+    bar = bw.ProgressBar("build", stream=stream, min_total=5)
+    for i in range(1, 21):
+        bar(i, 20, f"doc{i}.md")
+    lines = stream.getvalue().splitlines()
+    assert lines[0] == "build: 1/20 (0%)"
+    assert lines[-1] == "build: 20/20 (100%)"
+    assert len(lines) == 11
+    quiet = io.StringIO()
+    bw.ProgressBar("build", stream=quiet, min_total=50)(1, 3, "x")
+    assert quiet.getvalue() == ""
+
+
+def _get(url: str):
+    with urllib.request.urlopen(url, timeout=10) as response:
+        return response.status, response.headers, response.read()
+
+
+def test_serve_uses_browser_mime_types_on_loopback(site):
+    with serving(site) as base:
+        assert base.startswith("http://127.0.0.1:")
+        expected = {
+            "ragspine-lite.mjs": "text/javascript",
+            "pyodide/pyodide.asm.wasm": "application/wasm",
+            "manifest.json": "application/json",
+            "index.html": "text/html",
+            "demo.css": "text/css",
+            "wheels/micropip-0.11.1-py3-none-any.whl": "application/zip",
+            "data/chunks.db": "application/octet-stream",
+        }
+        for rel, mime in expected.items():
+            status, headers, body = _get(base + rel)
+            assert status == 200
+            assert headers["Content-Type"].split(";")[0] == mime, rel
+            assert headers["Cache-Control"] == "no-cache"
+            assert body == (site / rel).read_bytes()
+        with pytest.raises(urllib.error.HTTPError) as info:
+            _get(base + "nope.txt")
+        assert info.value.code == 404
+
+
+def test_serve_refuses_a_folder_that_is_not_a_site(bw, tmp_path):
+    with pytest.raises(bw.BuildError, match="build it first"):
+        bw.serve(tmp_path)

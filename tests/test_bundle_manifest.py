@@ -1,0 +1,60 @@
+"""The bundle format check: which side to rebuild when the versions differ."""
+
+from __future__ import annotations
+
+import pytest
+
+from ragspine_lite.bundle.manifest import (
+    BUNDLE_FORMAT_VERSION,
+    STORE_PATH,
+    BundleFormatError,
+    check_format_version,
+    check_manifest,
+)
+from ragspine_lite.common.errors import RagspineError
+
+
+def test_the_current_version_is_accepted_as_int_or_digits():
+    assert check_format_version(BUNDLE_FORMAT_VERSION) == BUNDLE_FORMAT_VERSION
+    assert check_format_version(str(BUNDLE_FORMAT_VERSION)) == BUNDLE_FORMAT_VERSION
+
+
+def test_an_older_bundle_says_rebuild_the_bundle():
+    with pytest.raises(BundleFormatError) as info:
+        check_format_version(BUNDLE_FORMAT_VERSION - 1)
+    message = str(info.value)
+    assert "older" in message
+    assert "rebuild the bundle" in message
+    assert "build_wasm.py build" in message
+
+
+def test_a_newer_bundle_says_update_the_runtime():
+    with pytest.raises(BundleFormatError) as info:
+        check_format_version(BUNDLE_FORMAT_VERSION + 1)
+    message = str(info.value)
+    assert "newer" in message
+    assert "update the runtime" in message
+    assert str(BUNDLE_FORMAT_VERSION + 1) in message
+
+
+@pytest.mark.parametrize("bad", [None, "one", 1.5, True, [1]])
+def test_a_non_numeric_version_is_a_damaged_bundle(bad):
+    with pytest.raises(BundleFormatError, match="not a number"):
+        check_format_version(bad)
+
+
+def test_format_errors_are_ragspine_errors():
+    assert issubclass(BundleFormatError, RagspineError)
+
+
+def test_check_manifest_needs_version_and_the_store_entry():
+    good = {"format_version": BUNDLE_FORMAT_VERSION, "files": {STORE_PATH: {"sha256": "x"}}}
+    assert check_manifest(good) == BUNDLE_FORMAT_VERSION
+    with pytest.raises(BundleFormatError, match="format_version"):
+        check_manifest({"files": good["files"]})
+    with pytest.raises(BundleFormatError, match="chunk store"):
+        check_manifest({"format_version": BUNDLE_FORMAT_VERSION, "files": {}})
+    with pytest.raises(BundleFormatError, match="JSON object"):
+        check_manifest([])  # type: ignore[arg-type]
+    with pytest.raises(BundleFormatError, match="newer"):
+        check_manifest({**good, "format_version": BUNDLE_FORMAT_VERSION + 1})

@@ -1,0 +1,250 @@
+// The demo page: search as you type over the bundle, filters, drag-and-drop ingest.
+// URL parameters: ?q=QUERY searches at once when ready; ?bundle=URL opens another bundle.
+import { RagSpineLite } from "./ragspine-lite.mjs";
+
+const $ = (selector) => document.querySelector(selector);
+const DEBOUNCE_MS = 120;
+const TOP_K = 10;
+// [start, end] of the progress bar (percent) for each phase.
+const PHASES = {
+  worker: [0, 2], manifest: [2, 4], boot: [4, 55], install: [55, 75], index: [75, 95],
+  restore: [95, 99], ready: [100, 100],
+};
+
+const demo = { rs: null, marks: { start: performance.now() }, info: null, searches: 0, lastQuery: "" };
+window.ragspineDemo = demo;
+
+function setState(state) {
+  document.body.dataset.state = state;
+}
+
+function setProgress({ phase, message, loaded, total }) {
+  const [start, end] = PHASES[phase] || [null, null];
+  if (start !== null) {
+    const part = total ? Math.min(1, (loaded || 0) / total) : 0;
+    const percent = Math.round(start + (end - start) * part);
+    $("#progress-bar").style.width = `${percent}%`;
+    $("#boot .progress").setAttribute("aria-valuenow", String(percent));
+  }
+  const size = total && phase !== "restore" && phase !== "ingest" ? ` — ${(loaded / 1048576).toFixed(1)} / ${(total / 1048576).toFixed(1)} MB` : "";
+  $("#boot-status").textContent = `${message}${size}`;
+}
+
+function showError(text) {
+  const box = $("#error");
+  box.textContent = text;
+  box.hidden = !text;
+}
+
+function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs)) {
+    if (key === "class") node.className = value;
+    else if (key === "dataset") Object.assign(node.dataset, value);
+    else node.setAttribute(key, value);
+  }
+  for (const child of children) node.append(child);
+  return node;
+}
+
+function highlighted(text, spans) {
+  const p = el("p", { class: "text" });
+  let at = 0;
+  for (const [start, end] of spans) {
+    if (start > at) p.append(text.slice(at, start));
+    p.append(el("mark", {}, text.slice(start, end)));
+    at = end;
+  }
+  if (at < text.length) p.append(text.slice(at));
+  return p;
+}
+
+function currentFilters() {
+  const filters = {};
+  for (const select of document.querySelectorAll("#filters select")) {
+    if (select.value) filters[select.dataset.field] = select.value;
+  }
+  return filters;
+}
+
+function renderHits(query, detailed) {
+  const list = $("#results");
+  list.replaceChildren();
+  for (const [rank, hit] of detailed.hits.entries()) {
+    const s = hit.snippet;
+    const head = el("div", { class: "hit-head" },
+      el("span", { class: "rank" }, `${rank + 1}.`),
+      el("span", { class: "title" }, s.title || s.doc_id));
+    if (s.library_id === "page") head.append(el("span", { class: "badge mine" }, "your document"));
+    if (s.language) head.append(el("span", { class: "badge" }, s.language));
+    const cite = el("div", { class: "cite" }, el("code", { class: "locator" }, s.source_locator));
+    if (hit.section) cite.append(el("span", { class: "section" }, `§ ${hit.section.heading}`));
+    const meta = ["entity", "topic", "geography", "period"].filter((k) => s[k]).map((k) => `${k} ${s[k]}`);
+    meta.push(s.sensitivity);
+    const scores = el("div", { class: "scores" },
+      `fused ${s.scores.fused.toFixed(4)} · bm25 ${s.scores.bm25.toFixed(3)} · vector ${s.scores.vector.toFixed(3)}`);
+    list.append(el("li", { class: "hit", dataset: { docId: s.doc_id, locator: s.source_locator, library: s.library_id, language: s.language, entity: s.entity } },
+      head, cite, highlighted(s.text, hit.highlights), scores, el("div", { class: "meta" }, meta.join(" · "))));
+  }
+  const empty = $("#empty");
+  if (!detailed.hits.length && query.trim()) {
+    const filtered = Object.keys(currentFilters()).length > 0;
+    empty.textContent = `No results for “${query}”` + (filtered ? " with these filters — clear them to search everything." : ".");
+    empty.hidden = false;
+  } else {
+    empty.textContent = "";
+    empty.hidden = true;
+  }
+  $("#result-info").textContent = query.trim()
+    ? `${detailed.hits.length} result(s) · ${detailed.tookMs.toFixed(1)} ms in Python`
+    : "";
+  const held = $("#held-back");
+  held.hidden = !detailed.heldBack;
+  held.textContent = detailed.heldBack
+    ? `${detailed.heldBack} matching result(s) from your documents held back: they are labelled RESTRICTED and are never shown.`
+    : "";
+}
+
+let timer = 0;
+let sequence = 0;
+
+async function runSearch() {
+  const query = $("#q").value;
+  const mine = ++sequence;
+  const started = performance.now();
+  try {
+    const detailed = await demo.rs.searchDetailed(query, { filters: currentFilters(), topK: TOP_K });
+    if (mine !== sequence) return; // a newer search is on its way
+    showError("");
+    renderHits(query, detailed);
+    demo.searches += 1;
+    demo.lastQuery = query;
+    $("#search-time").textContent = query.trim() ? `${Math.round(performance.now() - started)} ms` : "";
+    if (detailed.hits.length && !demo.marks.firstResult) demo.marks.firstResult = performance.now();
+    document.body.dataset.searches = String(demo.searches);
+  } catch (err) {
+    if (mine === sequence) showError(`Search failed: ${err.message}`);
+  }
+}
+
+function scheduleSearch() {
+  clearTimeout(timer);
+  timer = setTimeout(runSearch, DEBOUNCE_MS);
+}
+
+async function refreshFacets() {
+  const stats = await demo.rs.stats();
+  for (const select of document.querySelectorAll("#filters select")) {
+    const keep = select.value;
+    const values = stats.facets[select.dataset.field] || [];
+    select.replaceChildren(el("option", { value: "" }, "any"), ...values.map((v) => el("option", { value: v }, v)));
+    select.value = values.includes(keep) ? keep : "";
+  }
+  return stats;
+}
+
+async function refreshDocuments() {
+  const docs = await demo.rs.documents();
+  const list = $("#my-docs");
+  list.replaceChildren(...docs.map((d) =>
+    el("li", { dataset: { docId: d.doc_id } }, `${d.name} — ${d.title} (${d.chunks} chunk${d.chunks === 1 ? "" : "s"})${d.restricted ? " · RESTRICTED: never shown" : ""}`)));
+  $("#forget").hidden = docs.length === 0;
+}
+
+async function ingestFiles(files) {
+  const list = Array.from(files || []);
+  if (!list.length) return;
+  const status = $("#ingest-status");
+  status.textContent = `Indexing ${list.length} file(s)…`;
+  try {
+    const out = await demo.rs.ingest(list);
+    const names = out.documents.map((d) => `${d.name} (${d.chunks} chunk${d.chunks === 1 ? "" : "s"})`).join(", ");
+    status.textContent = `Indexed ${names}${out.persisted ? "; saved in this browser" : "; not saved (IndexedDB unavailable)"}.`;
+    await Promise.all([refreshDocuments(), refreshFacets()]);
+    if ($("#q").value.trim()) await runSearch();
+  } catch (err) {
+    status.textContent = "";
+    showError(`Could not add the file(s): ${err.message}`);
+  }
+}
+
+function wire() {
+  $("#search-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    clearTimeout(timer);
+    runSearch();
+  });
+  $("#q").addEventListener("input", scheduleSearch);
+  for (const select of document.querySelectorAll("#filters select")) select.addEventListener("change", runSearch);
+  $("#clear-filters").addEventListener("click", () => {
+    for (const select of document.querySelectorAll("#filters select")) select.value = "";
+    runSearch();
+  });
+  for (const button of document.querySelectorAll(".example")) {
+    button.addEventListener("click", () => {
+      $("#q").value = button.dataset.q;
+      runSearch();
+    });
+  }
+  const zone = $("#dropzone");
+  zone.addEventListener("dragover", (event) => {
+    event.preventDefault();
+    zone.classList.add("over");
+  });
+  zone.addEventListener("dragleave", () => zone.classList.remove("over"));
+  zone.addEventListener("drop", (event) => {
+    event.preventDefault();
+    zone.classList.remove("over");
+    if (demo.rs) ingestFiles(event.dataTransfer && event.dataTransfer.files);
+  });
+  $("#file-input").addEventListener("change", (event) => ingestFiles(event.target.files));
+  $("#forget").addEventListener("click", async () => {
+    await demo.rs.forget();
+    $("#ingest-status").textContent = "Your documents were removed from this browser.";
+    await Promise.all([refreshDocuments(), refreshFacets()]);
+    await runSearch();
+  });
+}
+
+async function main() {
+  wire();
+  const params = new URLSearchParams(location.search);
+  try {
+    demo.rs = await RagSpineLite.open({ bundle: params.get("bundle") || "./", onProgress: setProgress });
+  } catch (err) {
+    setState("error");
+    $("#boot-status").textContent = "The search runtime could not start.";
+    showError(`Could not start the search: ${err.message}`);
+    return;
+  }
+  demo.info = demo.rs.info;
+  demo.marks.ready = performance.now();
+  const manifest = demo.rs.manifest;
+  const counts = manifest.counts;
+  $("#bundle-info").textContent =
+    `${manifest.title}: ${counts.documents} documents, ${counts.chunks} chunks · Python ${demo.info.versions.python} ` +
+    `(Pyodide ${demo.info.versions.pyodide}) · ready in ${(demo.info.timings.total / 1000).toFixed(1)} s`;
+  if (counts.excluded_restricted_documents) {
+    const note = $("#restricted-note");
+    note.textContent =
+      `${counts.excluded_restricted_documents} RESTRICTED document(s) were excluded when this bundle was built: ` +
+      "none of their text, titles, metadata or index entries is in any file this page downloads, so no result can show them.";
+    note.hidden = false;
+  }
+  await Promise.all([refreshFacets(), refreshDocuments()]);
+  if (demo.info.restored) $("#ingest-status").textContent = `Restored ${demo.info.restored} document(s) saved in this browser.`;
+  if (demo.info.restoreErrors.length) showError(`Some saved documents could not be restored: ${demo.info.restoreErrors.join("; ")}`);
+  $("#boot").hidden = true;
+  $("#q").disabled = false;
+  $("#filters").disabled = false;
+  $("#file-input").disabled = false;
+  setState("ready");
+  const q = params.get("q");
+  if (q) {
+    $("#q").value = q;
+    await runSearch();
+  }
+  $("#q").focus();
+}
+
+main();

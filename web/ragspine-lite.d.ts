@@ -1,0 +1,174 @@
+// Types for ragspine-lite.mjs, the browser API of ragspine_lite.
+
+/** Bundle format this runtime reads (must equal manifest.json's format_version). */
+export declare const FORMAT_VERSION: number;
+export declare const VERSION: string;
+
+/** One retrieved chunk: the snippet dict of Python's agent link, plus its library. */
+export interface Snippet {
+  /** The chunk text: a contiguous substring of the source document's extracted text. */
+  text: string;
+  doc_id: string;
+  title: string;
+  /** Real paragraph span, e.g. "en/report.md#para2-3". */
+  source_locator: string;
+  chunk_id: string;
+  topic: string;
+  entity: string;
+  geography: string;
+  period: string;
+  language: string;
+  /** Never "RESTRICTED": those are dropped before a snippet is built. */
+  sensitivity: string;
+  scores: { bm25: number; vector: number; fused: number };
+  /** "bundle" for the prebuilt corpus, "page" for documents added in the page. */
+  library_id: "bundle" | "page" | string;
+  prompt_text?: string;
+  parent_locator?: string;
+}
+
+export interface Section {
+  /** Heading text (without Markdown # markers). */
+  heading: string;
+  /** The heading's HTML id, else a GitHub-style slug. */
+  anchor: string;
+  level: number;
+}
+
+export interface Hit {
+  snippet: Snippet;
+  /** The heading section the chunk starts in, if any. */
+  section: Section | null;
+  /** [start, end) ranges of snippet.text (UTF-16 units) that match query terms. */
+  highlights: Array<[number, number]>;
+}
+
+export interface DetailedResults {
+  query: string;
+  results: Snippet[];
+  hits: Hit[];
+  /** Matching RESTRICTED results that were held back (page documents only: bundles never contain any). */
+  heldBack: number;
+  tookMs: number;
+}
+
+export type FilterValue = string | string[] | { op: FilterOp; value: string | string[] };
+export type FilterOp = "eq" | "ne" | "in" | "nin" | "gt" | "gte" | "lt" | "lte" | "between";
+export type FilterField = "doc_id" | "title" | "topic" | "entity" | "geography" | "period" | "language";
+/** An object of field → value (eq) / list (in) / {op, value}, or "field=op:value" expressions. */
+export type Filters = Partial<Record<FilterField, FilterValue | null>> | string[];
+
+export interface SearchOptions {
+  filters?: Filters | null;
+  /** 1 … 200, default 10. */
+  topK?: number;
+}
+
+export type ProgressPhase = "manifest" | "boot" | "install" | "index" | "restore" | "ingest" | "ready";
+
+export interface ProgressEvent {
+  phase: ProgressPhase;
+  message: string;
+  /** Bytes (downloads) or documents (restore/ingest) done so far, when known. */
+  loaded?: number;
+  total?: number;
+}
+
+export interface OpenOptions {
+  /** URL of the bundle folder (the one holding manifest.json); default "./". */
+  bundle?: string;
+  onProgress?: ((event: ProgressEvent) => void) | null;
+  /** Python stdout/stderr and worker warnings; default: warnings to console.warn. */
+  onLog?: ((level: "info" | "warn" | "error", message: string) => void) | null;
+  /** Where ragspine-worker.mjs lives; default: next to ragspine-lite.mjs. */
+  workerURL?: string | URL | null;
+  /** Reject open() after this many milliseconds (default 180000; 0 = never). */
+  timeoutMs?: number;
+}
+
+export interface Manifest {
+  format_version: number;
+  title: string;
+  runtimes: Record<string, string>;
+  entry: {
+    store: string;
+    pyodide: string;
+    wheels: { micropip: string; ragspine_lite: string };
+    api: string;
+    worker: string;
+    demo?: string;
+  };
+  counts: {
+    documents: number;
+    chunks: number;
+    empty_documents: number;
+    excluded_restricted_documents: number;
+    languages: Record<string, number>;
+    sections: number;
+  };
+  files: Record<string, { sha256: string; bytes: number }>;
+  [key: string]: unknown;
+}
+
+export interface OpenInfo {
+  manifest: Manifest;
+  /** Milliseconds per phase: manifest, boot, install, index, restore, total. */
+  timings: Record<string, number>;
+  /** Whether page documents are stored in IndexedDB. */
+  persistence: boolean;
+  restored: number;
+  restoreErrors: string[];
+  versions: { python: string; pyodide: string; ragspine_lite: string };
+}
+
+export interface PageDocument {
+  doc_id: string;
+  name: string;
+  title: string;
+  chunks: number;
+  language: string;
+  restricted: boolean;
+}
+
+export interface Stats {
+  ragspine_lite: string;
+  format_version: number;
+  bundle: { documents: number; chunks: number; excluded_restricted_documents: number } | null;
+  page: { documents: number; chunks: number; restricted_documents: number };
+  /** Distinct values per metadata field, for filter controls. */
+  facets: Record<"topic" | "entity" | "geography" | "period" | "language", string[]>;
+  timings: Record<string, number>;
+  persistence: boolean;
+  manifest: Manifest;
+}
+
+export interface DocumentInput {
+  /** A file name; its extension picks the format (.txt, .md, .html, .htm). */
+  name: string;
+  text: string;
+}
+
+export declare class RagSpineLiteError extends Error {
+  /** Python exception type or "RagSpineLiteError"/"BundleError"/"BundleFormatError". */
+  name: string;
+  /** The phase or operation that failed. */
+  phase?: string;
+}
+
+export declare class RagSpineLite {
+  static open(options?: OpenOptions): Promise<RagSpineLite>;
+  readonly manifest: Manifest;
+  readonly info: OpenInfo;
+  search(query: string, options?: SearchOptions): Promise<Snippet[]>;
+  searchDetailed(query: string, options?: SearchOptions): Promise<DetailedResults>;
+  ingest(docs: Array<File | Blob | DocumentInput> | FileList | File | DocumentInput): Promise<{
+    documents: PageDocument[];
+    persisted: boolean;
+  }>;
+  documents(): Promise<PageDocument[]>;
+  forget(docIds?: Iterable<string> | null): Promise<{ removed: number }>;
+  stats(): Promise<Stats>;
+  close(): void;
+}
+
+export default RagSpineLite;

@@ -1,0 +1,223 @@
+// ragspine_lite in the browser: the public ES-module API.
+//
+//   import { RagSpineLite } from "./ragspine-lite.mjs";
+//   const rs = await RagSpineLite.open({ bundle: "./", onProgress: (p) => console.log(p) });
+//   const results = await rs.search("hong kong revenue", { filters: { language: "en" }, topK: 5 });
+//
+// Everything runs in a module Web Worker (ragspine-worker.mjs, next to this file): Pyodide,
+// the ragspine_lite wheel and the bundle's chunk store. Results are the snippet dicts of
+// Python's agent link (text, doc_id, title, source_locator, chunk_id, metadata, sensitivity,
+// scores) plus library_id ("bundle" or "page"). Types: ragspine-lite.d.ts.
+
+export const FORMAT_VERSION = 1; // bundle format this runtime reads (= manifest.format_version)
+export const VERSION = "0.1.0";
+const DEFAULT_OPEN_TIMEOUT_MS = 180000;
+
+/** An error from the search runtime; `phase` says where it happened when known. */
+export class RagSpineLiteError extends Error {
+  constructor(message, { name = "RagSpineLiteError", phase = undefined } = {}) {
+    super(message);
+    this.name = name === "Error" ? "RagSpineLiteError" : name;
+    this.phase = phase;
+  }
+}
+
+const strictUtf8 = new TextDecoder("utf-8", { fatal: true });
+
+async function toDocument(doc, index) {
+  if (typeof Blob !== "undefined" && doc instanceof Blob) {
+    const name = doc.name || `document-${index + 1}.txt`;
+    let text;
+    try {
+      text = strictUtf8.decode(await doc.arrayBuffer());
+    } catch {
+      throw new RagSpineLiteError(`${name} is not valid UTF-8 text`);
+    }
+    return { name, text };
+  }
+  if (doc && typeof doc === "object" && typeof doc.name === "string" && typeof doc.text === "string") {
+    return { name: doc.name, text: doc.text };
+  }
+  throw new RagSpineLiteError(`document ${index + 1} must be a File or {name, text}`);
+}
+
+function bundleURLOf(bundle) {
+  const base = globalThis.location ? globalThis.location.href : import.meta.url;
+  let url = new URL(bundle || "./", base).href;
+  if (!url.endsWith("/")) url += "/";
+  return url;
+}
+
+export class RagSpineLite {
+  /**
+   * Start the worker, boot Pyodide, install ragspine_lite and open the bundle.
+   * Rejects with a RagSpineLiteError that says what failed to load.
+   */
+  static async open({
+    bundle = "./",
+    onProgress = null,
+    onLog = null,
+    workerURL = null,
+    timeoutMs = DEFAULT_OPEN_TIMEOUT_MS,
+  } = {}) {
+    const url = workerURL ? new URL(workerURL, bundleURLOf("./")) : new URL("./ragspine-worker.mjs", import.meta.url);
+    let worker;
+    try {
+      worker = new Worker(url, { type: "module", name: "ragspine-lite" });
+    } catch (err) {
+      throw new RagSpineLiteError(`could not start the search worker ${url}: ${err && err.message ? err.message : err}`, { phase: "worker" });
+    }
+    const rs = new RagSpineLite(worker, { onProgress, onLog, workerURL: String(url) });
+    try {
+      const info = await rs.#call("open", { bundle: bundleURLOf(bundle), formatVersion: FORMAT_VERSION }, timeoutMs);
+      rs.manifest = info.manifest;
+      rs.info = info;
+      return rs;
+    } catch (err) {
+      rs.close();
+      throw err;
+    }
+  }
+
+  #worker;
+  #pending = new Map();
+  #nextId = 1;
+  #closed = false;
+  #failure = null;
+  #phase = "worker";
+  #onProgress;
+  #onLog;
+
+  constructor(worker, { onProgress, onLog, workerURL }) {
+    this.#worker = worker;
+    this.#onProgress = onProgress;
+    this.#onLog = onLog;
+    /** The bundle's manifest.json (after open). */
+    this.manifest = null;
+    /** What open() reported: timings, versions, persistence, restored documents. */
+    this.info = null;
+    worker.addEventListener("message", (event) => this.#receive(event.data));
+    worker.addEventListener("error", (event) => {
+      event.preventDefault();
+      const detail = event.message || `could not load ${workerURL} (missing file or wrong MIME type?)`;
+      this.#fail(new RagSpineLiteError(`the search worker failed: ${detail}`, { phase: this.#phase }));
+    });
+    worker.addEventListener("messageerror", () => {
+      this.#fail(new RagSpineLiteError("the search worker sent a message that could not be read"));
+    });
+  }
+
+  #receive(message) {
+    if (!message || typeof message !== "object") return;
+    if (message.type === "progress") {
+      this.#phase = message.phase;
+      if (this.#onProgress) {
+        try {
+          this.#onProgress({ phase: message.phase, message: message.message, loaded: message.loaded, total: message.total });
+        } catch {
+          // a failing progress callback must not break the runtime
+        }
+      }
+      return;
+    }
+    if (message.type === "log") {
+      if (this.#onLog) this.#onLog(message.level, message.message);
+      else if (message.level === "error") console.error(`ragspine-lite: ${message.message}`);
+      else if (message.level === "warn") console.warn(`ragspine-lite: ${message.message}`);
+      return;
+    }
+    if (message.type === "reply") {
+      const waiter = this.#pending.get(message.id);
+      if (!waiter) return;
+      this.#pending.delete(message.id);
+      clearTimeout(waiter.timer);
+      if (message.ok) waiter.resolve(message.result);
+      else {
+        const { name, message: text } = message.error || {};
+        waiter.reject(new RagSpineLiteError(text || "unknown error in the search worker", { name, phase: waiter.op === "open" ? this.#phase : waiter.op }));
+      }
+    }
+  }
+
+  #fail(error) {
+    if (this.#failure) return;
+    this.#failure = error;
+    for (const waiter of this.#pending.values()) {
+      clearTimeout(waiter.timer);
+      waiter.reject(error);
+    }
+    this.#pending.clear();
+  }
+
+  #call(op, args = {}, timeoutMs = 0) {
+    if (this.#closed) return Promise.reject(new RagSpineLiteError("this RagSpineLite instance is closed"));
+    if (this.#failure) return Promise.reject(this.#failure);
+    const id = this.#nextId++;
+    return new Promise((resolve, reject) => {
+      const waiter = { resolve, reject, op, timer: 0 };
+      if (timeoutMs > 0) {
+        waiter.timer = setTimeout(() => {
+          this.#pending.delete(id);
+          reject(new RagSpineLiteError(`${op} timed out after ${Math.round(timeoutMs / 1000)} s (during ${this.#phase})`, { phase: this.#phase }));
+        }, timeoutMs);
+      }
+      this.#pending.set(id, waiter);
+      this.#worker.postMessage({ id, op, args });
+    });
+  }
+
+  /** Search with everything the demo page shows: hits with sections and highlight spans. */
+  async searchDetailed(query, { filters = null, topK = 10 } = {}) {
+    if (typeof query !== "string") throw new RagSpineLiteError(`query must be a string, got ${typeof query}`);
+    const out = await this.#call("search", { query, filters, topK });
+    return {
+      query,
+      results: out.hits.map((hit) => hit.snippet),
+      hits: out.hits,
+      heldBack: out.held_back,
+      tookMs: out.took_ms,
+    };
+  }
+
+  /** Snippet objects for `query`, best first (at most `topK`). */
+  async search(query, options = {}) {
+    return (await this.searchDetailed(query, options)).results;
+  }
+
+  /**
+   * Add the visitor's documents (File objects or {name, text}; .txt, .md, .html).
+   * They are stored in IndexedDB first (one transaction), then indexed; they come back
+   * after a reload.
+   */
+  async ingest(docs) {
+    const list = Array.isArray(docs) ? docs : docs && typeof docs.length === "number" ? Array.from(docs) : [docs];
+    const prepared = [];
+    for (let i = 0; i < list.length; i++) prepared.push(await toDocument(list[i], i));
+    return this.#call("ingest", { docs: prepared });
+  }
+
+  /** The documents added in the page. */
+  async documents() {
+    return this.#call("documents");
+  }
+
+  /** Remove page documents (all of them without arguments); returns {removed}. */
+  async forget(docIds = null) {
+    return this.#call("forget", { docIds: docIds === null ? null : Array.from(docIds, String) });
+  }
+
+  /** Counts per library, facet values for filters, timings and the manifest. */
+  async stats() {
+    return this.#call("stats");
+  }
+
+  /** Stop the worker; later calls reject. */
+  close() {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.#fail(new RagSpineLiteError("this RagSpineLite instance is closed"));
+    this.#worker.terminate();
+  }
+}
+
+export default RagSpineLite;

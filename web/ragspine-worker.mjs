@@ -1,0 +1,427 @@
+// ragspine_lite search worker (module Web Worker).
+//
+// Boots Pyodide from the bundle's own files, installs the ragspine_lite wheel with micropip
+// (deps=False), opens the bundle's chunk store read-only, restores the visitor's documents
+// from IndexedDB and then serves requests. Started by ragspine-lite.mjs; speaks only its
+// message protocol:
+//   page → worker  {id, op, args}
+//   worker → page  {type: "reply", id, ok, result | error}
+//                  {type: "progress", phase, message, loaded?, total?}
+//                  {type: "log", level, message}
+// Every request is answered; failures come back as {ok: false, error: {message, name}}.
+
+const FORMAT_VERSION = 1; // = BUNDLE_FORMAT_VERSION in ragspine_lite.bundle.manifest
+const MAX_DOCUMENT_BYTES = 5 * 1024 * 1024;
+const PAGE_EXTENSIONS = [".txt", ".md", ".html", ".htm"];
+const DB_STORE = "documents";
+
+let state = null; // {py, dispatch, manifest, bundleURL, idb, timings, ...}
+let openError = null;
+let queue = Promise.resolve();
+
+const post = (message) => self.postMessage(message);
+const progress = (phase, message, extra = {}) => post({ type: "progress", phase, message, ...extra });
+const log = (level, message) => post({ type: "log", level, message });
+
+class BundleError extends Error {
+  constructor(message, name = "BundleError") {
+    super(message);
+    this.name = name;
+  }
+}
+
+function describe(err) {
+  if (err && err.constructor && err.constructor.name === "PythonError") {
+    // The message is a whole traceback; its last line is "Type: what went wrong".
+    const lines = String(err.message).trim().split("\n");
+    const last = lines[lines.length - 1] || "Python error";
+    const match = /^([A-Za-z_][\w.]*): (.*)$/s.exec(last);
+    return match ? { name: match[1], message: match[2] } : { name: "PythonError", message: last };
+  }
+  if (err instanceof Error) return { name: err.name || "Error", message: err.message };
+  return { name: "Error", message: String(err) };
+}
+
+self.onmessage = (event) => {
+  const { id, op, args } = event.data || {};
+  // One request at a time, in arrival order: Python runs on this single thread anyway.
+  queue = queue.then(() =>
+    handle(op, args || {}).then(
+      (result) => post({ type: "reply", id, ok: true, result }),
+      (err) => post({ type: "reply", id, ok: false, error: describe(err) }),
+    ),
+  );
+};
+
+self.addEventListener("unhandledrejection", (event) => {
+  event.preventDefault();
+  log("error", `unhandled failure in the search worker: ${describe(event.reason).message}`);
+});
+
+async function handle(op, args) {
+  if (op === "open") return open(args);
+  if (op === "close") return close();
+  if (!state) {
+    throw new BundleError(
+      openError ? `the search runtime failed to open: ${openError}` : "the search runtime is not open",
+    );
+  }
+  switch (op) {
+    case "search":
+      return call("search", { query: args.query, filters: args.filters ?? null, topK: args.topK ?? 10 });
+    case "ingest":
+      return ingest(args.docs || []);
+    case "forget":
+      return forget(args.docIds ?? null);
+    case "documents":
+      return call("documents");
+    case "stats":
+      return { ...call("stats"), timings: state.timings, persistence: Boolean(state.idb), manifest: state.manifest };
+    default:
+      throw new BundleError(`unknown operation ${JSON.stringify(op)}`);
+  }
+}
+
+function call(op, args = {}) {
+  return JSON.parse(state.dispatch(op, JSON.stringify(args)));
+}
+
+// ------------------------------------------------------------------ fetching
+
+async function fetchOrFail(url, what) {
+  let response;
+  try {
+    response = await fetch(url);
+  } catch (err) {
+    throw new BundleError(`could not load ${what} from ${url}: ${describe(err).message}`);
+  }
+  if (!response.ok) {
+    throw new BundleError(`could not load ${what} from ${url}: HTTP ${response.status} ${response.statusText}`.trim());
+  }
+  return response;
+}
+
+async function fetchBytes(url, what, phase) {
+  const response = await fetchOrFail(url, what);
+  const total = Number(response.headers.get("content-length")) || 0;
+  if (!response.body || !total) return new Uint8Array(await response.arrayBuffer());
+  const reader = response.body.getReader();
+  const out = new Uint8Array(total);
+  let loaded = 0;
+  let lastReport = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    if (loaded + value.length > total) {
+      throw new BundleError(`${what} at ${url} is longer than its Content-Length`);
+    }
+    out.set(value, loaded);
+    loaded += value.length;
+    if (phase && (loaded - lastReport > 256 * 1024 || loaded === total)) {
+      lastReport = loaded;
+      progress(phase, `Downloading ${what}`, { loaded, total });
+    }
+  }
+  return loaded === total ? out : out.slice(0, loaded);
+}
+
+async function sha256Hex(bytes) {
+  const digest = await crypto.subtle.digest("SHA-256", bytes);
+  return Array.from(new Uint8Array(digest), (b) => b.toString(16).padStart(2, "0")).join("");
+}
+
+async function verify(manifest, path, bytes) {
+  const entry = manifest.files && manifest.files[path];
+  if (!entry) throw new BundleError(`manifest.json does not list ${path}: rebuild the bundle`);
+  if (!(self.crypto && crypto.subtle)) return; // not a secure context: no digest API
+  const found = await sha256Hex(bytes);
+  if (found !== entry.sha256) {
+    throw new BundleError(
+      `${path} does not match manifest.json (sha256 ${found.slice(0, 12)}…, expected ` +
+        `${String(entry.sha256).slice(0, 12)}…): the bundle was changed after it was built; rebuild it`,
+    );
+  }
+}
+
+function checkFormat(manifest, url) {
+  if (!manifest || typeof manifest !== "object") {
+    throw new BundleError(`${url} is not a bundle manifest (not a JSON object)`);
+  }
+  const found = manifest.format_version;
+  if (!Number.isInteger(found)) {
+    throw new BundleError(`${url} has no integer format_version: rebuild the bundle with 'python build_wasm.py build DOCS_DIR --out DIR'`, "BundleFormatError");
+  }
+  if (found < FORMAT_VERSION) {
+    throw new BundleError(
+      `bundle format version ${found} is older than this runtime reads (${FORMAT_VERSION}): ` +
+        "rebuild the bundle with 'python build_wasm.py build DOCS_DIR --out DIR'",
+      "BundleFormatError",
+    );
+  }
+  if (found > FORMAT_VERSION) {
+    throw new BundleError(
+      `bundle format version ${found} is newer than this runtime reads (${FORMAT_VERSION}): ` +
+        "update the web runtime (copy ragspine-lite.mjs and ragspine-worker.mjs from the same build as the bundle)",
+      "BundleFormatError",
+    );
+  }
+  const entry = manifest.entry || {};
+  for (const key of ["store", "pyodide"]) {
+    if (typeof entry[key] !== "string") throw new BundleError(`manifest.json lacks entry.${key}: rebuild the bundle`);
+  }
+  if (!entry.wheels || !entry.wheels.micropip || !entry.wheels.ragspine_lite) {
+    throw new BundleError("manifest.json lacks entry.wheels: rebuild the bundle");
+  }
+}
+
+// ------------------------------------------------------------------ IndexedDB
+
+function idbRequest(request) {
+  return new Promise((resolve, reject) => {
+    request.onsuccess = () => resolve(request.result);
+    request.onerror = () => reject(request.error || new Error("IndexedDB request failed"));
+  });
+}
+
+function idbOpen(name) {
+  return new Promise((resolve, reject) => {
+    const request = indexedDB.open(name, 1);
+    request.onupgradeneeded = () => {
+      const db = request.result;
+      if (!db.objectStoreNames.contains(DB_STORE)) db.createObjectStore(DB_STORE, { keyPath: "doc_id" });
+    };
+    request.onsuccess = () => resolve(request.result);
+    request.onerror = () => reject(request.error || new Error("cannot open IndexedDB"));
+    request.onblocked = () => reject(new Error("IndexedDB is blocked by another tab"));
+  });
+}
+
+// One readwrite transaction: either every write lands or none does (a reload mid-way aborts it).
+function idbTransaction(db, work) {
+  return new Promise((resolve, reject) => {
+    const tx = db.transaction(DB_STORE, "readwrite");
+    const store = tx.objectStore(DB_STORE);
+    work(store);
+    tx.oncomplete = () => resolve();
+    tx.onerror = () => reject(tx.error || new Error("IndexedDB transaction failed"));
+    tx.onabort = () => reject(tx.error || new Error("IndexedDB transaction aborted"));
+  });
+}
+
+async function idbAll(db) {
+  const tx = db.transaction(DB_STORE, "readonly");
+  return idbRequest(tx.objectStore(DB_STORE).getAll());
+}
+
+// ------------------------------------------------------------------ open / close
+
+async function open({ bundle, formatVersion }) {
+  if (state) throw new BundleError("the search runtime is already open");
+  if (formatVersion !== undefined && formatVersion !== FORMAT_VERSION) {
+    throw new BundleError(
+      `ragspine-lite.mjs speaks bundle format ${formatVersion} but ragspine-worker.mjs speaks ${FORMAT_VERSION}: ` +
+        "copy both files from the same build",
+      "BundleFormatError",
+    );
+  }
+  try {
+    state = await boot(bundle);
+    openError = null;
+    return {
+      manifest: state.manifest,
+      timings: state.timings,
+      persistence: Boolean(state.idb),
+      restored: state.restored,
+      restoreErrors: state.restoreErrors,
+      versions: state.versions,
+    };
+  } catch (err) {
+    openError = describe(err).message;
+    throw err;
+  }
+}
+
+async function boot(bundle) {
+  const t0 = performance.now();
+  const timings = {};
+  const mark = (name, since) => {
+    timings[name] = Math.round(performance.now() - since);
+    return performance.now();
+  };
+  let bundleURL = new URL(bundle || "./", self.location.href).href;
+  if (!bundleURL.endsWith("/")) bundleURL += "/";
+
+  progress("manifest", "Reading the bundle manifest");
+  const manifestURL = bundleURL + "manifest.json";
+  const response = await fetchOrFail(manifestURL, "the bundle manifest");
+  let manifest;
+  try {
+    manifest = await response.json();
+  } catch (err) {
+    throw new BundleError(`${manifestURL} is not valid JSON: ${describe(err).message}`);
+  }
+  checkFormat(manifest, manifestURL);
+  const entry = manifest.entry;
+  let t = mark("manifest", t0);
+
+  // Start the downloads now; they overlap with the Pyodide boot.
+  const dbBytes = fetchBytes(bundleURL + entry.store, "the chunk store", "index");
+  const wheelBytes = fetchBytes(bundleURL + entry.wheels.ragspine_lite, "the ragspine_lite wheel", null);
+  dbBytes.catch(() => {});
+  wheelBytes.catch(() => {});
+
+  progress("boot", "Starting Python (Pyodide)");
+  const pyodideURL = bundleURL + entry.pyodide;
+  let loadPyodide;
+  try {
+    ({ loadPyodide } = await import(pyodideURL + "pyodide.mjs"));
+  } catch (err) {
+    throw new BundleError(`could not load the Pyodide runtime from ${pyodideURL}pyodide.mjs: ${describe(err).message}`);
+  }
+  let py;
+  try {
+    py = await loadPyodide({
+      indexURL: pyodideURL,
+      stdout: (line) => log("info", line),
+      stderr: (line) => log("warn", line),
+    });
+  } catch (err) {
+    throw new BundleError(`Pyodide failed to start from ${pyodideURL}: ${describe(err).message}`);
+  }
+  t = mark("boot", t);
+
+  progress("install", "Installing micropip and ragspine_lite");
+  const micropipURL = bundleURL + entry.wheels.micropip;
+  const loadErrors = [];
+  const loaded = await py.loadPackage(micropipURL, {
+    messageCallback: () => {},
+    errorCallback: (message) => loadErrors.push(message),
+  });
+  if (!loaded || !loaded.length) {
+    throw new BundleError(`could not load micropip from ${micropipURL}: ${loadErrors.join("; ") || "nothing was loaded"}`);
+  }
+  const wheel = await wheelBytes;
+  await verify(manifest, entry.wheels.ragspine_lite, wheel);
+  const wheelName = entry.wheels.ragspine_lite.split("/").pop();
+  py.FS.mkdirTree("/bundle/wheels");
+  py.FS.writeFile(`/bundle/wheels/${wheelName}`, wheel);
+  py.globals.set("_ragspine_wheel", `emfs:/bundle/wheels/${wheelName}`);
+  try {
+    await py.runPythonAsync("import micropip\nawait micropip.install(_ragspine_wheel, deps=False)\ndel _ragspine_wheel");
+  } catch (err) {
+    throw new BundleError(`could not install ${wheelName} with micropip: ${describe(err).message}`);
+  }
+  t = mark("install", t);
+
+  progress("index", "Opening the search index");
+  const db = await dbBytes;
+  await verify(manifest, entry.store, db);
+  py.FS.writeFile("/bundle/chunks.db", db);
+  const searcher = py.runPython(
+    "from ragspine_lite.bundle.runtime import BundleSearcher\nBundleSearcher('/bundle/chunks.db')",
+  );
+  const dispatch = searcher.dispatch;
+  const versions = JSON.parse(
+    py.runPython(
+      "import json, sys, ragspine_lite\njson.dumps({'python': sys.version.split()[0], 'ragspine_lite': ragspine_lite.__version__})",
+    ),
+  );
+  versions.pyodide = py.version;
+  dispatch("search", JSON.stringify({ query: "warm up", topK: 1 })); // first-query imports and caches
+  t = mark("index", t);
+
+  const opened = {
+    py, searcher, dispatch, manifest, bundleURL, timings, versions,
+    idb: null, restored: 0, restoreErrors: [],
+  };
+  state = opened; // call() needs it while restoring
+  try {
+    opened.idb = await idbOpen(`ragspine-lite:${bundleURL}`);
+  } catch (err) {
+    log("warn", `documents added in this page will not persist: ${describe(err).message}`);
+  }
+  if (opened.idb) {
+    const stored = await idbAll(opened.idb);
+    stored.sort((a, b) => (a.added - b.added) || (a.doc_id < b.doc_id ? -1 : 1));
+    for (let i = 0; i < stored.length; i++) {
+      progress("restore", `Restoring your documents (${i + 1}/${stored.length})`, { loaded: i + 1, total: stored.length });
+      try {
+        call("ingest", { name: stored[i].name, text: stored[i].text });
+        opened.restored += 1;
+      } catch (err) {
+        opened.restoreErrors.push(`${stored[i].name}: ${describe(err).message}`);
+      }
+    }
+  }
+  mark("restore", t);
+  timings.total = Math.round(performance.now() - t0);
+  progress("ready", "Ready");
+  return opened;
+}
+
+function close() {
+  if (state) {
+    try {
+      state.searcher.close();
+      state.searcher.destroy();
+      state.dispatch.destroy();
+    } catch {
+      // closing is best effort
+    }
+    if (state.idb) state.idb.close();
+  }
+  state = null;
+  return true;
+}
+
+// ------------------------------------------------------------------ page documents
+
+function checkIncoming(doc, index) {
+  if (!doc || typeof doc !== "object") throw new BundleError(`document ${index} must be an object {name, text}`);
+  const name = typeof doc.name === "string" ? doc.name.split(/[\\/]/).pop().trim() : "";
+  if (!name) throw new BundleError(`document ${index} has no file name`);
+  const lower = name.toLowerCase();
+  if (!PAGE_EXTENSIONS.some((ext) => lower.endsWith(ext))) {
+    throw new BundleError(`unsupported file type for ${JSON.stringify(name)}; supported: ${PAGE_EXTENSIONS.join(", ")}`);
+  }
+  if (typeof doc.text !== "string") throw new BundleError(`${name}: text must be a string`);
+  if (doc.text.length > MAX_DOCUMENT_BYTES) {
+    throw new BundleError(`${name} is larger than ${MAX_DOCUMENT_BYTES / (1024 * 1024)} MB`);
+  }
+  return { name, text: doc.text };
+}
+
+async function ingest(docs) {
+  if (!Array.isArray(docs) || !docs.length) throw new BundleError("ingest needs a non-empty list of documents");
+  const incoming = docs.map(checkIncoming);
+  // Validate everything (front matter …) before anything is stored: all or nothing.
+  const byId = new Map();
+  for (const doc of incoming) {
+    const checked = call("check", doc);
+    byId.set(checked.doc_id, { doc_id: checked.doc_id, name: doc.name, text: doc.text, added: Date.now() });
+  }
+  const records = [...byId.values()];
+  if (state.idb) {
+    await idbTransaction(state.idb, (store) => {
+      for (const record of records) store.put(record);
+    });
+  }
+  const results = [];
+  for (let i = 0; i < records.length; i++) {
+    progress("ingest", `Indexing ${records[i].name} (${i + 1}/${records.length})`, { loaded: i + 1, total: records.length });
+    results.push(call("ingest", { name: records[i].name, text: records[i].text }));
+  }
+  progress("ready", "Ready");
+  return { documents: results, persisted: Boolean(state.idb) };
+}
+
+async function forget(docIds) {
+  const ids = docIds === null ? call("documents").map((d) => d.doc_id) : docIds.map(String);
+  if (state.idb) {
+    await idbTransaction(state.idb, (store) => {
+      if (docIds === null) store.clear();
+      else for (const id of ids) store.delete(id);
+    });
+  }
+  return call("forget", { docIds: ids });
+}
