@@ -94,24 +94,33 @@ class BuildError(Exception):
 
 
 class ProgressBar:
-    """A one-line progress bar on stderr for a tty, else a line every 10 percent."""
+    """A one-line progress bar on stderr for a tty, else a line every 10 percent.
+
+    Called as ``bar(done, total, item)``; an ``item`` like ``"reading a.md"`` names its phase
+    (the first word), and each phase gets its own bar.
+    """
 
     def __init__(self, label: str, *, stream: Any = None, min_total: int = 20) -> None:
         self.label = label
         self.stream = stream if stream is not None else sys.stderr
         self.min_total = min_total
         self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
+        self._phase = ""
         self._last_decile = -1
 
     def __call__(self, done: int, total: int, item: str) -> None:
         if total < self.min_total:
             return
+        phase, _, name = item.partition(" ") if " " in item else ("", "", item)
+        if phase != self._phase:
+            self._phase, self._last_decile = phase, -1
+        title = f"{self.label} {phase}".rstrip()
         if self.tty:
             width = 30
             filled = int(width * done / total)
-            name = item if len(item) <= 40 else "..." + item[-37:]
+            name = name if len(name) <= 40 else "..." + name[-37:]
             self.stream.write(
-                f"\r{self.label} [{'#' * filled}{'-' * (width - filled)}] {done}/{total} {name:<40}"
+                f"\r{title} [{'#' * filled}{'-' * (width - filled)}] {done}/{total} {name:<40}"
             )
             if done == total:
                 self.stream.write("\n")
@@ -120,7 +129,7 @@ class ProgressBar:
         decile = done * 10 // total
         if decile != self._last_decile:
             self._last_decile = decile
-            print(f"{self.label}: {done}/{total} ({decile * 10}%)", file=self.stream, flush=True)
+            print(f"{title}: {done}/{total} ({decile * 10}%)", file=self.stream, flush=True)
 
 
 # ---------------------------------------------------------------- pieces
@@ -295,8 +304,14 @@ def build_site(
         )
 
     started = time.perf_counter()
+    def phase(name: str) -> Callable[[int, int, str], None] | None:
+        if progress is None:
+            return None
+        return lambda done, total, item: progress(done, total, f"{name} {item}")
+
     corpus = load_corpus(
-        [Path(d) for d in docs], progress=progress, sensitivity=sensitivity, language=language
+        [Path(d) for d in docs], progress=phase("reading"), sensitivity=sensitivity,
+        language=language,
     )
     excluded = sum(1 for d in corpus if d.restricted)
     log(f"loaded {len(corpus)} document(s), {excluded} RESTRICTED (excluded from the bundle)")
@@ -311,7 +326,7 @@ def build_site(
             max_chars=max_chars,
             overlap_chars=overlap_chars,
             chunker=make_chunker(chunker) if chunker else None,
-            progress=progress,
+            progress=phase("indexing"),
         )
         log(f"chunk store: {report.documents} document(s), {report.chunks} chunk(s)")
 

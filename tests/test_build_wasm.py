@@ -188,17 +188,20 @@ def test_cli_build_site_delegates_to_the_builder(wheels, tmp_path, capsys):
     assert "--out" in capsys.readouterr().err
 
 
-def test_progress_bar_prints_deciles_when_not_a_tty(bw):
+def test_progress_bar_prints_deciles_per_phase_when_not_a_tty(bw):
     stream = io.StringIO()
     bar = bw.ProgressBar("build", stream=stream, min_total=5)
-    for i in range(1, 21):
-        bar(i, 20, f"doc{i}.md")
+    for phase in ("reading", "indexing"):
+        for i in range(1, 21):
+            bar(i, 20, f"{phase} doc{i}.md")
     lines = stream.getvalue().splitlines()
-    assert lines[0] == "build: 1/20 (0%)"
-    assert lines[-1] == "build: 20/20 (100%)"
-    assert len(lines) == 11
+    assert lines[0] == "build reading: 1/20 (0%)"
+    assert lines[10] == "build reading: 20/20 (100%)"
+    assert lines[11] == "build indexing: 1/20 (0%)"
+    assert lines[-1] == "build indexing: 20/20 (100%)"
+    assert len(lines) == 22
     quiet = io.StringIO()
-    bw.ProgressBar("build", stream=quiet, min_total=50)(1, 3, "x")
+    bw.ProgressBar("build", stream=quiet, min_total=50)(1, 3, "reading x")
     assert quiet.getvalue() == ""
 
 

@@ -175,9 +175,9 @@ def export_store(
 
     Ingest goes through :class:`~ragspine_lite.lexical.retrieval.NarrativeIndex` (the normal
     path, so whatever index it keeps is built too), then the section and bundle-meta tables
-    are added and the file is compacted (``VACUUM``). Raises ``FileExistsError`` if
-    ``db_path`` exists and :class:`RestrictedLeakError` if a RESTRICTED row is found after
-    writing (it cannot be, by construction; the check guards future changes).
+    are added (no ``VACUUM``: it may renumber the rowids the BM25 index refers to). Raises
+    ``FileExistsError`` if ``db_path`` exists and :class:`RestrictedLeakError` if a RESTRICTED
+    row is found after writing (it cannot be, by construction; the check guards changes).
     """
     from ragspine_lite.lexical.retrieval import NarrativeIndex
 
@@ -229,7 +229,6 @@ def export_store(
             sorted(facts.items()),
         )
         conn.execute("COMMIT")
-        conn.execute("VACUUM")
     finally:
         conn.close()
     return report

@@ -33,7 +33,7 @@ from array import array
 from bisect import bisect_left
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from heapq import heappush, heapreplace, nlargest
+from heapq import nlargest
 from itertools import compress
 from operator import itemgetter
 from typing import Any
@@ -165,6 +165,9 @@ class BM25Index:
     n_docs: int = 0
     total_length: int = 0
     lookup_cache_postings: int = LOOKUP_CACHE_POSTINGS
+    #: How many times a top-k query may raise theta by completing its best partial documents
+    #: (each costs a pass over the accumulator) before scanning a costly term.
+    max_estimates: int = 1
     # Postings holding a tf_by_doc dict, least recently used first (bounds their memory).
     _lookups: dict[int, Postings] | None = None
     _lookups_size = 0
@@ -194,10 +197,17 @@ class BM25Index:
         self._lookups = None
         self._lookups_size = 0
 
+    def _table(self, p: Postings) -> dict[int, int] | None:
+        """``p`` as a cached docno → tf dict, or ``None`` when too big to cache."""
+        if len(p.docs) <= self.lookup_cache_postings // 8:
+            return self._lookup(p)
+        return None
+
     def _tf_of(self, p: Postings) -> Callable[[int], int | None]:
         """A docno → tf (or ``None``) function: a cached dict, or binary search when huge."""
-        if len(p.docs) <= self.lookup_cache_postings // 8:
-            return self._lookup(p).get
+        table = self._table(p)
+        if table is not None:
+            return table.get
         docs, tfs, n = p.docs, p.tfs, len(p.docs)
 
         def tf_of(d: int) -> int | None:
@@ -429,6 +439,7 @@ class BM25Index:
         acc: dict[int, float] = {}
         theta = 0.0
         i = 0
+        estimates = 0
         while i < m:
             t = order[i]
             w = t.wq * k1p
@@ -441,9 +452,13 @@ class BM25Index:
                 for d, f in pairs:
                     acc[d] = get(d, 0.0) + w * f / (f + k0 + kl * lengths[d])
             i += 1
-            if i == m or rest[i] < theta * _SAFE:
+            if i == m:
                 break
-            if len(acc) >= limit and len(order[i].postings.docs) > 2 * limit * (m - i):
+            if rest[i] < theta * _SAFE:
+                break
+            if (estimates < self.max_estimates and len(acc) >= limit
+                    and len(order[i].postings.docs) > 2 * limit * (m - i)):
+                estimates += 1
                 # The next term is costly: first raise theta by completing the best partials.
                 lookups = self._lookup_plan(order, rest, i, k1p)
                 best = nlargest(limit, acc.items(), key=itemgetter(1))
@@ -451,28 +466,28 @@ class BM25Index:
                 theta = max(theta, min(done))
                 if rest[i] < theta * _SAFE:
                     break
-        heap: list[float] = []
-        complete: list[int] = []
-        lookups = self._lookup_plan(order, rest, i, k1p)
-        floor = theta * _SAFE - rest[i]
-        live = [(d, s) for d, s in acc.items() if s >= floor]
-        live.sort(key=itemgetter(1), reverse=True)
-        for d, s in live:
-            stop = theta * _SAFE
-            if s + rest[i] < stop:
-                break  # every later document has a smaller partial sum
-            total = completed(d, s, stop)
-            if total is not None:
-                s = total
-                if s < theta * _SAFE:
-                    continue
-                complete.append(d)
-                if len(heap) < limit:
-                    heappush(heap, s)
-                elif s > heap[0]:
-                    heapreplace(heap, s)
-                if len(heap) == limit and heap[0] > theta:
-                    theta = heap[0]
+        # Phase 2: only accumulated documents can still make it; add the remaining terms
+        # to those that can still reach theta, term by term (C-level set intersections).
+        live = {d: s for d, s in acc.items() if s >= theta * _SAFE - rest[i]}
+        for j in range(i, m):
+            t = order[j]
+            w = t.wq * k1p
+            table = self._table(t.postings)
+            if table is not None:
+                for d in live.keys() & table.keys():
+                    f = table[d]
+                    live[d] += w * f / (f + (kd[d] if kd is not None else k0 + kl * lengths[d]))
+            else:
+                tf_of = self._tf_of(t.postings)
+                for d in live:
+                    f = tf_of(d)
+                    if f is not None:
+                        live[d] += w * f / (f + (kd[d] if kd is not None else k0 + kl * lengths[d]))
+            if len(live) > limit:
+                theta = max(theta, nlargest(limit, live.values())[-1])
+            floor = theta * _SAFE - rest[j + 1]
+            live = {d: s for d, s in live.items() if s >= floor}
+        complete = list(live)
         # Exact scores: the reference's expression and order, for the few that can make it.
         scored = []
         columns = [(t.wq, self._tf_of(t.postings)) for t in terms]  # query order
@@ -595,6 +610,9 @@ _COUNTERS = (
 #: this many postings and this fraction of the main segment.
 MERGE_MIN_POSTINGS = 250_000
 MERGE_RATIO = 0.25
+#: A write touching more rows than both of these rebuilds the index in one pass instead.
+REBUILD_MIN_ROWS = 2_000
+REBUILD_RATIO = 0.5
 #: Decoded main postings a store index keeps in memory (about 8 bytes each).
 CACHE_POSTINGS = 4_000_000
 
@@ -687,6 +705,9 @@ class StoreBM25Index(BM25Index):
             self._rebuild(conn, generation)  # behind (or missing): the new state, from scratch
             return
         stats = _read_stats(conn)
+        if len(added) + len(retired) > max(REBUILD_MIN_ROWS, REBUILD_RATIO * stats["docs"]):
+            self._rebuild(conn, generation)  # a bulk write: one pass beats row-by-row updates
+            return
         term_sql = f"UPDATE {_TERM} SET df = df - 1 WHERE term = ?"
         for row in retired:
             length, counts = _doc_counts(row.text)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import math
+import threading
 import urllib.parse
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -105,6 +106,7 @@ class RemoteClient:
         self.failures = 0
         self.last_error: RemoteError | None = None
         self._logged: set[tuple[str, int | None]] = set()
+        self._lock = threading.Lock()
 
     def __repr__(self) -> str:  # never shows the token
         auth = "token" if self._token else "no token"
@@ -153,14 +155,16 @@ class RemoteClient:
             raise
 
     def _record(self, exc: RemoteError) -> None:
-        self.failures += 1
-        self.last_error = exc
         key = (exc.kind, exc.status)
-        if key in self._logged:
+        with self._lock:
+            self.failures += 1
+            self.last_error = exc
+            first = key not in self._logged
+            self._logged.add(key)
+        if first:
+            _LOGGER.warning("remote endpoint failed (%s): %s; falling back", exc.kind, exc)
+        else:
             _LOGGER.debug("remote endpoint failed again (%s): %s", exc.kind, exc)
-            return
-        self._logged.add(key)
-        _LOGGER.warning("remote endpoint failed (%s): %s; falling back", exc.kind, exc)
 
     def health(self) -> dict[str, Any]:
         """``GET /healthz``."""

