@@ -18,7 +18,8 @@ Debian's Chromium (``/usr/bin/chromium``) with Playwright. It prints:
 Peers get the same tokenizer as ours (lower-cased ASCII words, CJK unigrams + bigrams) so
 Chinese is comparable; MiniSearch runs OR queries, FlexSearch ``suggest: true``. Ours indexes
 chunks (a long paragraph becomes two), peers whole paragraphs; a hit is a chunk or paragraph
-whose paragraph id is the relevant one. ``--work DIR`` keeps the built sites for reuse.
+whose paragraph id is the relevant one. ``--work DIR`` keeps the built sites and reuses them
+while the package code is unchanged.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ import statistics
 import sys
 import tempfile
 import threading
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -115,7 +117,7 @@ async function run() {
   const openMs = performance.now() - t0;
   const pyTimes = [];
   await measure("ragspine_lite", async (q) => {
-    const r = await rs.searchDetailed(q, { topK: 10 });
+    const r = await rs.searchDetailed(q, { topK: 10, highlight: false }); // = rs.search()
     pyTimes.push(r.tookMs);
     return r.results.map((s) => s.doc_id);
   }, openMs);
@@ -175,6 +177,19 @@ def build_set(name: str, corpus: list[dict], site: Path, language: str, wheels: 
         progress=build_wasm.ProgressBar(f"  {name}", min_total=20),
     )
     shutil.rmtree(docs)
+
+
+def _members(wheel: Path) -> list[tuple[str, int]]:
+    with zipfile.ZipFile(wheel) as archive:
+        return sorted((i.filename, i.CRC) for i in archive.infolist())
+
+
+def _current(site: Path, wheel: Path) -> bool:
+    """A site kept in --work is reused only if it holds the same package code."""
+    shipped = sorted((site / "wheels").glob("ragspine_lite-*.whl"))
+    return (site / "manifest.json").is_file() and len(shipped) == 1 and (
+        _members(shipped[0]) == _members(wheel)
+    )
 
 
 def sizes(site: Path) -> list[tuple[str, int, int]]:
@@ -265,10 +280,8 @@ def main(argv: list[str] | None = None) -> int:
     (bench_dir / "bare-worker.mjs").write_text(BARE_WORKER, "utf-8")
 
     wheel_dir = work / "wheels"
-    wheel = next(iter(sorted(wheel_dir.glob("ragspine_lite-*.whl"))), None)
-    if wheel is None:
-        wheel = build_wasm.build_wheel(wheel_dir)
-    wheels = (wheel, build_wasm.find_micropip())
+    shutil.rmtree(wheel_dir, ignore_errors=True)
+    wheels = (build_wasm.build_wheel(wheel_dir), build_wasm.find_micropip())
     languages = {"squad_train": "en", "cmrc_train": "zh"}
     first_query = ""
     for name in SETS:
@@ -276,7 +289,7 @@ def main(argv: list[str] | None = None) -> int:
         if name == "squad_train":
             first_query = queries[0]["text"]
         site = root / name
-        if not (site / "manifest.json").is_file():
+        if not _current(site, wheels[0]):
             build_set(name, corpus, site, languages[name], wheels)
         (bench_dir / f"{name}.json").write_text(
             json.dumps({"corpus": [{"id": d["id"], "text": d["text"]} for d in corpus],
@@ -326,7 +339,7 @@ def main(argv: list[str] | None = None) -> int:
 
     header = f"  {'engine':16}" + "".join(
         f" | {name + ' (' + str(results[name]['paragraphs']) + ' par.)':^37}" for name in SETS)
-    print("Queries (ms; ours = JS call → worker → Python → back; peers in the page thread)")
+    print("Queries (ms; ours = rs.search(): JS → worker → Python → back; peers in the page thread)")
     print(header)
     print(f"  {'':16}" + " | {:>8} {:>6} {:>6} {:>6} {:>6}".format(
         "open/idx", "p50", "p95", "R@10", "") * len(SETS))

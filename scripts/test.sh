@@ -1,18 +1,22 @@
 #!/usr/bin/env bash
 # Every test: ruff, the CPython lane (pytest), then the same suite inside Pyodide on Node.
-RAGSPINE_EXTRAS="[dev]"
+# Every extra, so the adapter tests (ONNX, USE, server, Playwright) really run.
+RAGSPINE_EXTRAS="[dev,embed-onnx,embed-use,server]"
 source "$(dirname "${BASH_SOURCE[0]}")/_env.sh"
+# Test-only oracles: the reference tokenizer and the ONNX graph builder.
+python -m pip install -q --disable-pip-version-check tokenizers onnx >/dev/null
 
 echo "== ruff"
 ruff check .
+
+if [ ! -d node_modules/pyodide ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
+  npm ci --no-audit --no-fund --loglevel=error
+fi
 
 echo "== CPython lane"
 python -m pytest -q "$@"
 
 echo "== Pyodide lane"
-if [ ! -d node_modules/pyodide ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
-  npm ci --no-audit --no-fund --loglevel=error
-fi
 wheels=.cache/pyodide-wheels
 mkdir -p "$wheels"
 rm -rf build "$wheels"/ragspine_lite-*.whl

@@ -96,6 +96,9 @@ def test_export_records_sections_and_bundle_facts(exported, corpus):
     assert int(facts["format_version"]) == BUNDLE_FORMAT_VERSION
     assert json.loads(facts["excluded_restricted_documents"]) == 2
     assert json.loads(facts["documents"]) == report.documents
+    facets = json.loads(facts["facets"])
+    assert facets["language"] == ["en", "zh"]
+    assert "ACME_HK" in facets["entity"]
 
 
 def test_export_refuses_to_overwrite_a_store(exported, corpus):

@@ -105,6 +105,14 @@ def test_hits_carry_their_heading_section_and_highlights(searcher):
     assert marked == {"hong", "kong", "revenue"}
 
 
+def test_highlighting_can_be_switched_off(searcher):
+    plain = searcher.search("Hong Kong revenue", top_k=3, highlight=False)
+    full = searcher.search("Hong Kong revenue", top_k=3)
+    assert plain.snippets == full.snippets
+    assert [h["highlights"] for h in plain.hits] == [[], [], []]
+    assert all(h["highlights"] for h in full.hits)
+
+
 @pytest.mark.parametrize(
     "filters",
     [
@@ -198,6 +206,12 @@ def test_bad_page_documents_raise_before_anything_is_indexed(searcher):
     assert searcher.page_documents() == []
 
 
+def test_bundle_facets_come_from_the_export_and_match_a_live_scan(searcher, bundle_db):
+    exported = searcher.stats()["facets"]
+    searcher.bundle_facts.pop("facets")
+    assert searcher.stats()["facets"] == exported
+
+
 def test_stats_count_libraries_and_list_facets(searcher):
     stats = searcher.stats()
     assert stats["bundle"]["documents"] == 8
@@ -256,6 +270,11 @@ def test_highlights_match_whole_ascii_words_and_chinese_bigrams():
 def test_highlights_skip_function_words_and_single_letters():
     spans = highlight_spans("why did growth in 2024 a", "a growth in 2024, why")
     assert spans == [[2, 8], [12, 16]]
+
+
+def test_highlight_offsets_survive_characters_that_lower_case_to_two():
+    text = "\u0130stanbul revenue"  # İ lower-cases to "i" + a combining dot
+    assert highlight_spans("revenue", text) == [[9, 16]]
 
 
 def test_highlight_offsets_count_utf16_units_like_javascript():

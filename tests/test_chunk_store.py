@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import gc
+import logging
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,6 +13,8 @@ import pytest
 
 from ragspine_lite.chunking.chunk_store import (
     SCHEMA_VERSION,
+    ChunkIndexer,
+    ChunkRow,
     ChunkStore,
     ChunkStoreError,
     StoredChunk,
@@ -527,3 +530,192 @@ def test_garbage_collection_closes_the_connection(tmp_path: Path) -> None:
 def test_unopenable_path_is_a_chunk_store_error(tmp_path: Path) -> None:
     with pytest.raises(ChunkStoreError, match="cannot open"):
         ChunkStore(tmp_path / "missing-dir" / "c.db")
+
+
+# -- schema version 2: generation counter, side-index hooks, rowid reads ----------------------
+
+
+class RecordingIndexer:
+    """A side index that records what the store tells it."""
+
+    name = "recording"
+
+    def __init__(self, current: bool = True) -> None:
+        self.current = current
+        self.ensured: list[int] = []
+        self.writes: list[tuple[list[ChunkRow], list[ChunkRow], int]] = []
+
+    def is_current(self, conn, generation):
+        return self.current
+
+    def ensure(self, conn, generation):
+        self.ensured.append(generation)
+        self.current = True
+
+    def on_replace(self, conn, retired, added, generation):
+        self.writes.append((list(retired), list(added), generation))
+
+
+def test_schema_version_is_2_with_generation_and_active_chunk_id_index(store: ChunkStore) -> None:
+    assert SCHEMA_VERSION == 2
+    assert store.schema_version() == 2
+    assert store.generation() == 0
+    ix = store.execute_read(
+        "SELECT sql FROM sqlite_master WHERE type = 'index' AND name = 'ix_narrative_chunk_id'"
+    )
+    assert "WHERE active = 1" in ix[0]["sql"]
+
+
+def test_v1_store_migrates_to_v2_additively(tmp_path: Path, caplog) -> None:
+    path = tmp_path / "v1.db"
+    with ChunkStore(path) as s:
+        s.init_schema()
+        s.replace_doc_chunks("a", make_chunks("a", 2))
+    conn = sqlite3.connect(path)
+    conn.execute("DROP INDEX ix_narrative_chunk_id")
+    conn.execute("DELETE FROM ragspine_meta")
+    conn.execute("INSERT INTO ragspine_meta VALUES ('schema_version', '1')")
+    conn.commit()
+    conn.close()
+    with ChunkStore(path) as s:
+        assert (s.schema_version(), s.generation()) == (1, 0)
+        before = snapshot(s)
+        with caplog.at_level(logging.INFO, logger="ragspine_lite.chunking.chunk_store"):
+            s.init_schema()
+        assert any("migrating schema version 1 -> 2" in r.getMessage() for r in caplog.records)
+        assert s.schema_version() == 2
+        assert snapshot(s) == before  # chunks untouched
+        s.replace_doc_chunks("a", make_chunks("a", 1))
+        assert s.generation() == 1
+
+
+def test_every_write_bumps_the_generation(store: ChunkStore) -> None:
+    store.replace_doc_chunks("a", make_chunks("a", 2))
+    store.replace_doc_chunks("a", [])
+    store.replace_docs([("b", make_chunks("b", 1)), ("c", make_chunks("c", 1))])
+    assert store.generation() == 3
+
+
+def test_replace_docs_equals_replace_doc_chunks_one_by_one(tmp_path: Path) -> None:
+    plan = [("a", make_chunks("a", 3)), ("b", make_chunks("b", 1)), ("a", make_chunks("a", 2)),
+            ("b", [])]
+    with ChunkStore(":memory:") as one, ChunkStore(":memory:") as many:
+        one.init_schema()
+        many.init_schema()
+        for doc_id, chunks in plan:
+            one.replace_doc_chunks(doc_id, chunks)
+        assert many.replace_docs(plan) == 6
+        strip = [(c.chunk_id, c.doc_id, c.version, c.active, c.text)
+                 for c in one.iter_chunks(include_inactive=True)]
+        assert strip == [(c.chunk_id, c.doc_id, c.version, c.active, c.text)
+                         for c in many.iter_chunks(include_inactive=True)]
+        assert many.replace_docs([]) == 0
+
+
+def test_replace_docs_is_all_or_nothing(store: ChunkStore) -> None:
+    store.replace_doc_chunks("a", make_chunks("a", 2))
+    before = snapshot(store)
+    clash = make_chunks("c", 2)
+    clash[1] = dataclasses.replace(clash[1], seq=0)  # same (doc_id, version, seq) twice
+    with pytest.raises(ChunkStoreError):
+        store.replace_docs([("b", make_chunks("b", 1)), ("c", clash)])
+    assert snapshot(store) == before
+    assert store.generation() == 1
+    with pytest.raises(ValueError, match="doc_id"):
+        store.replace_docs([("", [])])
+
+
+def test_indexer_sees_the_net_retired_and_added_rows(store: ChunkStore) -> None:
+    indexer = RecordingIndexer()
+    assert isinstance(indexer, ChunkIndexer)
+    store.attach_indexer(indexer)
+    store.replace_doc_chunks("a", make_chunks("a", 2))
+    (retired, added, generation), = indexer.writes
+    assert retired == [] and generation == 1
+    assert [r.chunk_id for r in added] == ["a#c0", "a#c1"]
+    rows = dict(store.iter_chunk_rows())
+    assert [rows[r.rowid].text for r in added] == [r.text for r in added]
+    # The same document twice in one write: its first new version never reaches the index.
+    store.replace_docs([("a", make_chunks("a", 3)), ("a", make_chunks("a", 1))])
+    retired, added, generation = indexer.writes[-1]
+    assert [r.rowid for r in retired] == [r.rowid for r in indexer.writes[0][1]]
+    assert [r.chunk_id for r in added] == ["a#c0"]
+    assert added[0].rowid == max(dict(store.iter_chunk_rows()))
+    assert generation == 2
+
+
+def test_a_failing_indexer_rolls_the_write_back(store: ChunkStore) -> None:
+    class Failing(RecordingIndexer):
+        def on_replace(self, conn, retired, added, generation):
+            raise RuntimeError("boom")
+
+    store.replace_doc_chunks("a", make_chunks("a", 1))
+    before = snapshot(store)
+    store.attach_indexer(Failing())
+    with pytest.raises(RuntimeError, match="boom"):
+        store.replace_doc_chunks("a", make_chunks("a", 2))
+    assert snapshot(store) == before
+    assert store.generation() == 1
+
+
+def test_attach_indexer_keeps_one_per_name(store: ChunkStore) -> None:
+    first = RecordingIndexer()
+    assert store.attach_indexer(first) is first
+    assert store.attach_indexer(RecordingIndexer()) is first
+    assert store.indexer("recording") is first and store.indexer("other") is None
+    with pytest.raises(TypeError, match="ChunkIndexer"):
+        store.attach_indexer(object())  # type: ignore[arg-type]
+
+
+def test_sync_indexers_writes_only_when_an_index_is_behind(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    with ChunkStore(path) as s:
+        s.init_schema()
+        s.replace_doc_chunks("a", make_chunks("a", 1))
+    with ChunkStore(path) as s:
+        s._connection().execute("PRAGMA query_only = ON")
+        current = s.attach_indexer(RecordingIndexer(current=True))
+        s.sync_indexers()  # nothing to do: no write, so query_only is no obstacle
+        assert current.ensured == []
+    with ChunkStore(path) as s:
+        behind = s.attach_indexer(RecordingIndexer(current=False))
+        s.sync_indexers()
+        assert behind.ensured == [1]
+    with ChunkStore(path) as s:
+        s._connection().execute("PRAGMA query_only = ON")
+        s.attach_indexer(RecordingIndexer(current=False))
+        with pytest.raises(ChunkStoreError, match="sync_indexers"):
+            s.sync_indexers()
+
+
+def test_init_schema_ensures_attached_indexers(store: ChunkStore) -> None:
+    indexer = store.attach_indexer(RecordingIndexer(current=False))
+    store.init_schema()
+    assert indexer.ensured == [0]
+
+
+def test_rowid_reads_match_iter_chunks(store: ChunkStore) -> None:
+    store.replace_doc_chunks("b", make_chunks("b", 2, topic="T"))
+    store.replace_doc_chunks("a", make_chunks("a", 2))
+    store.replace_doc_chunks("a", make_chunks("a", 1))
+    rows = store.iter_chunk_rows()
+    assert [c for _, c in rows] == store.iter_chunks()
+    assert [c for _, c in store.iter_chunk_rows(topic="T")] == store.iter_chunks(topic="T")
+    assert store.active_rowids() == sorted(r for r, _ in rows)
+    assert store.active_rowids(topic="T") == sorted(r for r, _ in store.iter_chunk_rows(topic="T"))
+    by_rowid = store.chunks_by_rowid([r for r, _ in rows] + [10_000])
+    assert by_rowid == dict(rows)
+    retired = store.chunks_by_rowid([1])  # the first row ever written is still readable
+    assert retired[1].chunk_id == "b#c0"
+
+
+def test_snapshot_reads_one_state_and_nests(store: ChunkStore) -> None:
+    store.replace_doc_chunks("a", make_chunks("a", 1))
+    with store.snapshot() as conn:
+        assert conn.in_transaction
+        with store.snapshot() as inner:
+            assert inner is conn
+        assert store.count() == 1
+    assert not conn.in_transaction
+    with pytest.raises(ChunkStoreError, match="no such table"), store.snapshot() as conn:
+        conn.execute("SELECT * FROM no_such_table")

@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import pytest
+from _bm25_reference import as_tuples, reference_search
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from ragspine_lite.chunking.chunking import Chunk
 from ragspine_lite.filtering.metadata_filter import make_filter
+from ragspine_lite.lexical import retrieval as retrieval_mod
+from ragspine_lite.lexical.inverted_index import BM25Index
 from ragspine_lite.lexical.retrieval import GlossaryQueryRewriter, HybridRetriever
 from ragspine_lite.lexical.scoring import bm25_scores, cosine_similarity
 from ragspine_lite.lexical.tokenizer import tokenize
@@ -400,3 +405,59 @@ def test_injected_store_gives_the_same_results_as_the_default_store():
         CHUNKS, embedding_backend=backend, vector_store=InProcessVectorStore()
     ).search("hong kong revenue")
     assert repr(injected) == repr(default)
+
+
+# -- the inverted index: same results as bm25_scores, built once ------------------------------
+
+_WORDS = ["revenue", "profit", "hk", "cn", "grew", "the", "香", "港", "收", "入", "营收", "ACME"]
+_text = st.lists(st.sampled_from(_WORDS), max_size=10).map(" ".join)
+_chunk = st.builds(
+    lambda n, text, topic, entity: mk(f"c{n}", text, topic=topic, entity=entity),
+    st.integers(0, 12), _text, st.sampled_from(["REVENUE", "PROFIT"]),
+    st.sampled_from(["ACME_HK", "ACME_CN", ""]),
+)
+
+
+@settings(max_examples=50, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(
+    chunks=st.lists(_chunk, min_size=1, max_size=20),
+    query=st.lists(st.sampled_from([*_WORDS, "香港", "nothing"]), max_size=5).map(" ".join),
+    topic=st.sampled_from([None, "REVENUE"]),
+    mf=st.sampled_from([None, make_filter([("entity", "ne", "ACME_CN")])]),
+    rewrite=st.booleans(),
+    top_k=st.integers(1, 12),
+)
+def test_search_equals_the_reference_for_any_corpus_filter_and_rewrite(
+    monkeypatch, chunks, query, topic, mf, rewrite, top_k
+):
+    monkeypatch.setattr(BM25Index, "full_scan_postings", 0)  # always the pruned path
+    rewriter = GlossaryQueryRewriter() if rewrite else None
+    r = HybridRetriever(chunks, query_rewriter=rewriter)
+    expected = reference_search(chunks, query, rewriter=rewriter, filters={"topic": topic},
+                                metadata_filter=mf, top_k=top_k)
+    for _ in range(2):  # a second search reuses the index and changes nothing
+        got = as_tuples(r.search(query, topic=topic, metadata_filter=mf, top_k=top_k))
+        assert [row[1:] for row in got] == [row[1:] for row in expected]
+        # The very chunk objects, the first candidate of each id when ids repeat.
+        assert all(g[0] is e[0] for g, e in zip(got, expected, strict=True))
+
+
+def test_the_corpus_is_tokenized_once_not_per_search(monkeypatch):
+    calls = []
+    real = retrieval_mod.tokenize
+    monkeypatch.setattr(retrieval_mod, "tokenize", lambda text: calls.append(text) or real(text))
+    r = HybridRetriever(CHUNKS)
+    r.search("revenue")
+    first = len(calls)
+    assert first == len(CHUNKS) + 1  # every chunk, then the query
+    r.search("profit", topic="PROFIT")
+    r.search("revenue hk")
+    assert len(calls) == first + 2  # only the two queries
+
+
+def test_index_text_fn_is_what_the_index_holds():
+    chunks = [mk("a", "plain text", title="ACME_HK"), mk("b", "acme_hk in the body")]
+    r = HybridRetriever(chunks, index_text_fn=lambda c: f"{c.title} {c.text}")
+    expected = reference_search(chunks, "acme_hk", index_text=lambda c: f"{c.title} {c.text}")
+    assert as_tuples(r.search("acme_hk")) == expected

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import logging
+
 import pytest
+from _bm25_reference import as_tuples, reference_search
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from ragspine_lite.chunking.chunk_store import ChunkStore, StoredChunk
-from ragspine_lite.chunking.chunking import DocumentMeta, chunk_document
+from ragspine_lite.chunking.chunking import Chunk, DocumentMeta, chunk_document
 from ragspine_lite.filtering.metadata_filter import FilterCondition, MetadataFilter, make_filter
+from ragspine_lite.lexical.inverted_index import BM25Index
 from ragspine_lite.lexical.retrieval import (
     GlossaryQueryRewriter,
     HybridRetriever,
@@ -395,3 +401,100 @@ def test_retrieve_is_deterministic_across_calls_and_instances(store):
                          for r in b.retrieve("hk revenue")]
     finally:
         other.close()
+
+
+# -- BM25 from the persisted index: the reference's results, reading only what is returned ---
+
+_WORDS = ["revenue", "profit", "hk", "cn", "grew", "the", "香", "港", "收", "入", "营收"]
+_line = st.lists(st.sampled_from(_WORDS), min_size=1, max_size=6).map(" ".join)
+_doc = st.tuples(
+    st.integers(0, 4),  # which document
+    st.lists(_line, max_size=4),  # its paragraphs (empty: retire the document)
+    st.sampled_from(["REVENUE", "PROFIT"]),
+    st.sampled_from(["ACME_HK", "ACME_CN"]),
+)
+
+
+@settings(max_examples=30, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(
+    docs=st.lists(_doc, min_size=1, max_size=8),
+    query=st.lists(st.sampled_from([*_WORDS, "香港", "nothing"]), max_size=4).map(" ".join),
+    topic=st.sampled_from([None, "REVENUE"]),
+    mf=st.sampled_from([None, make_filter([("entity", "eq", "ACME_HK")])]),
+    rewrite=st.booleans(),
+    top_k=st.integers(1, 10),
+)
+def test_retrieve_equals_the_reference_through_ingests(
+    monkeypatch, docs, query, topic, mf, rewrite, top_k
+):
+    monkeypatch.setattr(BM25Index, "full_scan_postings", 0)  # always the pruned path
+    with ChunkStore(":memory:") as s:
+        s.init_schema()
+        rewriter = GlossaryQueryRewriter() if rewrite else None
+        idx = NarrativeIndex(s, query_rewriter=rewriter, max_chars=60, overlap_chars=0)
+        for n, lines, t, e in docs:
+            idx.ingest("\n".join(lines), meta(f"d{n}", topic=t, entity=e))
+            expected = reference_search(s.iter_chunks(), query, rewriter=rewriter,
+                                        filters={"topic": topic}, metadata_filter=mf,
+                                        top_k=top_k)
+            got = idx.retrieve(query, topic=topic, metadata_filter=mf, top_k=top_k)
+            assert as_tuples(got) == expected
+
+
+def test_retrieve_with_duplicate_chunk_ids_equals_the_reference(store):
+    rewriter = GlossaryQueryRewriter()
+    for doc, text in [("a", "hk revenue grew"), ("b", "hk revenue hk"), ("c", "profit hk")]:
+        # Same chunk ids in every document: legal, and RRF then adds up shares per id.
+        store.replace_doc_chunks(doc, [Chunk("dup#c0", doc, 0, text, f"{doc}#para1", 1, 1),
+                                       Chunk(f"{doc}#c1", doc, 1, "revenue", f"{doc}#para2", 2, 2)])
+    idx = NarrativeIndex(store, query_rewriter=rewriter)
+    for query in ["hk revenue", "revenue", "profit"]:
+        for top_k in (1, 2, 50):
+            expected = reference_search(store.iter_chunks(), query, rewriter=rewriter, top_k=top_k)
+            assert as_tuples(idx.retrieve(query, top_k=top_k)) == expected
+
+
+def test_pure_bm25_retrieve_reads_only_the_result_rows(store, monkeypatch):
+    idx = NarrativeIndex(store, max_chars=60, overlap_chars=0)
+    for i in range(20):
+        idx.ingest(paragraphs(f"revenue{i % 3}", "profit"), meta(f"d{i}", topic="REVENUE"))
+    expected = reference_search(store.iter_chunks(), "revenue1 profit", top_k=5)
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the whole active set must not be loaded")
+
+    monkeypatch.setattr(store, "iter_chunks", refuse)
+    monkeypatch.setattr(store, "iter_chunk_rows", refuse)
+    assert as_tuples(idx.retrieve("revenue1 profit", top_k=5)) == expected
+    assert idx.retrieve("revenue1", topic="REVENUE", top_k=3)  # equality filters: rowids only
+
+
+def test_retrieve_with_an_index_text_fn_scores_that_text(store):
+    def fn(c):
+        return f"{c.entity} {c.text}"
+
+    idx = NarrativeIndex(store, index_text_fn=fn, max_chars=60, overlap_chars=0)
+    idx.ingest(paragraphs("revenue", "profit"), meta("d1", entity="ACME_HK"))
+    idx.ingest(paragraphs("revenue"), meta("d2", entity="OTHER"))
+    assert store.indexer("bm25") is None  # chunk.text is not what this index scores
+    expected = reference_search(store.iter_chunks(), "acme_hk revenue", index_text=fn)
+    assert as_tuples(idx.retrieve("acme_hk revenue")) == expected
+
+
+def test_read_only_store_with_a_stale_index_falls_back_to_scoring_in_memory(tmp_path, caplog):
+    path = tmp_path / "s.db"
+    with ChunkStore(path) as s:
+        s.init_schema()
+        NarrativeIndex(s, max_chars=60, overlap_chars=0).ingest(
+            paragraphs("revenue", "profit"), meta("d1"))
+    with ChunkStore(path) as s:  # no index attached: this write leaves the index behind
+        s.replace_doc_chunks("d2", [Chunk("d2#c0", "d2", 0, "revenue hk", "d2#para1", 1, 1)])
+        expected = reference_search(s.iter_chunks(), "revenue hk")
+    with ChunkStore(path) as s:
+        s._connection().execute("PRAGMA query_only = ON")
+        idx = NarrativeIndex(s)
+        with caplog.at_level(logging.WARNING):
+            got = as_tuples(idx.retrieve("revenue hk"))
+        assert got == expected
+        assert any("cannot be built" in r.getMessage() for r in caplog.records)

@@ -231,19 +231,19 @@ async function main() {
       "none of their text, titles, metadata or index entries is in any file this page downloads, so no result can show them.";
     note.hidden = false;
   }
-  await Promise.all([refreshFacets(), refreshDocuments()]);
-  if (demo.info.restored) $("#ingest-status").textContent = `Restored ${demo.info.restored} document(s) saved in this browser.`;
-  if (demo.info.restoreErrors.length) showError(`Some saved documents could not be restored: ${demo.info.restoreErrors.join("; ")}`);
   $("#boot").hidden = true;
   $("#q").disabled = false;
-  $("#filters").disabled = false;
-  $("#file-input").disabled = false;
-  setState("ready");
   const q = params.get("q");
   if (q) {
     $("#q").value = q;
-    await runSearch();
+    await runSearch(); // first result before the filter facets are fetched
   }
+  await Promise.all([refreshFacets(), refreshDocuments()]);
+  if (demo.info.restored) $("#ingest-status").textContent = `Restored ${demo.info.restored} document(s) saved in this browser.`;
+  if (demo.info.restoreErrors.length) showError(`Some saved documents could not be restored: ${demo.info.restoreErrors.join("; ")}`);
+  $("#filters").disabled = false;
+  $("#file-input").disabled = false;
+  setState("ready");
   $("#q").focus();
 }
 

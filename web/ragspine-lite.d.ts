@@ -64,6 +64,11 @@ export interface SearchOptions {
   topK?: number;
 }
 
+export interface DetailedSearchOptions extends SearchOptions {
+  /** Compute highlight spans (default true). */
+  highlight?: boolean;
+}
+
 export type ProgressPhase = "manifest" | "boot" | "install" | "index" | "restore" | "ingest" | "ready";
 
 export interface ProgressEvent {
@@ -160,7 +165,7 @@ export declare class RagSpineLite {
   readonly manifest: Manifest;
   readonly info: OpenInfo;
   search(query: string, options?: SearchOptions): Promise<Snippet[]>;
-  searchDetailed(query: string, options?: SearchOptions): Promise<DetailedResults>;
+  searchDetailed(query: string, options?: DetailedSearchOptions): Promise<DetailedResults>;
   ingest(docs: Array<File | Blob | DocumentInput> | FileList | File | DocumentInput): Promise<{
     documents: PageDocument[];
     persisted: boolean;

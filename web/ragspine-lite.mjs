@@ -167,9 +167,9 @@ export class RagSpineLite {
   }
 
   /** Search with everything the demo page shows: hits with sections and highlight spans. */
-  async searchDetailed(query, { filters = null, topK = 10 } = {}) {
+  async searchDetailed(query, { filters = null, topK = 10, highlight = true } = {}) {
     if (typeof query !== "string") throw new RagSpineLiteError(`query must be a string, got ${typeof query}`);
-    const out = await this.#call("search", { query, filters, topK });
+    const out = await this.#call("search", { query, filters, topK, highlight });
     return {
       query,
       results: out.hits.map((hit) => hit.snippet),
@@ -181,7 +181,7 @@ export class RagSpineLite {
 
   /** Snippet objects for `query`, best first (at most `topK`). */
   async search(query, options = {}) {
-    return (await this.searchDetailed(query, options)).results;
+    return (await this.searchDetailed(query, { ...options, highlight: false })).results;
   }
 
   /**

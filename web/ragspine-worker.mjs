@@ -68,7 +68,9 @@ async function handle(op, args) {
   }
   switch (op) {
     case "search":
-      return call("search", { query: args.query, filters: args.filters ?? null, topK: args.topK ?? 10 });
+      return call("search", {
+        query: args.query, filters: args.filters ?? null, topK: args.topK ?? 10, highlight: args.highlight !== false,
+      });
     case "ingest":
       return ingest(args.docs || []);
     case "forget":
@@ -103,26 +105,33 @@ async function fetchOrFail(url, what) {
 
 async function fetchBytes(url, what, phase) {
   const response = await fetchOrFail(url, what);
-  const total = Number(response.headers.get("content-length")) || 0;
-  if (!response.body || !total) return new Uint8Array(await response.arrayBuffer());
+  // Content-Length is only a hint for the progress bar: with Content-Encoding (gzip on many
+  // static hosts) it counts compressed bytes, while the body stream yields decoded ones.
+  const hint = Number(response.headers.get("content-length")) || 0;
+  if (!response.body || !phase) return new Uint8Array(await response.arrayBuffer());
   const reader = response.body.getReader();
-  const out = new Uint8Array(total);
+  const parts = [];
   let loaded = 0;
   let lastReport = 0;
   for (;;) {
     const { done, value } = await reader.read();
     if (done) break;
-    if (loaded + value.length > total) {
-      throw new BundleError(`${what} at ${url} is longer than its Content-Length`);
-    }
-    out.set(value, loaded);
+    parts.push(value);
     loaded += value.length;
-    if (phase && (loaded - lastReport > 256 * 1024 || loaded === total)) {
+    if (loaded - lastReport > 256 * 1024) {
       lastReport = loaded;
+      const total = Math.max(hint, loaded);
       progress(phase, `Downloading ${what}`, { loaded, total });
     }
   }
-  return loaded === total ? out : out.slice(0, loaded);
+  progress(phase, `Downloaded ${what}`, { loaded, total: loaded });
+  const out = new Uint8Array(loaded);
+  let at = 0;
+  for (const part of parts) {
+    out.set(part, at);
+    at += part.length;
+  }
+  return out;
 }
 
 async function sha256Hex(bytes) {
@@ -264,9 +273,14 @@ async function boot(bundle) {
   const entry = manifest.entry;
   let t = mark("manifest", t0);
 
-  // Start the downloads now; they overlap with the Pyodide boot.
-  const dbBytes = fetchBytes(bundleURL + entry.store, "the chunk store", "index");
-  const wheelBytes = fetchBytes(bundleURL + entry.wheels.ragspine_lite, "the ragspine_lite wheel", null);
+  // Start the downloads and their sha256 checks now; they overlap with the Pyodide boot.
+  const fetchChecked = (path, what, phase) =>
+    fetchBytes(bundleURL + path, what, phase).then(async (bytes) => {
+      await verify(manifest, path, bytes);
+      return bytes;
+    });
+  const dbBytes = fetchChecked(entry.store, "the chunk store", "index");
+  const wheelBytes = fetchChecked(entry.wheels.ragspine_lite, "the ragspine_lite wheel", null);
   dbBytes.catch(() => {});
   wheelBytes.catch(() => {});
 
@@ -301,7 +315,6 @@ async function boot(bundle) {
     throw new BundleError(`could not load micropip from ${micropipURL}: ${loadErrors.join("; ") || "nothing was loaded"}`);
   }
   const wheel = await wheelBytes;
-  await verify(manifest, entry.wheels.ragspine_lite, wheel);
   const wheelName = entry.wheels.ragspine_lite.split("/").pop();
   py.FS.mkdirTree("/bundle/wheels");
   py.FS.writeFile(`/bundle/wheels/${wheelName}`, wheel);
@@ -315,7 +328,6 @@ async function boot(bundle) {
 
   progress("index", "Opening the search index");
   const db = await dbBytes;
-  await verify(manifest, entry.store, db);
   py.FS.writeFile("/bundle/chunks.db", db);
   const searcher = py.runPython(
     "from ragspine_lite.bundle.runtime import BundleSearcher\nBundleSearcher('/bundle/chunks.db')",

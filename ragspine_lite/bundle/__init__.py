@@ -24,6 +24,7 @@ from ragspine_lite.bundle.export import (
 from ragspine_lite.bundle.manifest import (
     BUNDLE_FORMAT_VERSION,
     BUNDLE_META_TABLE,
+    FACET_FIELDS,
     MANIFEST_NAME,
     SECTION_TABLE,
     STORE_PATH,
@@ -34,7 +35,6 @@ from ragspine_lite.bundle.manifest import (
 from ragspine_lite.bundle.runtime import (
     BUNDLE_LIBRARY,
     DEFAULT_SEARCH_TOP_K,
-    FACET_FIELDS,
     FILTER_FIELDS,
     MAX_SEARCH_TOP_K,
     PAGE_LIBRARY,

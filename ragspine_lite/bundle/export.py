@@ -23,6 +23,7 @@ from typing import Any
 from ragspine_lite.bundle.manifest import (
     BUNDLE_FORMAT_VERSION,
     BUNDLE_META_TABLE,
+    FACET_FIELDS,
     SECTION_TABLE,
 )
 from ragspine_lite.chunking.chunk_store import ChunkStore
@@ -204,6 +205,16 @@ def export_store(
                 report.empty_documents += 1
             if progress is not None:
                 progress(i, len(exported), doc.path)
+        facets = {
+            name: sorted(
+                r["v"]
+                for r in store.execute_read(
+                    f"SELECT DISTINCT {name} AS v FROM narrative_chunk WHERE active = 1"
+                )
+                if r["v"]
+            )
+            for name in FACET_FIELDS
+        }
         leaked = store.execute_read(
             "SELECT COUNT(*) AS n FROM narrative_chunk WHERE UPPER(sensitivity) = 'RESTRICTED'"
         )
@@ -221,9 +232,11 @@ def export_store(
             f"CREATE TABLE IF NOT EXISTS {BUNDLE_META_TABLE} "
             "(key TEXT PRIMARY KEY, value TEXT NOT NULL)"
         )
-        facts = {"format_version": str(BUNDLE_FORMAT_VERSION), **{
-            k: json.dumps(v, sort_keys=True) for k, v in report.as_dict().items()
-        }}
+        facts = {
+            "format_version": str(BUNDLE_FORMAT_VERSION),
+            "facets": json.dumps(facets, ensure_ascii=False, sort_keys=True),
+            **{k: json.dumps(v, sort_keys=True) for k, v in report.as_dict().items()},
+        }
         conn.executemany(
             f"INSERT OR REPLACE INTO {BUNDLE_META_TABLE} (key, value) VALUES (?, ?)",
             sorted(facts.items()),

@@ -16,6 +16,7 @@ from ragspine_lite.common.errors import RagspineError
 __all__ = [
     "BUNDLE_FORMAT_VERSION",
     "BUNDLE_META_TABLE",
+    "FACET_FIELDS",
     "MANIFEST_NAME",
     "SECTION_TABLE",
     "STORE_PATH",
@@ -31,8 +32,10 @@ MANIFEST_NAME = "manifest.json"
 STORE_PATH = "data/chunks.db"
 #: Per-document heading sections (doc_id, para_start, para_end, level, heading, anchor).
 SECTION_TABLE = "ragspine_bundle_section"
-#: key/value facts about the export (format version, counts), inside the chunk store file.
+#: key/value facts about the export (format version, counts, facets), in the chunk store file.
 BUNDLE_META_TABLE = "ragspine_bundle_meta"
+#: Metadata fields whose distinct values a bundle lists (for filter controls).
+FACET_FIELDS: tuple[str, ...] = ("topic", "entity", "geography", "period", "language")
 
 _REBUILD_HINT = "rebuild the bundle with 'python build_wasm.py build DOCS_DIR --out DIR'"
 _UPDATE_HINT = (

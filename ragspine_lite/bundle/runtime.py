@@ -23,6 +23,7 @@ from typing import Any
 from ragspine_lite.bundle.manifest import (
     BUNDLE_FORMAT_VERSION,
     BUNDLE_META_TABLE,
+    FACET_FIELDS,
     SECTION_TABLE,
     BundleFormatError,
     check_format_version,
@@ -67,12 +68,11 @@ FILTER_FIELDS: tuple[str, ...] = (
     "period",
     "language",
 )
-#: Fields whose distinct values :meth:`BundleSearcher.stats` lists (for filter controls).
-FACET_FIELDS: tuple[str, ...] = ("topic", "entity", "geography", "period", "language")
 
 _LOCATOR_PARA_RE = re.compile(r"#para(\d+)(?:-(\d+))?$")
 _ASCII_TOKEN_RE = re.compile(r"[a-z0-9]+")
 _CJK_RUN_RE = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
+_ASTRAL_RE = re.compile("[\U00010000-\U0010ffff]")
 # Function words that would light up every line; highlighting only (BM25 still scores them).
 _HIGHLIGHT_SKIP = frozenset(
     "a an and are as at by did do does for from how in is it of on or the to was were what "
@@ -160,7 +160,7 @@ FilterCondition(field='period', op='gte', value='2024'))
 
 def _utf16_offsets(text: str) -> list[int] | None:
     """Code-point index → UTF-16 index, or ``None`` when they coincide (no astral chars)."""
-    if all(ord(c) <= 0xFFFF for c in text):
+    if text.isascii() or _ASTRAL_RE.search(text) is None:
         return None
     out = [0]
     for c in text:
@@ -180,7 +180,9 @@ def highlight_spans(query: str, text: str) -> list[list[int]]:
     >>> highlight_spans("营运利润", "营运利润回升，利率下行")
     [[0, 4]]
     """
-    lowered = "".join(c.lower() if len(c.lower()) == 1 else c for c in text)
+    lowered = text.lower()
+    if len(lowered) != len(text):  # a character that lower-cases to two: keep offsets aligned
+        lowered = "".join(c.lower() if len(c.lower()) == 1 else c for c in text)
     q = query.lower()
     spans: list[tuple[int, int]] = []
     words = sorted(
@@ -411,9 +413,17 @@ class BundleSearcher:
         return None
 
     def search(
-        self, query: str, *, filters: Any = None, top_k: int = DEFAULT_SEARCH_TOP_K
+        self,
+        query: str,
+        *,
+        filters: Any = None,
+        top_k: int = DEFAULT_SEARCH_TOP_K,
+        highlight: bool = True,
     ) -> SearchOutcome:
-        """Fused hits over the bundle and the page documents; a blank query finds nothing."""
+        """Fused hits over the bundle and the page documents; a blank query finds nothing.
+
+        ``highlight=False`` leaves every hit's ``highlights`` empty (less work per query).
+        """
         started = time.perf_counter()
         if not isinstance(query, str):
             raise ValueError(f"query must be a string, got {query!r}")
@@ -449,7 +459,7 @@ class BundleSearcher:
             {
                 "snippet": s,
                 "section": self._section_of(s),
-                "highlights": highlight_spans(query, str(s["text"])),
+                "highlights": highlight_spans(query, str(s["text"])) if highlight else [],
             }
             for s in snippets
         ]
@@ -471,7 +481,13 @@ class BundleSearcher:
         from ragspine_lite import __version__
 
         facets: dict[str, set[str]] = {name: set() for name in FACET_FIELDS}
-        stores = [s for s in (self.bundle_store, self.page_store) if s is not None]
+        stores = [self.page_store]
+        exported = self.bundle_facts.get("facets")
+        if isinstance(exported, dict):  # listed at export time: no scan of the bundle
+            for name in FACET_FIELDS:
+                facets[name].update(str(v) for v in exported.get(name, ()))
+        elif self.bundle_store is not None:
+            stores.append(self.bundle_store)
         for store in stores:
             for name in FACET_FIELDS:
                 for r in store.execute_read(
@@ -504,7 +520,7 @@ class BundleSearcher:
     def dispatch(self, op: str, payload: str = "{}") -> str:
         """Run ``op`` with JSON arguments and return a JSON result (errors propagate).
 
-        Ops: ``search`` {query, filters?, topK?}; ``ingest`` {name, text}; ``check``
+        Ops: ``search`` {query, filters?, topK?, highlight?}; ``ingest`` {name, text}; ``check``
         {name, text}; ``forget`` {docIds?}; ``documents``; ``stats``.
         """
         args = json.loads(payload) if payload else {}
@@ -516,6 +532,7 @@ class BundleSearcher:
                 args.get("query", ""),
                 filters=args.get("filters"),
                 top_k=args.get("topK", DEFAULT_SEARCH_TOP_K),
+                highlight=bool(args.get("highlight", True)),
             ).as_dict()
         elif op == "ingest":
             result = self.ingest(args.get("name", ""), args.get("text", ""))

@@ -607,7 +607,7 @@ class ChunkStore:
             params,
             "iter_chunk_rows",
         )
-        return [(int(row["_rowid"]), _stored_chunk(row)) for row in rows]
+        return [(int(row[0]), _stored_chunk(row, 1)) for row in rows]
 
     def active_rowids(
         self,
@@ -637,7 +637,7 @@ class ChunkStore:
                 part,
                 "chunks_by_rowid",
             )
-            out.update((int(row["_rowid"]), _stored_chunk(row)) for row in rows)
+            out.update((int(row[0]), _stored_chunk(row, 1)) for row in rows)
         return out
 
     def count(self, include_inactive: bool = False) -> int:
@@ -741,7 +741,7 @@ def _check_chunk(index: int, chunk: object) -> None:
             raise TypeError(f"chunks[{index}].{name} must be str, got {value!r}")
 
 
-def _stored_chunk(row: sqlite3.Row) -> StoredChunk:
-    values = {name: row[name] for name in _COLUMN_NAMES}
-    values["active"] = bool(values["active"])
-    return StoredChunk(**values)
+def _stored_chunk(row: sqlite3.Row, offset: int = 0) -> StoredChunk:
+    """The chunk in ``row``, whose columns from ``offset`` on are the table's, in order."""
+    values = tuple(row)[offset:]
+    return StoredChunk(*values[:-1], bool(values[-1]))

@@ -37,6 +37,7 @@ _INDEX_NAMES = (
     "CandidateSet",
     "InvertedIndex",
     "Postings",
+    "StaleIndexError",
     "StoreBM25Index",
 )
 
@@ -57,6 +58,7 @@ __all__ = [
     "QueryRewriter",
     "RetrievableIndex",
     "RetrievalResult",
+    "StaleIndexError",
     "StoreBM25Index",
     "bm25_scores",
     "cosine_similarity",

@@ -48,6 +48,7 @@ __all__ = [
     "CandidateSet",
     "InvertedIndex",
     "Postings",
+    "StaleIndexError",
     "StoreBM25Index",
 ]
 
@@ -95,6 +96,10 @@ def _unpack(blob: bytes | None) -> array:
         if not _LITTLE_ENDIAN:  # pragma: no cover - big-endian hosts only
             values.byteswap()
     return values
+
+
+class StaleIndexError(ChunkStoreError):
+    """The persisted index is missing or behind the store: run ``store.sync_indexers()``."""
 
 
 class Postings:
@@ -165,6 +170,9 @@ class BM25Index:
     n_docs: int = 0
     total_length: int = 0
     lookup_cache_postings: int = LOOKUP_CACHE_POSTINGS
+    #: Top-k queries over at most this many postings in all score every posting instead
+    #: (pruning costs more than it saves on small lists).
+    full_scan_postings: int = 2_000
     #: How many times a top-k query may raise theta by completing its best partial documents
     #: (each costs a pass over the accumulator) before scanning a costly term.
     max_estimates: int = 1
@@ -313,7 +321,9 @@ class BM25Index:
             return []
         mask = cand.mask if cand is not None else self._live_mask()
         prunable = (
-            limit is not None and math.isfinite(k1) and k1 >= 0.0 and 0.0 <= b <= 1.0
+            limit is not None
+            and math.isfinite(k1) and k1 >= 0.0 and 0.0 <= b <= 1.0
+            and sum(len(t.postings.docs) for t in terms) > self.full_scan_postings
         )
         if prunable and limit is not None:
             scored = self._top(terms, k1, b, avgdl, cand, mask, limit)
@@ -915,7 +925,7 @@ class StoreBM25Index(BM25Index):
         if generation == self._generation:
             return
         if not self.is_current(conn, generation):
-            raise ChunkStoreError(
+            raise StaleIndexError(
                 f"the BM25 index of {self.store.db_path!r} is missing or behind the store; "
                 "call sync_indexers() (or init_schema()) on a writable store first"
             )

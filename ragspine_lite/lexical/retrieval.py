@@ -29,7 +29,12 @@ from ragspine_lite.chunking.chunking import Chunk, DocumentMeta, chunk_document
 from ragspine_lite.common.glossary import DEFAULT_GLOSSARY, Glossary, find_terms
 from ragspine_lite.filtering.automatic import FilterExtractor, extract_filter
 from ragspine_lite.filtering.metadata_filter import MetadataFilter
-from ragspine_lite.lexical.inverted_index import BM25Index, InvertedIndex, StoreBM25Index
+from ragspine_lite.lexical.inverted_index import (
+    BM25Index,
+    InvertedIndex,
+    StaleIndexError,
+    StoreBM25Index,
+)
 from ragspine_lite.lexical.scoring import (
     DEFAULT_BM25_B,
     DEFAULT_BM25_K1,
@@ -525,9 +530,14 @@ class NarrativeIndex:
         self._bm25_unavailable_logged = False
 
     def _persisted_bm25(self) -> StoreBM25Index | None:
-        """The store's BM25 index brought up to date, or ``None`` if it cannot be used."""
+        """The store's BM25 index, up to date, or ``None`` if it cannot be used."""
         if self._bm25 is None:
             return None
+        try:
+            with self._bm25.reading():
+                return self._bm25  # current: the common case costs one read
+        except StaleIndexError:
+            pass
         try:
             self.store.sync_indexers()
         except ChunkStoreError:

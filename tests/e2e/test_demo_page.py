@@ -214,6 +214,27 @@ def test_filters_restrict_results_and_clear_again(demo):
     )
 
 
+def test_the_js_api_returns_python_snippets_and_clear_errors(demo):
+    results = demo.evaluate(
+        "window.ragspineDemo.rs.search('营运利润', {topK: 3, filters: {language: 'zh'}})"
+    )
+    assert len(results) == 3
+    assert set(results[0]) == {
+        "text", "doc_id", "title", "source_locator", "chunk_id", "topic", "entity",
+        "geography", "period", "language", "sensitivity", "scores", "library_id",
+    }
+    assert set(results[0]["scores"]) == {"bm25", "vector", "fused"}
+    assert all(r["language"] == "zh" and r["library_id"] == "bundle" for r in results)
+    error = demo.evaluate(
+        "window.ragspineDemo.rs.search('x', {filters: {colour: 'red'}})"
+        ".then(() => 'resolved', (e) => e.name + ': ' + e.message)"
+    )
+    assert error.startswith("ValueError: unknown filter field 'colour'")
+    stats = demo.evaluate("window.ragspineDemo.rs.stats()")
+    assert stats["bundle"]["excluded_restricted_documents"] == 2
+    assert stats["facets"]["language"] == ["en", "zh"]
+
+
 def test_no_results_state_is_shown(demo):
     assert search(demo, "xylophone quasar") == []
     assert demo.is_visible("#empty")
@@ -346,3 +367,14 @@ def test_a_missing_file_is_named_instead_of_hanging(browser, site, tmp_path):
     assert "could not load the ragspine_lite wheel" in text
     assert "HTTP 404" in text
     assert all("404" in m for m in messages)  # only the browser's own note of the 404
+
+
+def test_a_file_changed_after_the_build_is_refused(browser, site, tmp_path):
+    def tamper(root: Path) -> None:
+        store = root / "data" / "chunks.db"
+        store.write_bytes(store.read_bytes() + b"\0")
+
+    text, messages = _boot_failure(browser, site, tmp_path, tamper)
+    assert "data/chunks.db does not match manifest.json" in text
+    assert "rebuild" in text
+    assert messages == []

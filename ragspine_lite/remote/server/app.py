@@ -114,6 +114,8 @@ def build_models(config: ServerConfig, **ready: Any) -> ModelSet:
     def chosen(value: str | None) -> str | None:
         return None if value is None else value.strip()
 
+    # each model call gets its share of the cores: parallelism comes from parallel requests
+    threads = max(1, (os.cpu_count() or 1) // config.max_concurrency)
     specs: dict[str, Any] = {}
     reasons: dict[str, str] = {}
     ce = chosen(config.cross_encoder_model)
@@ -124,7 +126,7 @@ def build_models(config: ServerConfig, **ready: Any) -> ModelSet:
             "RAGSPINE_CROSS_ENCODER_MODEL); no trained cross-encoder ships offline"
         )
     else:
-        specs["cross_encoder"] = lambda: m.CrossEncoderModel(ce)
+        specs["cross_encoder"] = lambda: m.CrossEncoderModel(ce, threads=threads)
     for op, value, cls in (
         ("colbert", chosen(config.colbert_model), m.LateInteractionModel),
         ("splade", chosen(config.splade_model), m.SpladeModel),
@@ -134,7 +136,7 @@ def build_models(config: ServerConfig, **ready: Any) -> ModelSet:
             specs[op] = None
             reasons[op] = "switched off"
         else:
-            specs[op] = (lambda c=cls, v=value: c(v or None))
+            specs[op] = (lambda c=cls, v=value: c(v or None, threads=threads))
     if config.llm_url and config.llm_model:
         specs["llm"] = lambda: LLMJudge(
             config.llm_url, config.llm_model, api_key=config.llm_key,

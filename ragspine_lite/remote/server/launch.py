@@ -34,6 +34,7 @@ SERVE_REMOTE_EPILOG = (
 )
 
 _LOGGER = logging.getLogger("ragspine_lite.remote.server")
+_BLAS_THREAD_ENVS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
 
 def _port(text: str) -> int:
@@ -116,8 +117,15 @@ def config_from_args(args: argparse.Namespace, environ: Mapping[str, str]) -> Se
 def serve(
     config: ServerConfig, *, workers: int = 1, preload: bool = True, log_level: str = "info"
 ) -> None:
-    """Run the endpoint with uvicorn until interrupted (``workers > 1``: worker processes)."""
+    """Run the endpoint with uvicorn until interrupted (``workers > 1``: worker processes).
+
+    Concurrency comes from parallel requests (``max_concurrency`` model calls at once), so
+    numpy's BLAS is kept to one thread (unless its env vars are set) and each ONNX run gets
+    ``cpu_count // max_concurrency`` threads.
+    """
     config.check_bind()
+    for var in _BLAS_THREAD_ENVS:  # numpy's BLAS: one thread per request (before numpy loads)
+        os.environ.setdefault(var, "1")
     uvicorn = lazy_extra_import("uvicorn", extra=SERVER_EXTRA)
     from ragspine_lite.remote.server.app import build_models, create_app
 
