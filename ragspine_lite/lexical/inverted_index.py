@@ -170,9 +170,8 @@ class BM25Index:
     n_docs: int = 0
     total_length: int = 0
     lookup_cache_postings: int = LOOKUP_CACHE_POSTINGS
-    #: Top-k queries over at most this many postings in all score every posting instead
-    #: (pruning costs more than it saves on small lists).
-    full_scan_postings: int = 2_000
+    #: Documents holding the two top terms that a top-k query completes to seed theta.
+    seed_pool: int = 64
     #: How many times a top-k query may raise theta by completing its best partial documents
     #: (each costs a pass over the accumulator) before scanning a costly term.
     max_estimates: int = 1
@@ -321,9 +320,7 @@ class BM25Index:
             return []
         mask = cand.mask if cand is not None else self._live_mask()
         prunable = (
-            limit is not None
-            and math.isfinite(k1) and k1 >= 0.0 and 0.0 <= b <= 1.0
-            and sum(len(t.postings.docs) for t in terms) > self.full_scan_postings
+            limit is not None and math.isfinite(k1) and k1 >= 0.0 and 0.0 <= b <= 1.0
         )
         if prunable and limit is not None:
             scored = self._top(terms, k1, b, avgdl, cand, mask, limit)
@@ -448,19 +445,41 @@ class BM25Index:
 
         acc: dict[int, float] = {}
         theta = 0.0
+        # Seed theta before any scan: documents holding both top terms score high, and
+        # completing a few of them by lookups lets pruning start at once.
+        first = self._table(order[0].postings) if m > 1 else None
+        second = self._table(order[1].postings) if m > 1 else None
+        if first is not None and second is not None:
+            both = first.keys() & second.keys()
+            if mask is not None:
+                both = {d for d in both if mask[d]}
+            if len(both) >= limit:
+                pool = max(self.seed_pool, limit)
+                if len(both) > pool:
+                    both = nlargest(pool, both, key=lambda d: first[d] + second[d])
+                lookups = self._lookup_plan(order, rest, 0, k1p)
+                theta = nlargest(limit, [completed(d, 0.0, -1.0) or 0.0 for d in both])[-1]
         i = 0
         estimates = 0
+        # Documents proven unable to reach theta. A document first met at order[i] scores at
+        # most its contribution there plus rest[i + 1]; below theta it is never accumulated
+        # (and stays out: a later term must not re-enter it with an understated partial sum).
+        dead: set[int] = set()
         while i < m:
             t = order[i]
             w = t.wq * k1p
             get = acc.get
+            floor = theta * _SAFE - rest[i + 1]
             pairs = self._pairs(t.postings, cand, mask)
-            if kd is not None:
-                for d, f in pairs:
-                    acc[d] = get(d, 0.0) + w * f / (f + kd[d])
-            else:
-                for d, f in pairs:
-                    acc[d] = get(d, 0.0) + w * f / (f + k0 + kl * lengths[d])
+            for d, f in pairs:
+                c = w * f / (f + (kd[d] if kd is not None else k0 + kl * lengths[d]))
+                s = get(d)
+                if s is not None:
+                    acc[d] = s + c
+                elif c >= floor and d not in dead:
+                    acc[d] = c
+                else:
+                    dead.add(d)
             i += 1
             if i == m:
                 break

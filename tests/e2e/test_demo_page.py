@@ -378,3 +378,16 @@ def test_a_file_changed_after_the_build_is_refused(browser, site, tmp_path):
     assert "data/chunks.db does not match manifest.json" in text
     assert "rebuild" in text
     assert messages == []
+
+
+def test_a_host_that_gzips_every_file_works(browser, site):
+    with serving(site, gzip_encoding=True) as url:
+        context = browser.new_context()
+        page = context.new_page()
+        console = Console(page)
+        page.goto(url + "?q=中国内地营运利润")
+        wait_ready(page)
+        hits = page.eval_on_selector_all("#results li.hit", "els => els.map(e => e.dataset.docId)")
+        context.close()
+    assert hits and hits[0].startswith("zh/")
+    assert console.messages == []
