@@ -176,15 +176,12 @@ def test_no_restricted_byte_reaches_the_endpoint(stack, docs, tmp_path, monkeypa
     assert llm.requests  # the LLM judge was exercised
 
 
-# ---------------------------------------------------------------- known gaps
-# Combinations where the *caller* hands RESTRICTED text to an EmbeddingBackend as a plain
-# string, so a remote backend cannot tell it apart. They need a check in the caller
-# (e.g. skip RESTRICTED chunks when ``backend.sends_text_off_host``); until then these
-# strict xfails document the leak and will fail loudly once it is closed.
+# ------------------------------------------------- callers that embed plain strings
+# Here the *caller* hands texts to an EmbeddingBackend as plain strings, so a remote
+# backend cannot tell RESTRICTED apart: the callers check ``sends_text_off_host``.
 
 
-@pytest.mark.xfail(strict=True, reason="PersistEverythingPolicy embeds RESTRICTED chunks")
-def test_gap_persist_everything_policy_with_a_remote_embedder(stack, docs, tmp_path):
+def test_persist_everything_never_sends_restricted_to_a_remote_embedder(stack, docs, tmp_path):
     relay, _llm = stack
     before = len(relay.received)
     _index(tmp_path, docs, embedding_backend=RemoteEmbeddingBackend(relay.url),
@@ -192,8 +189,7 @@ def test_gap_persist_everything_policy_with_a_remote_embedder(stack, docs, tmp_p
     _assert_clean(relay.received[before:], _markers(docs), "the endpoint")
 
 
-@pytest.mark.xfail(strict=True, reason="HybridRetriever embeds every candidate it manages")
-def test_gap_hybrid_retriever_managing_vectors_with_a_remote_embedder(stack, docs, tmp_path):
+def test_hybrid_retriever_never_sends_restricted_to_a_remote_embedder(stack, docs, tmp_path):
     from ragspine_lite.chunking.chunking import chunk_document
     from ragspine_lite.lexical.retrieval import HybridRetriever
 
@@ -206,8 +202,7 @@ def test_gap_hybrid_retriever_managing_vectors_with_a_remote_embedder(stack, doc
     _assert_clean(relay.received[before:], _markers(docs), "the endpoint")
 
 
-@pytest.mark.xfail(strict=True, reason="the semantic chunker embeds RESTRICTED paragraphs")
-def test_gap_semantic_chunker_with_a_remote_embedder(stack, docs):
+def test_semantic_chunker_never_sends_restricted_paragraphs_to_a_remote_embedder(stack, docs):
     from ragspine_lite.chunking.semantic_chunker import SemanticChunker
 
     relay, _llm = stack

@@ -27,6 +27,7 @@ from ragspine_lite.chunking.chunking import (
     _validate_budget,
     chunk_document,
 )
+from ragspine_lite.common.sensitivity import is_restricted, sends_text_off_host
 
 __all__ = ["DEFAULT_BREAKPOINT_PERCENTILE", "SemanticChunker"]
 
@@ -124,7 +125,10 @@ class SemanticChunker:
         """Chunk each semantic segment separately; numbering stays document-global."""
         _validate_budget(max_chars, overlap_chars)
         paragraphs = _split_paragraphs(text)
-        if not paragraphs:
+        if not paragraphs or (
+            is_restricted(meta.sensitivity) and sends_text_off_host(self.embedder)
+        ):
+            # A RESTRICTED document never goes to an off-host embedder: plain packing.
             return chunk_document(text, meta, max_chars=max_chars, overlap_chars=overlap_chars)
         prefix = _locator_prefix(meta)
         out: list[Chunk] = []

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["RESTRICTED", "is_restricted"]
+__all__ = ["RESTRICTED", "is_restricted", "sends_text_off_host"]
 
 RESTRICTED = "RESTRICTED"
 
@@ -14,3 +14,12 @@ def is_restricted(sensitivity: object) -> bool:
     (True, False)
     """
     return str(sensitivity).upper() == RESTRICTED
+
+
+def sends_text_off_host(component: object) -> bool:
+    """True for a backend that ships the texts it is given across the trust boundary.
+
+    Remote clients set ``sends_text_off_host = True``; callers then never hand them
+    RESTRICTED text (the network exit).
+    """
+    return bool(getattr(component, "sends_text_off_host", False))

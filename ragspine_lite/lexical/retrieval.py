@@ -27,6 +27,7 @@ from typing import Any, Protocol, runtime_checkable
 from ragspine_lite.chunking.chunk_store import ChunkStore, ChunkStoreError, StoredChunk
 from ragspine_lite.chunking.chunking import Chunk, DocumentMeta, chunk_document
 from ragspine_lite.common.glossary import DEFAULT_GLOSSARY, Glossary, find_terms
+from ragspine_lite.common.sensitivity import is_restricted, sends_text_off_host
 from ragspine_lite.filtering.automatic import FilterExtractor, extract_filter
 from ragspine_lite.filtering.metadata_filter import MetadataFilter
 from ragspine_lite.lexical.inverted_index import (
@@ -387,7 +388,14 @@ class HybridRetriever:
         candidates: list[Any],
         texts: list[str],
     ) -> None:
-        """Embed candidates missing from the cache, then upsert every candidate."""
+        """Embed candidates missing from the cache, then upsert every embedded candidate.
+
+        A backend that sends text off host never gets RESTRICTED chunks (the network
+        exit): they get no vector and compete on BM25 only.
+        """
+        if sends_text_off_host(backend):
+            keep = [i for i, c in enumerate(candidates) if not is_restricted(c.sensitivity)]
+            candidates, texts = [candidates[i] for i in keep], [texts[i] for i in keep]
         missing = [i for i, c in enumerate(candidates) if c.chunk_id not in self.embedding_cache]
         if missing:
             vectors = _embed(backend, [texts[i] for i in missing])
@@ -569,7 +577,13 @@ class NarrativeIndex:
         if self.vector_store is not None:
             self.vector_store.delete(where={"doc_id": meta.doc_id})
             if self.embedding_backend is not None:
-                keep = [c for c in chunks if self.persistence_policy.persistable(c)]
+                offhost = sends_text_off_host(self.embedding_backend)
+                keep = [
+                    c
+                    for c in chunks
+                    if self.persistence_policy.persistable(c)
+                    and not (offhost and is_restricted(c.sensitivity))
+                ]
                 if keep:
                     vectors = _embed(self.embedding_backend, [self._index_text(c) for c in keep])
                     self.vector_store.upsert(_records(keep, vectors))
