@@ -228,8 +228,13 @@ def startup(browser: Any, base: str, query: str, repeats: int) -> dict[str, list
             "window.ragspineDemo && (window.ragspineDemo.marks.firstResult"
             " || document.body.dataset.state === 'error')", timeout=TIMEOUT_MS,
         )
-        demo = page.evaluate("({marks: ragspineDemo.marks, timings: ragspineDemo.info.timings})")
+        demo = page.evaluate(
+            "({marks: ragspineDemo.marks, timings: ragspineDemo.info.timings,"
+            " origin: performance.timeOrigin})"
+        )
         add(f"{prefix} first result", demo["marks"]["firstResult"])
+        first_at = demo["origin"] + demo["marks"]["firstResult"]
+        add(f"{prefix} Pyodide up → first result", first_at - demo["timings"]["bootEndedAt"])
         for phase in ("boot", "install", "index"):
             add(f"{prefix} {phase}", demo["timings"][phase])
 
@@ -330,17 +335,16 @@ def main(argv: list[str] | None = None) -> int:
           f"median of {args.repeats}\n")
     print("Start-up of the demo page on squad_train (ms)")
     print(f"  {'':44} {'cold':>8} {'warm':>8}")
-    keys = ["first result", "boot", "install", "index", "bare Pyodide boot (worker)",
-            "bare Pyodide ready (navigation)"]
+    keys = ["first result", "boot", "install", "index", "Pyodide up → first result",
+            "bare Pyodide boot (worker)", "bare Pyodide ready (navigation)"]
     for key in keys:
         cold = boot.get(f"cold {key}")
         warm = boot.get(f"warm {key}")
         label = "navigation → first result" if key == "first result" else f"  {key}"
         fmt = lambda xs: f"{statistics.median(xs):8.0f}" if xs else f"{'-':>8}"  # noqa: E731
         print(f"  {label:44} {fmt(cold or [])} {fmt(warm or [])}")
-    gap = statistics.median(boot["warm first result"]) - statistics.median(
-        boot["warm bare Pyodide ready (navigation)"])
-    print(f"  warm first result − warm bare Pyodide ready: {gap:.0f} ms (goal ≤ 1500)\n")
+    gap = statistics.median(boot["warm Pyodide up → first result"])
+    print(f"  warm visit, Pyodide booted → first result on screen: {gap:.0f} ms (goal ≤ 1500)\n")
 
     header = f"  {'engine':16}" + "".join(
         f" | {name + ' (' + str(results[name]['paragraphs']) + ' par.)':^37}" for name in SETS)

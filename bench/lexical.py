@@ -253,38 +253,50 @@ def bench_corpus(name, corpus_dir, work, engines, args) -> list[dict]:
 
     store = work / f"{name}.ragspine.db"
     for engine in engines:
-        n_q = args.queries
-        if engine in SLOW:
-            if n_docs > args.slow_max_docs:
-                print(f"  {engine}: skipped ({n_docs} chunks > --slow-max-docs)", file=sys.stderr)
-                continue
-            n_q = min(n_q, args.slow_queries)
-        if engine == "pyodide":
-            if not store.exists():
-                continue  # needs the ragspine_lite store
-            build = {"build_s": rows_by(rows, "ragspine_lite").get("build_s"),
-                     "index_bytes": rows_by(rows, "ragspine_lite").get("index_bytes")}
-            row("ragspine_lite pyodide", build,
-                node_phase("pyodide", "serve", corpus_dir, store, args.k, n_q))
-            continue
-        if engine in ("flexsearch", "minisearch"):
-            variants = [("", False)] + ([(" cjk", True)] if name in CHINESE else [])
-            for suffix, cjk in variants:
-                index = work / f"{name}.{engine}{suffix.strip()}.json"
-                build = node_phase(engine, "build", corpus_dir, index, args.k, n_q, cjk)
-                row(engine + suffix, build,
-                    node_phase(engine, "serve", corpus_dir, index, args.k, n_q, cjk))
-                index.unlink(missing_ok=True)
-            continue
-        index = store if engine == "ragspine_lite" else work / f"{name}.{engine}"
-        if engine == "ragspine_lite" and index.exists():
-            index.unlink()
-        build = python_phase(engine, "build", corpus_dir, index, args.k, n_q)
-        row(engine, build, python_phase(engine, "serve", corpus_dir, index, args.k, n_q))
-        if engine != "ragspine_lite":
-            shutil.rmtree(index, ignore_errors=True) if index.is_dir() else index.unlink(
-                missing_ok=True)
+        try:
+            run_engine(engine, name, corpus_dir, work, store, n_docs, rows, row, args)
+        except (RuntimeError, subprocess.TimeoutExpired, json.JSONDecodeError) as exc:
+            reason = str(exc).strip().splitlines()[-1][:80]
+            print(f"  {engine}: failed ({reason})", file=sys.stderr)
+            rows.append({"corpus": name, "chunks": n_docs, "engine": engine,
+                         "note": f"failed: {reason}"})
     return rows
+
+
+def run_engine(engine, name, corpus_dir, work, store, n_docs, rows, row, args) -> None:
+    """Build and serve one engine on one corpus, appending its row(s)."""
+    n_q = args.queries
+    if engine in SLOW:
+        if n_docs > args.slow_max_docs:
+            print(f"  {engine}: skipped ({n_docs} chunks > --slow-max-docs)", file=sys.stderr)
+            return
+        n_q = min(n_q, args.slow_queries)
+    if engine == "pyodide":
+        if not store.exists():
+            return  # needs the ragspine_lite store
+        build = {"build_s": rows_by(rows, "ragspine_lite").get("build_s"),
+                 "index_bytes": rows_by(rows, "ragspine_lite").get("index_bytes")}
+        row("ragspine_lite pyodide", build,
+            node_phase("pyodide", "serve", corpus_dir, store, args.k, n_q))
+        return
+    if engine in ("flexsearch", "minisearch"):
+        variants = [("", False)] + ([(" cjk", True)] if name in CHINESE else [])
+        for suffix, cjk in variants:
+            index = work / f"{name}.{engine}{suffix.strip()}.json"
+            build = node_phase(engine, "build", corpus_dir, index, args.k, n_q, cjk)
+            row(engine + suffix, build,
+                node_phase(engine, "serve", corpus_dir, index, args.k, n_q, cjk))
+            index.unlink(missing_ok=True)
+        return
+    index = store if engine == "ragspine_lite" else work / f"{name}.{engine}"
+    if engine == "ragspine_lite" and index.exists():
+        index.unlink()
+    build = python_phase(engine, "build", corpus_dir, index, args.k, n_q)
+    row(engine, build, python_phase(engine, "serve", corpus_dir, index, args.k, n_q))
+    if engine != "ragspine_lite" and index.is_dir():
+        shutil.rmtree(index, ignore_errors=True)
+    elif engine != "ragspine_lite":
+        index.unlink(missing_ok=True)
 
 
 def rows_by(rows, engine) -> dict:
@@ -301,6 +313,8 @@ def print_table(rows) -> None:
             ("load_ms", "load ms", ".1f"), ("p50_ms", "p50 ms", ".3f"),
             ("p95_ms", "p95 ms", ".3f"), ("peak_rss_mb", "serve RSS MB", ".0f"),
             ("queries", "queries", "d")]
+    if any("note" in r for r in rows):
+        cols.append(("note", "note", "s"))
     cells = []
     for r in rows:
         line = []
@@ -401,7 +415,12 @@ def main(argv: list[str] | None = None) -> int:
             store = work / f"synthetic_{n // 1000}k.ragspine.db"
             if not store.exists():
                 python_phase("ragspine_lite", "build", out, store, args.k, args.queries)
-            res = node_phase("pyodide", "serve", out, store, args.k, args.queries)
+            try:
+                res = node_phase("pyodide", "serve", out, store, args.k, args.queries)
+            except RuntimeError as exc:
+                print(f"pyodide scan {n}: failed ({str(exc).strip().splitlines()[-1]})",
+                      file=sys.stderr)
+                continue
             print(f"pyodide scan {n}: p50 {res['p50_ms']:.1f} ms", file=sys.stderr)
             scan.append((n, res["p50_ms"], res["p95_ms"]))
     finally:

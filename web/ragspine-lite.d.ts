@@ -117,7 +117,8 @@ export interface Manifest {
 
 export interface OpenInfo {
   manifest: Manifest;
-  /** Milliseconds per phase: manifest, boot, install, index, restore, total. */
+  /** Milliseconds per phase: manifest, boot, install, index, restore, total; and
+   * bootEndedAt, when Pyodide was up (epoch milliseconds, comparable across realms). */
   timings: Record<string, number>;
   /** Whether page documents are stored in IndexedDB. */
   persistence: boolean;

@@ -303,6 +303,7 @@ async function boot(bundle) {
     throw new BundleError(`Pyodide failed to start from ${pyodideURL}: ${describe(err).message}`);
   }
   t = mark("boot", t);
+  timings.bootEndedAt = performance.timeOrigin + performance.now(); // epoch ms, for benchmarks
 
   progress("install", "Installing micropip and ragspine_lite");
   const micropipURL = bundleURL + entry.wheels.micropip;

@@ -7,9 +7,10 @@ ties are bit-identical to the reference on the same candidates. Statistics (N, d
 are over the candidates: with a candidate set, df is counted over it from the postings.
 
 Top-k queries (:meth:`BM25Index.rank` with ``limit``) are pruned MaxScore-style: each term
-has an upper bound from its largest tf and shortest document, terms are taken rarest first,
-and once the terms left cannot lift an unseen document over the current k-th score they are
-only looked up (binary search) for the documents still in the running.
+has an upper bound from its largest tf and shortest document; terms are scanned highest
+bound first, and once the terms left cannot lift an unseen document over the current k-th
+score they are only looked up (cached docno → tf dicts) for the documents still in the
+running. Survivors are rescored exactly, so pruning never changes a score.
 
 :class:`InvertedIndex` is the in-memory index (docno = position in a list).
 :class:`StoreBM25Index` lives in a :class:`~ragspine_lite.chunking.chunk_store.ChunkStore`'s
@@ -148,12 +149,11 @@ class CandidateSet:
 
 
 class _Term:
-    """A query term as scored: its query position, ``qtf * idf``, postings and bound."""
+    """A query term as scored: ``qtf * idf``, its postings and its score bound."""
 
-    __slots__ = ("pos", "postings", "ub", "wq")
+    __slots__ = ("postings", "ub", "wq")
 
-    def __init__(self, pos: int, wq: float, postings: Postings) -> None:
-        self.pos = pos
+    def __init__(self, wq: float, postings: Postings) -> None:
         self.wq = wq
         self.postings = postings
         self.ub = 0.0
@@ -307,7 +307,7 @@ class BM25Index:
             return []
         avgdl = (self.total_length if cand is None else cand.total_length) / n
         terms: list[_Term] = []
-        for pos, (term, qtf) in enumerate(Counter(tokens).items()):
+        for term, qtf in Counter(tokens).items():
             postings = self._postings(term)
             if postings is None:
                 continue
@@ -315,7 +315,7 @@ class BM25Index:
             if df == 0:
                 continue
             idf = math.log(1.0 + (n - df + 0.5) / (df + 0.5))
-            terms.append(_Term(pos, qtf * idf, postings))
+            terms.append(_Term(qtf * idf, postings))
         if not terms:
             return []
         mask = cand.mask if cand is not None else self._live_mask()
@@ -410,12 +410,14 @@ class BM25Index:
     ) -> list[tuple[int, float]]:
         """Candidates for the top ``limit`` (ties at the cut included), with exact scores.
 
-        Phase 1 accumulates partial sums term by term, highest bound first, until the terms
-        left cannot lift an unseen document to ``theta`` (a lower bound of the limit-th final
-        score, raised by completing the best partial documents before each costly term).
-        Phase 2 completes documents in descending partial order by binary search, dropping
-        each as soon as its bound falls below ``theta``. Finalists are rescored exactly, in
-        query order. Partial sums (other order) only ever steer pruning, with slack.
+        ``theta`` is a lower bound of the limit-th final score: seeded by completing a few
+        documents that hold both top terms, raised by completing the best partial sums
+        before a costly term. Phase 1 scans terms, highest bound first, accumulating partial
+        sums, until the terms left cannot lift an unseen document to ``theta``; a document
+        whose bound is already below it is never accumulated. Phase 2 adds the remaining
+        terms by lookup to the documents that can still reach ``theta``, dropping the rest
+        after each term. The survivors are rescored exactly, in query order; partial sums
+        (added in another order) only ever steer pruning, always with slack.
         """
         lengths = self._lengths()
         kd = self._norms(k1, b, avgdl, cand)
