@@ -43,6 +43,7 @@ from ragspine_lite.vector.store import (
     _check_k,
     _check_where,
     _matches,
+    _stage_records,
 )
 
 __all__ = [
@@ -254,33 +255,13 @@ class SqliteVectorStore:
         The whole batch is validated first (one bad record rejects all of them). Records the
         persistence policy holds back are not written and their old rows are deleted.
         """
-        staged: list[tuple[str, tuple[float, ...], dict[str, str]]] = []
-        dim = self.dim
-        for record in records:
-            rid = getattr(record, "id", None)
-            if not isinstance(rid, str):
-                raise ValueError(f"vector record id must be a str, got {rid!r}")
-            vector = _as_vector(getattr(record, "vector", ()), f"record {rid!r}")
-            if not vector:
-                raise ValueError(f"record {rid!r}: empty vector")
-            if dim is None:
-                dim = len(vector)
-            elif len(vector) != dim:
-                raise ValueError(
-                    f"record {rid!r}: dimension {len(vector)} != store dimension {dim}; "
-                    "batch rejected"
-                )
-            metadata = getattr(record, "metadata", {})
-            if not isinstance(metadata, Mapping):
-                raise ValueError(f"record {rid!r}: metadata must be a mapping, got {metadata!r}")
-            clean = {}
+        staged, dim = _stage_records(records, self.dim)
+        for rid, _vector, metadata in staged:
             for key, value in metadata.items():
                 if not isinstance(key, str) or not isinstance(value, str):
                     raise ValueError(
                         f"record {rid!r}: metadata must map str to str, got {key!r}: {value!r}"
                     )
-                clean[key] = value
-            staged.append((rid, vector, clean))
         if not staged:
             return 0
         written = 0

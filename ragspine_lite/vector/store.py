@@ -79,6 +79,36 @@ def _as_vector(values: Iterable[Any], what: str) -> tuple[float, ...]:
     return tuple(out)
 
 
+
+def _stage_records(
+    records: Iterable[Any], dim: int | None
+) -> tuple[list[tuple[str, tuple[float, ...], dict[str, Any]]], int | None]:
+    """Validate a whole upsert batch first: ``(id, vector, metadata)`` triples and the dim.
+
+    One bad record rejects the batch (``ValueError`` naming it); the first vector fixes
+    the dimension when the store has none yet.
+    """
+    staged: list[tuple[str, tuple[float, ...], dict[str, Any]]] = []
+    for record in records:
+        rid = getattr(record, "id", None)
+        if not isinstance(rid, str):
+            raise ValueError(f"vector record id must be a str, got {rid!r}")
+        vector = _as_vector(getattr(record, "vector", ()), f"record {rid!r}")
+        if not vector:
+            raise ValueError(f"record {rid!r}: empty vector")
+        if dim is None:
+            dim = len(vector)
+        elif len(vector) != dim:
+            raise ValueError(
+                f"record {rid!r}: dimension {len(vector)} != store dimension {dim}; "
+                "batch rejected"
+            )
+        metadata = getattr(record, "metadata", {})
+        if not isinstance(metadata, Mapping):
+            raise ValueError(f"record {rid!r}: metadata must be a mapping, got {metadata!r}")
+        staged.append((rid, vector, dict(metadata)))
+    return staged, dim
+
 def _norm(vector: Sequence[float]) -> float:
     return math.sqrt(math.fsum(x * x for x in vector))
 
@@ -126,26 +156,7 @@ class InProcessVectorStore:
 
         The whole batch is validated first: one bad record rejects all of them.
         """
-        staged: list[tuple[str, tuple[float, ...], dict[str, str]]] = []
-        dim = self._dim
-        for record in records:
-            rid = getattr(record, "id", None)
-            if not isinstance(rid, str):
-                raise ValueError(f"vector record id must be a str, got {rid!r}")
-            vector = _as_vector(getattr(record, "vector", ()), f"record {rid!r}")
-            if not vector:
-                raise ValueError(f"record {rid!r}: empty vector")
-            if dim is None:
-                dim = len(vector)
-            elif len(vector) != dim:
-                raise ValueError(
-                    f"record {rid!r}: dimension {len(vector)} != store dimension {dim}; "
-                    "batch rejected"
-                )
-            metadata = getattr(record, "metadata", {})
-            if not isinstance(metadata, Mapping):
-                raise ValueError(f"record {rid!r}: metadata must be a mapping, got {metadata!r}")
-            staged.append((rid, vector, dict(metadata)))
+        staged, dim = _stage_records(records, self._dim)
         for rid, vector, metadata in staged:
             self._rows[rid] = (vector, _norm(vector), metadata)
         if staged:
