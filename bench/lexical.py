@@ -256,7 +256,8 @@ def bench_corpus(name, corpus_dir, work, engines, args) -> list[dict]:
         try:
             run_engine(engine, name, corpus_dir, work, store, n_docs, rows, row, args)
         except (RuntimeError, subprocess.TimeoutExpired, json.JSONDecodeError) as exc:
-            reason = str(exc).strip().splitlines()[-1][:80]
+            lines = str(exc).strip().splitlines()
+            reason = next((x for x in lines if "Error" in x), lines[-1]).strip()[:80]
             print(f"  {engine}: failed ({reason})", file=sys.stderr)
             rows.append({"corpus": name, "chunks": n_docs, "engine": engine,
                          "note": f"failed: {reason}"})

@@ -8,7 +8,9 @@
 // their CJK options) and writes the serialised index; "serve" loads it and runs the queries.
 // pyodide: ragspine_lite from the source tree inside Pyodide searching the prebuilt chunk
 // store S.db (the browser bundle case). Times in ms; peak_rss_mb is this process.
-import { readFileSync, realpathSync, writeFileSync } from "node:fs";
+import { closeSync, createReadStream, openSync, readFileSync, realpathSync, writeFileSync,
+  writeSync } from "node:fs";
+import { createInterface } from "node:readline";
 import path from "node:path";
 import { performance } from "node:perf_hooks";
 
@@ -72,18 +74,26 @@ async function flexsearchBuild(opt, corpus) {
   const index = new Index(opt.cjk ? { encoder: Charset.CJK } : {});
   corpus.forEach((doc, i) => index.add(i, doc.text));
   const buildMs = performance.now() - t;
-  const parts = [];
-  await index.export((key, data) => { parts.push([key, data]); });
-  const blob = JSON.stringify(parts);
-  writeFileSync(opt.out, blob);
-  return { build_ms: buildMs, index_bytes: Buffer.byteLength(blob) };
+  // One JSON line per exported part: a single string of everything exceeds V8's limit at 1M.
+  const fd = openSync(opt.out, "w");
+  let bytes = 0;
+  await index.export((key, data) => {
+    const line = JSON.stringify([key, data]) + "\n";
+    bytes += Buffer.byteLength(line);
+    writeSync(fd, line);
+  });
+  closeSync(fd);
+  return { build_ms: buildMs, index_bytes: bytes };
 }
 
 async function flexsearchServe(opt, queries) {
   const { Index, Charset } = await import("flexsearch");
   const t = performance.now();
   const index = new Index(opt.cjk ? { encoder: Charset.CJK } : {});
-  for (const [key, data] of JSON.parse(readFileSync(opt.index, "utf8"))) {
+  const lines = createInterface({ input: createReadStream(opt.index), crlfDelay: Infinity });
+  for await (const line of lines) {
+    if (!line) continue;
+    const [key, data] = JSON.parse(line);
     await index.import(key, data);
   }
   const loadMs = performance.now() - t;
