@@ -32,7 +32,14 @@ function args(argv) {
   return out;
 }
 
-const jsonl = (p) => readFileSync(p, "utf8").split("\n").filter(Boolean).map((l) => JSON.parse(l));
+// Streamed line by line: a 1M-chunk corpus file is longer than V8's longest string.
+async function jsonl(p) {
+  const rows = [];
+  for await (const line of createInterface({ input: createReadStream(p), crlfDelay: Infinity })) {
+    if (line) rows.push(JSON.parse(line));
+  }
+  return rows;
+}
 
 // Per-query CPU time of this process in ms (the machine may be shared: wall time would
 // measure the neighbours). process.cpuUsage() counts microseconds.
@@ -182,9 +189,9 @@ async function main() {
       Object.entries(ENGINES).map(([n, e]) => `${n} ${Object.keys(e).join("|")}`).join(", "));
   }
   let res;
-  if (opt.phase === "build") res = await run(opt, jsonl(opt.corpus));
+  if (opt.phase === "build") res = await run(opt, await jsonl(opt.corpus));
   else {
-    let queries = jsonl(opt.queries);
+    let queries = await jsonl(opt.queries);
     if (Number.isFinite(opt.maxQueries)) queries = queries.slice(0, opt.maxQueries);
     res = await run(opt, queries);
   }

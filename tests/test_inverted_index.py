@@ -193,8 +193,8 @@ def test_bulk_write_rebuilds_in_one_pass_and_matches(monkeypatch):
 
 
 def snapshot(store: ChunkStore) -> dict[str, list[tuple[object, ...]]]:
-    tables = ["narrative_chunk", "lexical_term", "lexical_delta", "lexical_doc", "lexical_dead",
-              "lexical_stat", "ragspine_meta"]
+    tables = ["narrative_chunk", "lexical_term", "lexical_main", "lexical_delta", "lexical_doc",
+              "lexical_dead", "lexical_stat", "ragspine_meta"]
     return {t: sorted(tuple(r) for r in store.execute_read(f"SELECT * FROM {t}")) for t in tables}
 
 

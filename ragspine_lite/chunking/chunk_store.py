@@ -530,10 +530,11 @@ class ChunkStore:
             if indexers:
                 # Rows are never deleted, so the new rows are exactly those past the old
                 # maximum; rows both added and retired within this write concern nobody.
+                # "+active": read the rowid range, not the (active, ...) index of every row.
                 added = _chunk_rows(
                     conn.execute(
                         f"SELECT rowid, chunk_id, text FROM {_TABLE} "
-                        "WHERE rowid > ? AND active = 1 ORDER BY rowid",
+                        "WHERE rowid > ? AND +active = 1 ORDER BY rowid",
                         (last_rowid,),
                     )
                 )

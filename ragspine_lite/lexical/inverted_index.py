@@ -56,7 +56,7 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 #: Version of the persisted index layout (``lexical_*`` tables); a mismatch rebuilds it.
-BM25_INDEX_FORMAT = 1
+BM25_INDEX_FORMAT = 2
 
 #: Postings held as docno → tf dicts for random access, per index (about 100 bytes each).
 LOOKUP_CACHE_POSTINGS = 1_000_000
@@ -605,7 +605,8 @@ class InvertedIndex(BM25Index):
 
 # ------------------------------------------------------------------------------------- SQLite
 
-_TERM = "lexical_term"  # term → live df, bounds, main postings (packed BLOBs)
+_TERM = "lexical_term"  # term → live df and score bounds (small rows, updated per write)
+_MAIN = "lexical_main"  # term → main postings as packed BLOBs (rewritten only by merges)
 _DELTA = "lexical_delta"  # postings of documents added since the last merge, one row each
 _DELTA_DOC = "lexical_doc"  # lengths of those documents
 _DEAD = "lexical_dead"  # main documents retired since the last merge
@@ -616,16 +617,18 @@ _FORMAT_KEY = "lexical_index_format"
 
 _DDL = (
     f"CREATE TABLE IF NOT EXISTS {_TERM} (term TEXT PRIMARY KEY, df INTEGER NOT NULL, "
-    "max_tf INTEGER NOT NULL, min_len INTEGER NOT NULL, docs BLOB NOT NULL, "
-    "tfs BLOB NOT NULL) WITHOUT ROWID",
+    "max_tf INTEGER NOT NULL, min_len INTEGER NOT NULL) WITHOUT ROWID",
+    # A rowid table: big BLOBs live in overflow pages, outside the b-tree of small rows.
+    f"CREATE TABLE IF NOT EXISTS {_MAIN} (term TEXT PRIMARY KEY, docs BLOB NOT NULL, "
+    "tfs BLOB NOT NULL)",
     f"CREATE TABLE IF NOT EXISTS {_DELTA} (term TEXT NOT NULL, docno INTEGER NOT NULL, "
     "tf INTEGER NOT NULL, PRIMARY KEY (term, docno)) WITHOUT ROWID",
     f"CREATE TABLE IF NOT EXISTS {_DELTA_DOC} (docno INTEGER PRIMARY KEY, "
     "length INTEGER NOT NULL)",
     f"CREATE TABLE IF NOT EXISTS {_DEAD} (docno INTEGER PRIMARY KEY)",
-    f"CREATE TABLE IF NOT EXISTS {_STAT} (key TEXT PRIMARY KEY, value) WITHOUT ROWID",
+    f"CREATE TABLE IF NOT EXISTS {_STAT} (key TEXT PRIMARY KEY, value)",
 )
-_TABLES = (_TERM, _DELTA, _DELTA_DOC, _DEAD, _STAT)
+_TABLES = (_TERM, _MAIN, _DELTA, _DELTA_DOC, _DEAD, _STAT)
 _COUNTERS = (
     "generation",  # the store generation this index reflects
     "docs",  # live documents
@@ -758,8 +761,8 @@ class StoreBM25Index(BM25Index):
             stats["docs"] -= 1
             stats["total_length"] -= length
         upsert = (
-            f"INSERT INTO {_TERM} (term, df, max_tf, min_len, docs, tfs) "
-            "VALUES (?, 1, ?, ?, x'', x'') ON CONFLICT(term) DO UPDATE SET df = df + 1, "
+            f"INSERT INTO {_TERM} (term, df, max_tf, min_len) "
+            "VALUES (?, 1, ?, ?) ON CONFLICT(term) DO UPDATE SET df = df + 1, "
             "max_tf = MAX(max_tf, excluded.max_tf), min_len = MIN(min_len, excluded.min_len)"
         )
         for row in added:
@@ -803,7 +806,7 @@ class StoreBM25Index(BM25Index):
         n_docs = 0
         postings = 0
         for rowid, text in conn.execute(
-            f"SELECT rowid, text FROM {_CHUNKS} WHERE active = 1 ORDER BY rowid"
+            f"SELECT rowid, text FROM {_CHUNKS} WHERE +active = 1 ORDER BY rowid"  # table order
         ):
             tokens = tokenize(text)
             if rowid >= len(lengths):
@@ -821,12 +824,13 @@ class StoreBM25Index(BM25Index):
                 d.append(rowid)
                 tfs[term].append(f)
         conn.executemany(
-            f"INSERT INTO {_TERM} (term, df, max_tf, min_len, docs, tfs) VALUES (?,?,?,?,?,?)",
-            (
-                (term, len(d), max(tfs[term]), min(map(lengths.__getitem__, d)),
-                 _pack(d), _pack(tfs[term]))
-                for term, d in docs.items()
-            ),
+            f"INSERT INTO {_TERM} (term, df, max_tf, min_len) VALUES (?, ?, ?, ?)",
+            ((term, len(d), max(tfs[term]), min(map(lengths.__getitem__, d)))
+             for term, d in docs.items()),
+        )
+        conn.executemany(
+            f"INSERT INTO {_MAIN} (term, docs, tfs) VALUES (?, ?, ?)",
+            ((term, _pack(d), _pack(tfs[term])) for term, d in docs.items()),
         )
         duplicates = conn.execute(
             f"SELECT COALESCE(SUM(n), 0) FROM (SELECT COUNT(*) AS n FROM {_CHUNKS} "
@@ -874,12 +878,10 @@ class StoreBM25Index(BM25Index):
         for docno in dead:
             lengths[docno] = 0
         postings = stats["main_postings"]
-        read = f"SELECT docs, tfs FROM {_TERM} WHERE term = ?"
+        read = f"SELECT docs, tfs FROM {_MAIN} WHERE term = ?"
         for term in sorted(touched | delta.keys()):
             row = conn.execute(read, (term,)).fetchone()
-            if row is None:
-                continue
-            docs, tfs = _unpack(row[0]), _unpack(row[1])
+            docs, tfs = (_unpack(row[0]), _unpack(row[1])) if row else (_zeros(0), _zeros(0))
             postings -= len(docs)
             if term in touched and dead:
                 keep = [d not in dead for d in docs]
@@ -892,13 +894,17 @@ class StoreBM25Index(BM25Index):
             postings += len(docs)
             if docs:
                 conn.execute(
-                    f"UPDATE {_TERM} SET df = ?, max_tf = ?, min_len = ?, docs = ?, tfs = ? "
-                    "WHERE term = ?",
-                    (len(docs), max(tfs), min(map(lengths.__getitem__, docs)),
-                     _pack(docs), _pack(tfs), term),
+                    f"UPDATE {_TERM} SET df = ?, max_tf = ?, min_len = ? WHERE term = ?",
+                    (len(docs), max(tfs), min(map(lengths.__getitem__, docs)), term),
+                )
+                conn.execute(
+                    f"INSERT INTO {_MAIN} (term, docs, tfs) VALUES (?, ?, ?) ON CONFLICT(term) "
+                    "DO UPDATE SET docs = excluded.docs, tfs = excluded.tfs",
+                    (term, _pack(docs), _pack(tfs)),
                 )
             else:
                 conn.execute(f"DELETE FROM {_TERM} WHERE term = ?", (term,))
+                conn.execute(f"DELETE FROM {_MAIN} WHERE term = ?", (term,))
         conn.execute(f"DELETE FROM {_DELTA}")
         conn.execute(f"DELETE FROM {_DELTA_DOC}")
         conn.execute(f"DELETE FROM {_DEAD}")
@@ -1026,10 +1032,8 @@ class StoreBM25Index(BM25Index):
     def _main_postings(self, conn: sqlite3.Connection, term: str) -> tuple[array, array]:
         hit = self._main.pop(term, None)
         if hit is None:
-            docs_blob, tfs_blob = conn.execute(
-                f"SELECT docs, tfs FROM {_TERM} WHERE term = ?", (term,)
-            ).fetchone()
-            hit = (_unpack(docs_blob), _unpack(tfs_blob))
+            row = conn.execute(f"SELECT docs, tfs FROM {_MAIN} WHERE term = ?", (term,)).fetchone()
+            hit = (_unpack(row[0]), _unpack(row[1])) if row else (_zeros(0), _zeros(0))
             self._main_cached += len(hit[0])
             while self._main and self._main_cached > self.cache_postings:
                 oldest = next(iter(self._main))
@@ -1065,7 +1069,7 @@ class StoreBM25Index(BM25Index):
                 return int(row[0] or 0)
             except sqlite3.Error:  # no dbstat virtual table in this SQLite build
                 blobs = conn.execute(
-                    f"SELECT COALESCE(SUM(LENGTH(docs) + LENGTH(tfs)), 0) FROM {_TERM}"
+                    f"SELECT COALESCE(SUM(LENGTH(docs) + LENGTH(tfs)), 0) FROM {_MAIN}"
                 ).fetchone()[0]
                 return int(blobs)
 
@@ -1111,6 +1115,9 @@ def _duplicate_change(
     after: dict[str, int] = {}
     for start in range(0, len(ids), 900):
         part = ids[start : start + 900]
+        # With one id SQLite rewrites IN (?) to "= ?" and, without statistics, scans the
+        # (active, ...) index instead of the partial chunk-id index: repeat the id.
+        part = part * 2 if len(part) == 1 else part
         after.update(
             conn.execute(
                 f"SELECT chunk_id, COUNT(*) FROM {_CHUNKS} WHERE active = 1 AND chunk_id IN "

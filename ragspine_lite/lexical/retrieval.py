@@ -257,6 +257,10 @@ class HybridRetriever:
     an ``embedding_backend`` is given, else ``None`` (pure BM25). With
     ``manage_vectors=False`` chunk vectors are assumed to be in the store already and
     only queries are embedded. ``embedding_cache`` maps ``chunk_id`` → chunk vector.
+
+    BM25 uses an in-memory :class:`InvertedIndex` built on the first search from the
+    chunks' index texts as they are then (chunks are not expected to change afterwards);
+    results equal :func:`bm25_scores` over the candidates, bit for bit.
     """
 
     def __init__(
@@ -445,19 +449,19 @@ class HybridRetriever:
         hits = self._indexed_rankings(queries, positions, limit if prune else None)
         bm25_rankings = [[(cid, s) for _, cid, s in h] for h in hits]
 
-        by_id: dict[str, Any] = {}
+        by_id: dict[str, Any] = {}  # id → the first candidate with it
         vector_rankings: list[list[tuple[str, float]]] | None = None
-        if not vectors_on and not index.has_duplicate_chunk_ids:
-            # Ids are unique: each hit's chunk is the chunk with that id.
-            for ranking in hits:
-                for pos, cid, _ in ranking:
-                    by_id[cid] = self.chunks[pos]
-        else:
+        candidates: list[Any] = []
+        if vectors_on or index.has_duplicate_chunk_ids:
             candidates = (
                 list(self.chunks) if positions is None else [self.chunks[i] for i in positions]
             )
             for c in candidates:
                 by_id.setdefault(c.chunk_id, c)
+        else:  # ids are unique: each hit's chunk is the one chunk with that id
+            for ranking in hits:
+                for pos, cid, _ in ranking:
+                    by_id[cid] = self.chunks[pos]
         if vectors_on and backend is not None and store is not None:
             texts = [self._index_text(c) for c in candidates]
             candidate_ids = {c.chunk_id for c in candidates}
