@@ -36,6 +36,7 @@ PUBLIC_MODULES = [
     "ragspine_lite.common.registry",
     "ragspine_lite.common.observability",
     "ragspine_lite.common.sensitivity",
+    "ragspine_lite.common.sqlite",
 ]
 
 TOP_LEVEL = [

@@ -33,6 +33,7 @@ from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from ragspine_lite.chunking.chunking import Chunk
 from ragspine_lite.common.errors import RagspineError
+from ragspine_lite.common.sqlite import immediate_transaction
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -279,23 +280,9 @@ class ChunkStore:
             raise ChunkStoreError(f"chunk store {self.db_path!r} is closed")
         return self._conn
 
-    @contextlib.contextmanager
-    def _transaction(self, action: str) -> Iterator[sqlite3.Connection]:
+    def _transaction(self, action: str) -> contextlib.AbstractContextManager[sqlite3.Connection]:
         """One ``BEGIN IMMEDIATE`` … ``COMMIT``; any failure rolls everything back."""
-        conn = self._connection()
-        try:
-            conn.execute("BEGIN IMMEDIATE")
-        except sqlite3.Error as exc:
-            raise ChunkStoreError(f"{action} failed on {self.db_path!r}: {exc}") from exc
-        try:
-            yield conn
-            conn.execute("COMMIT")
-        except BaseException as exc:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            if isinstance(exc, sqlite3.Error):
-                raise ChunkStoreError(f"{action} failed on {self.db_path!r}: {exc}") from exc
-            raise
+        return immediate_transaction(self._connection(), action, self.db_path, ChunkStoreError)
 
     @contextlib.contextmanager
     def snapshot(self) -> Iterator[sqlite3.Connection]:

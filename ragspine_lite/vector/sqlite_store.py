@@ -28,12 +28,13 @@ import sqlite3
 import sys
 import weakref
 from array import array
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 from ragspine_lite.common.errors import RagspineError
+from ragspine_lite.common.sqlite import immediate_transaction
 from ragspine_lite.vector.persistence_policy import IsolationFirstPolicy, PersistencePolicy
 from ragspine_lite.vector.store import (
     DEFAULT_QUERY_K,
@@ -166,23 +167,13 @@ class SqliteVectorStore:
             raise VectorStoreError(f"vector store {self.db_path!r} is closed")
         return self._conn
 
-    @contextlib.contextmanager
-    def _transaction(self, action: str) -> Iterator[sqlite3.Connection]:
-        conn = self._connection()
-        try:
-            conn.execute("BEGIN IMMEDIATE")
-        except sqlite3.Error as exc:
-            raise VectorStoreError(f"{action} failed on {self.db_path!r}: {exc}") from exc
-        try:
-            yield conn
-            conn.execute("COMMIT")
-        except BaseException as exc:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            self._rows = None
-            if isinstance(exc, sqlite3.Error):
-                raise VectorStoreError(f"{action} failed on {self.db_path!r}: {exc}") from exc
-            raise
+    def _transaction(self, action: str) -> contextlib.AbstractContextManager[sqlite3.Connection]:
+        return immediate_transaction(
+            self._connection(), action, self.db_path, VectorStoreError, self._drop_row_cache
+        )
+
+    def _drop_row_cache(self) -> None:
+        self._rows = None
 
     def _init_schema(self) -> None:
         with self._transaction("init_schema") as conn:
