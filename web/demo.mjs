@@ -1,5 +1,6 @@
 // The demo page: search as you type over the bundle, filters, drag-and-drop ingest.
-// URL parameters: ?q=QUERY searches at once when ready; ?bundle=URL opens another bundle.
+// URL parameters: ?q=QUERY searches at once when ready; ?bundle=URL opens another bundle;
+// ?remote=URL&reranker=colbert switches on a remote reranker (see the "Rerank" panel).
 import { RagSpineLite } from "./ragspine-lite.mjs";
 
 const $ = (selector) => document.querySelector(selector);
@@ -95,8 +96,16 @@ function renderHits(query, detailed) {
     empty.textContent = "";
     empty.hidden = true;
   }
+  let rerankNote = "";
+  const rr = detailed.rerank;
+  if (rr && detailed.hits.length) {
+    rerankNote = rr.applied
+      ? ` · reranked by ${rr.spec} (${Math.round(rr.ms)} ms)`
+      : ` · ${rr.spec} failed, fused order kept: ${rr.error}`;
+  }
+  list.dataset.rerank = rr ? (rr.applied ? "applied" : "failed") : "off";
   $("#result-info").textContent = query.trim()
-    ? `${detailed.hits.length} result(s) · ${detailed.tookMs.toFixed(1)} ms in Python`
+    ? `${detailed.hits.length} result(s) · ${detailed.tookMs.toFixed(1)} ms in Python${rerankNote}`
     : "";
   const held = $("#held-back");
   held.hidden = !detailed.heldBack;
@@ -130,6 +139,26 @@ async function runSearch() {
 function scheduleSearch() {
   clearTimeout(timer);
   timer = setTimeout(runSearch, DEBOUNCE_MS);
+}
+
+async function applyReranker() {
+  const reranker = $("#remote-method").value;
+  const url = $("#remote-url").value.trim() || null;
+  const token = $("#remote-token").value || null;
+  const status = $("#remote-status");
+  status.textContent = reranker === "none" ? "" : `Asking ${url} …`;
+  try {
+    const info = await demo.rs.configureReranker({ reranker, url, token });
+    demo.reranker = info;
+    $("#rerank-state").textContent = info.enabled ? `(${info.spec})` : "(off)";
+    if (!info.enabled) status.textContent = "Off: results keep their fused order.";
+    else if (info.error) status.textContent = `On, but the endpoint check failed (searches keep the fused order while it fails): ${info.error}`;
+    else status.textContent = `On: ${info.spec} at ${info.url}.`;
+    document.body.dataset.reranker = info.enabled ? info.spec : "none";
+    if ($("#q").value.trim()) await runSearch();
+  } catch (err) {
+    status.textContent = `Not applied: ${err.message}`;
+  }
 }
 
 async function refreshFacets() {
@@ -198,6 +227,10 @@ function wire() {
     if (demo.rs) ingestFiles(event.dataTransfer && event.dataTransfer.files);
   });
   $("#file-input").addEventListener("change", (event) => ingestFiles(event.target.files));
+  $("#remote-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    if (demo.rs) applyReranker();
+  });
   $("#forget").addEventListener("click", async () => {
     await demo.rs.forget();
     $("#ingest-status").textContent = "Your documents were removed from this browser.";
@@ -233,6 +266,13 @@ async function main() {
   }
   $("#boot").hidden = true;
   $("#q").disabled = false;
+  $("#remote-apply").disabled = false;
+  if (params.get("remote")) {
+    $("#remote-url").value = params.get("remote");
+    $("#remote-method").value = params.get("reranker") || "colbert";
+    $("#remote-panel").open = true;
+    await applyReranker();
+  }
   const q = params.get("q");
   if (q) {
     $("#q").value = q;

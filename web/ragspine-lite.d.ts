@@ -50,6 +50,41 @@ export interface DetailedResults {
   /** Matching RESTRICTED results that were held back (page documents only: bundles never contain any). */
   heldBack: number;
   tookMs: number;
+  /** Set only while a reranker is configured (see configureReranker). */
+  rerank: RerankReport | null;
+}
+
+export interface RerankReport {
+  /** e.g. "remote:colbert". */
+  spec: string;
+  /** False when the reranker failed and the fused order was kept. */
+  applied: boolean;
+  /** Why the reranker failed (null when applied). */
+  error: string | null;
+  ms: number;
+}
+
+export interface RerankerOptions {
+  /** "none" (off), "cross_encoder", "colbert", "splade", "llm", or "remote:<method>". */
+  reranker?: string;
+  /** The endpoint's base URL, e.g. "http://127.0.0.1:8765"; it must allow this page's origin (CORS). */
+  url?: string | null;
+  /** Bearer token, when the endpoint requires one. */
+  token?: string | null;
+  /** Per-request timeout in seconds (default 10). */
+  timeoutS?: number | null;
+  /** Ask the endpoint's /v1/models now (default true). */
+  check?: boolean;
+}
+
+export interface RerankerInfo {
+  spec: string;
+  url: string | null;
+  enabled: boolean;
+  /** What the endpoint reported it has loaded (when checked and reachable). */
+  models?: unknown;
+  /** Why the check failed; later searches keep the fused order while it fails. */
+  error?: string;
 }
 
 export type FilterValue = string | string[] | { op: FilterOp; value: string | string[] };
@@ -67,6 +102,8 @@ export interface SearchOptions {
 export interface DetailedSearchOptions extends SearchOptions {
   /** Compute highlight spans (default true). */
   highlight?: boolean;
+  /** Apply the configured reranker (default true). */
+  rerank?: boolean;
 }
 
 export type ProgressPhase = "manifest" | "boot" | "install" | "index" | "restore" | "ingest" | "ready";
@@ -167,6 +204,7 @@ export declare class RagSpineLite {
   readonly info: OpenInfo;
   search(query: string, options?: SearchOptions): Promise<Snippet[]>;
   searchDetailed(query: string, options?: DetailedSearchOptions): Promise<DetailedResults>;
+  configureReranker(options?: RerankerOptions): Promise<RerankerInfo>;
   ingest(docs: Array<File | Blob | DocumentInput> | FileList | File | DocumentInput): Promise<{
     documents: PageDocument[];
     persisted: boolean;

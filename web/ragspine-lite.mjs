@@ -167,16 +167,29 @@ export class RagSpineLite {
   }
 
   /** Search with everything the demo page shows: hits with sections and highlight spans. */
-  async searchDetailed(query, { filters = null, topK = 10, highlight = true } = {}) {
+  async searchDetailed(query, { filters = null, topK = 10, highlight = true, rerank = true } = {}) {
     if (typeof query !== "string") throw new RagSpineLiteError(`query must be a string, got ${typeof query}`);
-    const out = await this.#call("search", { query, filters, topK, highlight });
+    const out = await this.#call("search", { query, filters, topK, highlight, rerank });
     return {
       query,
       results: out.hits.map((hit) => hit.snippet),
       hits: out.hits,
       heldBack: out.held_back,
       tookMs: out.took_ms,
+      rerank: out.rerank ?? null,
     };
+  }
+
+  /**
+   * Rerank every later search with a remote endpoint (`ragspine-lite serve-remote`):
+   * `reranker` is "cross_encoder", "colbert", "splade", "llm" (or "remote:<method>"), or
+   * "none" to switch it off. Only texts of visible hits are sent (RESTRICTED never is); a
+   * failing endpoint keeps the fused order. Resolves to {spec, url, enabled, models?, error?}.
+   */
+  async configureReranker({ reranker = "none", url = null, token = null, timeoutS = null, check = true } = {}) {
+    const name = String(reranker || "none").trim();
+    const spec = name === "none" || name.includes(":") ? name : `remote:${name}`;
+    return this.#call("configure", { reranker: spec, url, token, timeout: timeoutS, check });
   }
 
   /** Snippet objects for `query`, best first (at most `topK`). */

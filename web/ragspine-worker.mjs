@@ -70,6 +70,13 @@ async function handle(op, args) {
     case "search":
       return call("search", {
         query: args.query, filters: args.filters ?? null, topK: args.topK ?? 10, highlight: args.highlight !== false,
+        rerank: args.rerank !== false,
+      });
+    case "configure":
+      // A remote reranker is reached from Python (sync XHR in this worker, or fetch via JSPI).
+      return call("configure", {
+        reranker: args.reranker ?? "none", url: args.url ?? null, token: args.token ?? null,
+        timeout: args.timeout ?? null, check: args.check !== false,
       });
     case "ingest":
       return ingest(args.docs || []);

@@ -38,6 +38,7 @@ from ragspine_lite.filtering.metadata_filter import (
 )
 from ragspine_lite.lexical.retrieval import GlossaryQueryRewriter, NarrativeIndex
 from ragspine_lite.link.narrative_link import NarrativeIndexRetriever
+from ragspine_lite.rerank.listwise_rerank import listwise_rerank
 from ragspine_lite.routing.multi_index import LibraryIndex, MultiIndexRetriever
 
 __all__ = [
@@ -48,6 +49,7 @@ __all__ = [
     "MAX_SEARCH_TOP_K",
     "PAGE_LIBRARY",
     "BundleSearcher",
+    "RerankSetting",
     "SearchOutcome",
     "highlight_spans",
     "open_read_only_store",
@@ -241,18 +243,53 @@ class _FilteredIndex:
 
 @dataclass
 class SearchOutcome:
-    """Hits (``{"snippet", "section", "highlights"}``), the held-back count and timing."""
+    """Hits (``{"snippet", "section", "highlights"}``), the held-back count and timing.
+
+    ``rerank`` is ``None`` unless a reranker is configured; then it says whether the
+    reranker's order was applied (``applied``), its ``spec`` and the ``error`` that made the
+    search keep the fused order.
+    """
 
     hits: list[dict[str, Any]] = field(default_factory=list)
     held_back: int = 0
     took_ms: float = 0.0
+    rerank: dict[str, Any] | None = None
 
     @property
     def snippets(self) -> list[dict[str, object]]:
         return [hit["snippet"] for hit in self.hits]
 
     def as_dict(self) -> dict[str, Any]:
-        return {"hits": self.hits, "held_back": self.held_back, "took_ms": self.took_ms}
+        out = {"hits": self.hits, "held_back": self.held_back, "took_ms": self.took_ms}
+        if self.rerank is not None:  # absent when off: the default output is unchanged
+            out["rerank"] = self.rerank
+        return out
+
+
+@dataclass(frozen=True)
+class _SnippetChunk:
+    text: str
+    sensitivity: str
+
+
+@dataclass(frozen=True)
+class _SnippetItem:
+    """A fused snippet seen the way ``listwise_rerank`` reads results (``.chunk``)."""
+
+    snippet: dict[str, Any]
+    chunk: _SnippetChunk
+
+
+@dataclass(frozen=True)
+class RerankSetting:
+    """The reranker a :class:`BundleSearcher` applies after fusion (``judge`` ``None``: off)."""
+
+    spec: str = "none"
+    judge: Any = None
+    url: str | None = None
+
+    def describe(self) -> dict[str, Any]:
+        return {"spec": self.spec, "url": self.url, "enabled": self.judge is not None}
 
 
 def _section_rows(store: ChunkStore) -> dict[str, list[tuple[int, int, str, str, int]]]:
@@ -302,6 +339,7 @@ class BundleSearcher:
         )
         self._page_docs: dict[str, dict[str, Any]] = {}
         self._page_sections: dict[str, list[tuple[int, int, str, str, int]]] = {}
+        self.reranker = RerankSetting()
 
     @staticmethod
     def _check_bundle(store: ChunkStore, where: str) -> dict[str, Any]:
@@ -396,6 +434,66 @@ class BundleSearcher:
         """The page documents currently indexed, by ``doc_id``."""
         return [dict(self._page_docs[k]) for k in sorted(self._page_docs)]
 
+    # -- reranking ------------------------------------------------------------------------
+
+    def configure_reranker(
+        self,
+        spec: str | None = None,
+        *,
+        url: str | None = None,
+        token: str | None = None,
+        timeout: float | None = None,
+        check: bool = True,
+    ) -> dict[str, Any]:
+        """Rerank fused hits with ``spec`` (``"remote:colbert"``, …; ``None``/``"none"``: off).
+
+        The reranker comes from :func:`~ragspine_lite.rerank.factory.make_reranker`, so a
+        remote one sees only the texts of hits the link exit let through (RESTRICTED never
+        reaches it) and a failing endpoint leaves the fused order. With ``check`` the
+        endpoint's ``/v1/models`` is asked once → ``{"spec", "url", "enabled", "models"?,
+        "error"?}``; an unreachable endpoint is reported, not raised. Bad specs or URLs raise
+        ``ValueError`` and leave the previous setting in place.
+        """
+        from ragspine_lite.rerank.factory import make_reranker
+
+        name = "none" if spec is None else str(spec).strip()
+        kwargs: dict[str, Any] = {}
+        if url:
+            kwargs["url"] = url
+        if token:
+            kwargs["token"] = token
+        if timeout is not None:
+            kwargs["timeout"] = timeout
+        judge = make_reranker(name, **kwargs)
+        self.reranker = RerankSetting(name if judge is not None else "none", judge, url or None)
+        info = self.reranker.describe()
+        client = getattr(judge, "client", None)
+        if check and client is not None:
+            from ragspine_lite.remote.errors import RemoteError
+
+            try:
+                info["models"] = client.models()
+            except RemoteError as exc:
+                info["error"] = str(exc)
+        return info
+
+    def _rerank(self, query: str, snippets: list[dict[str, Any]]) -> tuple[list, dict]:
+        judge = self.reranker.judge
+        client = getattr(judge, "client", None)
+        failures = getattr(client, "failures", 0)
+        started = time.perf_counter()
+        items = [
+            _SnippetItem(s, _SnippetChunk(str(s["text"]), str(s.get("sensitivity", ""))))
+            for s in snippets
+        ]
+        ranked = listwise_rerank(query, items, judge, top_n=len(items))
+        report: dict[str, Any] = {"spec": self.reranker.spec, "applied": True, "error": None}
+        if client is not None and client.failures != failures:
+            report["applied"] = False
+            report["error"] = str(client.last_error)
+        report["ms"] = round((time.perf_counter() - started) * 1000, 3)
+        return [item.snippet for item in ranked], report
+
     # -- search ---------------------------------------------------------------------------
 
     def _section_of(self, snippet: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -419,10 +517,12 @@ class BundleSearcher:
         filters: Any = None,
         top_k: int = DEFAULT_SEARCH_TOP_K,
         highlight: bool = True,
+        rerank: bool = True,
     ) -> SearchOutcome:
         """Fused hits over the bundle and the page documents; a blank query finds nothing.
 
-        ``highlight=False`` leaves every hit's ``highlights`` empty (less work per query).
+        ``highlight=False`` leaves every hit's ``highlights`` empty (less work per query);
+        ``rerank=False`` skips a configured reranker for this search.
         """
         started = time.perf_counter()
         if not isinstance(query, str):
@@ -455,6 +555,8 @@ class BundleSearcher:
             )
         snippets = MultiIndexRetriever(libraries, top_k=top_k).retrieve(query, top_k=top_k)
         outcome.held_back = sum(w.held_back for _, w in wrappers)
+        if self.reranker.judge is not None and rerank:
+            snippets, outcome.rerank = self._rerank(query, snippets)
         outcome.hits = [
             {
                 "snippet": s,
@@ -505,6 +607,7 @@ class BundleSearcher:
                 "restricted_documents": sum(1 for d in self._page_docs.values() if d["restricted"]),
             },
             "facets": {name: sorted(values) for name, values in facets.items()},
+            "reranker": self.reranker.describe(),
         }
         if self.bundle_store is not None:
             out["bundle"] = {
@@ -520,8 +623,9 @@ class BundleSearcher:
     def dispatch(self, op: str, payload: str = "{}") -> str:
         """Run ``op`` with JSON arguments and return a JSON result (errors propagate).
 
-        Ops: ``search`` {query, filters?, topK?, highlight?}; ``ingest`` {name, text}; ``check``
-        {name, text}; ``forget`` {docIds?}; ``documents``; ``stats``.
+        Ops: ``search`` {query, filters?, topK?, highlight?, rerank?}; ``ingest`` {name, text};
+        ``check`` {name, text}; ``forget`` {docIds?}; ``documents``; ``stats``; ``configure``
+        {reranker, url?, token?, timeout?, check?}.
         """
         args = json.loads(payload) if payload else {}
         if not isinstance(args, dict):
@@ -533,7 +637,16 @@ class BundleSearcher:
                 filters=args.get("filters"),
                 top_k=args.get("topK", DEFAULT_SEARCH_TOP_K),
                 highlight=bool(args.get("highlight", True)),
+                rerank=bool(args.get("rerank", True)),
             ).as_dict()
+        elif op == "configure":
+            result = self.configure_reranker(
+                args.get("reranker"),
+                url=args.get("url"),
+                token=args.get("token"),
+                timeout=args.get("timeout"),
+                check=bool(args.get("check", True)),
+            )
         elif op == "ingest":
             result = self.ingest(args.get("name", ""), args.get("text", ""))
         elif op == "check":
@@ -547,6 +660,7 @@ class BundleSearcher:
             result = self.stats()
         else:
             raise ValueError(
-                f"unknown operation {op!r}; valid: check, documents, forget, ingest, search, stats"
+                f"unknown operation {op!r}; valid: check, configure, documents, forget, "
+                "ingest, search, stats"
             )
         return json.dumps(result, ensure_ascii=False)

@@ -1,0 +1,202 @@
+"""End to end: the demo page reranking with a real ``ragspine-lite serve-remote`` process.
+
+The test starts the endpoint (late interaction over MiniLM token embeddings, bearer token,
+CORS for the demo's origin) behind a relay that keeps every byte the browser sends. The page
+reranks with it; its order must equal what the CPython client gets from the same endpoint
+for the same bundle, no RESTRICTED text may be among the bytes sent, and a wrong token or a
+stopped endpoint leaves the fused order on screen instead of an error.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("playwright.sync_api")
+pytest.importorskip("pytest_playwright")
+pytest.importorskip("starlette")
+pytest.importorskip("onnxruntime")
+
+from _remote_server import RecordingRelay
+from _site import CANARY, CHROMIUM, demo_site, serving
+from test_demo_page import BOOT_TIMEOUT_MS, Console, drop_file, search, wait_ready
+
+if not Path(CHROMIUM).exists():
+    pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium)", allow_module_level=True)
+
+from ragspine_lite.bundle.runtime import BundleSearcher
+from ragspine_lite.vector.onnx_backend import minilm_packages_available
+
+if not minilm_packages_available():
+    pytest.skip("the MiniLM model packages are not installed", allow_module_level=True)
+
+pytestmark = pytest.mark.cpython_only
+
+TOKEN = "e2e-remote-token"
+QUERY = "ACME revenue growth"
+SECRET_DOC = f"""---
+title: Board minutes
+sensitivity: RESTRICTED
+---
+ACME revenue growth plans for {CANARY} are confidential until the board signs.
+"""
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _wait_healthy(url: str, proc: subprocess.Popen, timeout: float = 90.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"serve-remote exited with {proc.returncode}")
+        try:
+            with urllib.request.urlopen(url + "/healthz", timeout=2) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.2)
+    raise RuntimeError("serve-remote did not become healthy")
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    return demo_site(tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def base_url(site):
+    with serving(site) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def endpoint(base_url, tmp_path_factory):
+    """``ragspine-lite serve-remote`` in a child process → its URL."""
+    port = _free_port()
+    origin = base_url.rstrip("/")
+    log = tmp_path_factory.mktemp("remote") / "serve-remote.log"
+    env = {**os.environ, "RAGSPINE_REMOTE_TOKEN": ""}
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "ragspine_lite", "serve-remote", "--port", str(port),
+             "--token", TOKEN, "--cors-origin", origin, "--splade-model", "none",
+             "--embed-model", "none", "--log-level", "warning"],
+            stdout=out, stderr=subprocess.STDOUT, env=env,
+        )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        _wait_healthy(url, proc)
+        yield {"url": url, "proc": proc}
+    except RuntimeError as exc:
+        pytest.fail(f"{exc}: {log.read_text(errors='replace')[-2000:]}")
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+@pytest.fixture
+def relay(endpoint):
+    with RecordingRelay(int(endpoint["url"].rsplit(":", 1)[1])) as r:
+        yield r
+
+
+def _configure(page, url: str, method: str, token: str) -> str:
+    if not page.evaluate("document.querySelector('#remote-panel').open"):
+        page.click("#remote-panel summary")
+    page.fill("#remote-url", url)
+    page.select_option("#remote-method", method)
+    page.fill("#remote-token", token)
+    page.evaluate("delete document.body.dataset.reranker")
+    page.click("#remote-apply")
+    page.wait_for_function("document.body.dataset.reranker !== undefined")
+    return page.inner_text("#remote-status")
+
+
+def _cpython_order(site: Path, url: str | None) -> list[str]:
+    with BundleSearcher(site / "data" / "chunks.db") as searcher:
+        if url:
+            info = searcher.configure_reranker("remote:colbert", url=url, token=TOKEN)
+            assert "error" not in info, info
+        outcome = searcher.search(QUERY, top_k=10)
+        if url:
+            assert outcome.rerank["applied"], outcome.rerank
+        return [s["source_locator"] for s in outcome.snippets]
+
+
+def test_the_demo_reranks_with_the_remote_endpoint_and_sends_no_restricted_text(
+    browser, base_url, site, endpoint, relay
+):
+    context = browser.new_context()
+    page = context.new_page()
+    console = Console(page)
+    page.goto(base_url)
+    wait_ready(page)
+    drop_file(page, "minutes.md", SECRET_DOC)
+    page.wait_for_function("document.querySelectorAll('#my-docs li').length === 1")
+
+    fused = [h["locator"] for h in search(page, QUERY)]
+    status = _configure(page, relay.url, "colbert", TOKEN)
+    assert status.startswith("On: remote:colbert"), status
+    assert page.evaluate("document.body.dataset.reranker") == "remote:colbert"
+    page.wait_for_function("document.querySelector('#results').dataset.rerank === 'applied'",
+                           timeout=BOOT_TIMEOUT_MS)
+    reranked = page.eval_on_selector_all(
+        "#results li.hit", "els => els.map(e => e.dataset.locator)"
+    )
+    assert "reranked by remote:colbert" in page.inner_text("#result-info")
+    expected = _cpython_order(site, endpoint["url"])
+    assert reranked == expected
+    assert sorted(reranked) == sorted(fused) and reranked != fused
+    assert _cpython_order(site, None) == fused
+    assert page.inner_text("#held-back").startswith("1 matching result")
+
+    sent = relay.received
+    assert b"POST /v1/rerank" in sent and b"Bearer " + TOKEN.encode() in sent
+    assert CANARY.encode() not in sent and b"Board minutes" not in sent
+    assert b"confidential" not in sent
+    context.close()
+    assert console.messages == []
+
+
+def test_a_wrong_token_or_a_dead_endpoint_keeps_the_fused_order(browser, base_url, endpoint):
+    context = browser.new_context()
+    page = context.new_page()
+    page.goto(base_url)
+    wait_ready(page)
+    fused = [h["locator"] for h in search(page, QUERY)]
+
+    status = _configure(page, endpoint["url"], "colbert", "wrong-token")
+    assert "check failed" in status and "403: wrong bearer token" in status, status
+    hits = search(page, QUERY + " ")
+    assert [h["locator"] for h in hits] == fused
+    assert "remote:colbert failed, fused order kept" in page.inner_text("#result-info")
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    _configure(page, dead, "colbert", TOKEN)
+    hits = search(page, QUERY)
+    assert [h["locator"] for h in hits] == fused
+    assert page.get_attribute("#results", "data-rerank") == "failed"
+    assert page.inner_text("#error") == ""
+
+    status = _configure(page, "", "none", "")
+    assert status.startswith("Off"), status
+    hits = search(page, QUERY + "  ")
+    assert [h["locator"] for h in hits] == fused
+    assert page.get_attribute("#results", "data-rerank") == "off"
+    context.close()
