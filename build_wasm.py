@@ -14,12 +14,19 @@ sections with anchors) into a chunk store through the normal ingest path, and as
     ragspine-lite.mjs/.d.ts the JS API; ragspine-worker.mjs the module Web Worker
     index.html demo.mjs demo.css   the demo page (unless --no-demo)
 
+and with ``--embeddings minilm`` (needs the ``[embed-onnx]`` extra) also a vector per chunk
+in ``data/chunks.db``, computed at build time with all-MiniLM-L6-v2 (int8), plus what the
+browser needs to embed queries the same way:
+
+    models/minilm/          model.onnx, vocab.txt, embedding_config.json (+ LICENSE, NOTICE)
+    ort/                    onnxruntime-web's WASM build, from node_modules/onnxruntime-web
+
 RESTRICTED documents are set aside before anything is written; the finished folder is then
 scanned, zip members included, for their text, titles and ids and for ``--canary`` strings,
 and the build fails (leaving the previous site untouched) if any is found.
 
 ``serve`` serves a built folder on 127.0.0.1 with the MIME types browsers insist on
-(``.mjs`` → ``text/javascript``, ``.wasm`` → ``application/wasm``).
+(``.mjs`` → ``text/javascript``, ``.wasm`` → ``application/wasm``; ``.onnx`` is binary).
 
 Needs the source checkout (``web/``, ``node_modules/pyodide`` from ``npm ci``) and, to build
 the wheel, the ``build`` package (``pip install build``); ``pip download`` fetches micropip
@@ -46,6 +53,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parent
 WEB_DIR = REPO / "web"
 PYODIDE_DIR = REPO / "node_modules" / "pyodide"
+ORT_DIR = REPO / "node_modules" / "onnxruntime-web" / "dist"
 WHEEL_CACHE = REPO / ".cache" / "wheels"
 MICROPIP_VERSION = "0.11.1"
 MICROPIP_WHEEL = f"micropip-{MICROPIP_VERSION}-py3-none-any.whl"
@@ -59,6 +67,16 @@ PYODIDE_FILES = (
     "python_stdlib.zip",
     "pyodide-lock.json",
 )
+# onnxruntime-web's plain WASM build (no WebGPU/JSEP): the ES module and its runtime.
+ORT_FILES = ("ort.wasm.min.mjs", "ort-wasm-simd-threaded.mjs", "ort-wasm-simd-threaded.wasm")
+ORT_MODULE = "ort.wasm.min.mjs"
+# The dense channels a site can be built with ("none": BM25 only, the default).
+EMBEDDINGS = ("none", "minilm")
+MODEL_DIR = "models/minilm"
+# Licence files shipped beside a model's files (copied when its packages have them).
+LICENSE_FILES = ("LICENSE", "NOTICE")
+EMBED_ONNX_INSTALL = "pip install 'ragspine-lite[embed-onnx]'"
+
 # What goes into the wheel build: the package without its sample corpus (which holds
 # RESTRICTED documents) plus the files setuptools needs.
 WHEEL_SOURCES = ("pyproject.toml", "README.md", "LICENSE", "ragspine_lite")
@@ -74,6 +92,7 @@ MIME_TYPES = {
     ".zip": "application/zip",
     ".whl": "application/zip",
     ".db": "application/octet-stream",
+    ".onnx": "application/octet-stream",
     ".ts": "text/plain; charset=utf-8",
     ".map": "application/json",
     ".png": "image/png",
@@ -231,6 +250,90 @@ def _copy_files(names: Sequence[str], src_dir: Path, dest_dir: Path, what: str) 
         shutil.copy2(src_dir / name, dest_dir / name)
 
 
+def _embeddings_name(embeddings: str | None) -> str:
+    name = "none" if embeddings is None else str(embeddings).strip().lower()
+    if name not in EMBEDDINGS:
+        raise BuildError(f"--embeddings must be one of {', '.join(EMBEDDINGS)}, got {embeddings!r}")
+    return name
+
+
+def make_embedding_backend(embeddings: str | None) -> Any | None:
+    """The build-time backend for ``--embeddings`` (``None``/``"none"`` → ``None``).
+
+    ``"minilm"`` is the packaged all-MiniLM-L6-v2 int8 on onnxruntime; a missing
+    ``[embed-onnx]`` extra is a :class:`BuildError` saying how to install it.
+    """
+    name = _embeddings_name(embeddings)
+    if name == "none":
+        return None
+    try:
+        from ragspine_lite.vector.onnx_backend import OnnxEmbeddingBackend
+
+        return OnnxEmbeddingBackend()
+    except ImportError as exc:
+        raise BuildError(
+            f"--embeddings {name} needs onnxruntime, numpy and the MiniLM model packages: "
+            f"install them with {EMBED_ONNX_INSTALL} ({exc})"
+        ) from None
+
+
+def _check_ort(ort_dir: Path) -> None:
+    missing = [n for n in ORT_FILES if not (ort_dir / n).is_file()]
+    if missing:
+        raise BuildError(
+            f"onnxruntime-web not found in {str(ort_dir)!r} ({', '.join(missing)} missing): "
+            "run 'npm ci' in the repository (or pass --ort DIR)"
+        )
+
+
+def ort_version(ort_dir: Path) -> str:
+    """The onnxruntime-web version from the ``package.json`` above ``dist/`` (``""`` if none)."""
+    package = ort_dir.parent / "package.json"
+    if not package.is_file():
+        return ""
+    try:
+        data = json.loads(package.read_text("utf-8"))
+    except json.JSONDecodeError:
+        return ""
+    return str(data.get("version", "")) if data.get("name") == "onnxruntime-web" else ""
+
+
+def copy_model(backend: Any, dest: Path) -> list[str]:
+    """Copy ``backend``'s model into ``dest``: ``model.onnx``, ``vocab.txt``, its config as
+    ``embedding_config.json`` and any LICENSE/NOTICE shipped beside the vocabulary or the
+    model. Returns the file names written."""
+    dest.mkdir(parents=True, exist_ok=True)
+    files = backend.files
+    shutil.copy2(files.model_path, dest / "model.onnx")
+    shutil.copy2(files.vocab_path, dest / "vocab.txt")
+    config = json.dumps(backend.config.to_dict(), indent=2, ensure_ascii=False)
+    (dest / "embedding_config.json").write_text(config + "\n", "utf-8")
+    written = ["model.onnx", "vocab.txt", "embedding_config.json"]
+    for name in LICENSE_FILES:
+        for folder in (Path(files.vocab_path).parent, Path(files.model_path).parent):
+            if (folder / name).is_file():
+                shutil.copy2(folder / name, dest / name)
+                written.append(name)
+                break
+    return written
+
+
+def _indexing_progress(
+    progress: Callable[[int, int, str], None] | None, embedding_phase: str
+) -> Callable[[int, int, str], None] | None:
+    """export_store's progress as two phases: ``indexing <path>``, and its embedding items
+    (``"<embedding_phase> <chunk_id>"``, already named) as they are."""
+    if progress is None:
+        return None
+    report_to = progress
+
+    def report(done: int, total: int, item: str) -> None:
+        named = item.startswith(f"{embedding_phase} ")
+        report_to(done, total, item if named else f"indexing {item}")
+
+    return report
+
+
 def _file_table(root: Path) -> dict[str, dict[str, Any]]:
     table = {}
     for path in sorted(p for p in root.rglob("*") if p.is_file()):
@@ -254,6 +357,8 @@ def build_site(
     micropip: Path | None = None,
     pyodide_dir: Path = PYODIDE_DIR,
     web_dir: Path = WEB_DIR,
+    ort_dir: Path = ORT_DIR,
+    embeddings: str | None = None,
     demo: bool = True,
     max_chars: int | None = None,
     overlap_chars: int | None = None,
@@ -266,11 +371,14 @@ def build_site(
 ) -> dict[str, Any]:
     """Build the site into ``out`` (replaced only when the new build fully succeeded).
 
-    Returns the manifest. Raises :class:`BuildError` (or ``ValueError`` for bad documents,
-    ``RestrictedLeakError`` when the output scan finds RESTRICTED content).
+    ``embeddings="minilm"`` adds a vector per chunk, the model and onnxruntime-web (from
+    ``ort_dir``) and ``entry.embeddings`` in the manifest; ``None``/``"none"`` builds the
+    BM25-only site. Returns the manifest. Raises :class:`BuildError` (or ``ValueError`` for
+    bad documents, ``RestrictedLeakError`` when the output scan finds RESTRICTED content).
     """
     from ragspine_lite import __version__
     from ragspine_lite.bundle.export import (
+        EMBEDDING_PHASE,
         export_store,
         load_corpus,
         restricted_needles,
@@ -280,6 +388,7 @@ def build_site(
     from ragspine_lite.chunking.chunk_store import SCHEMA_VERSION
     from ragspine_lite.chunking.chunker import make_chunker
     from ragspine_lite.chunking.chunking import DEFAULT_CHUNK_CHARS, DEFAULT_OVERLAP_CHARS
+    from ragspine_lite.vector.sqlite_store import embedding_model_id
 
     target = Path(out).resolve()
     if target.exists() and not target.is_dir():
@@ -302,6 +411,9 @@ def build_site(
             f"Pyodide runtime not found in {str(pyodide_dir)!r}: run 'npm ci' in the repository "
             "(or pass --pyodide DIR)"
         )
+    if _embeddings_name(embeddings) != "none":
+        _check_ort(ort_dir)
+    backend = make_embedding_backend(embeddings)
 
     started = time.perf_counter()
     def phase(name: str) -> Callable[[int, int, str], None] | None:
@@ -320,15 +432,39 @@ def build_site(
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.staging-", dir=target.parent))
     staging.chmod(0o755)
     try:
+        indexing = phase("indexing")
+        if backend is not None:
+            indexing = _indexing_progress(progress, EMBEDDING_PHASE)
+            log(f"chunks are embedded after indexing, with {embedding_model_id(backend)}")
         report = export_store(
             corpus,
             staging / STORE_PATH,
             max_chars=max_chars,
             overlap_chars=overlap_chars,
             chunker=make_chunker(chunker) if chunker else None,
-            progress=phase("indexing"),
+            progress=indexing,
+            embedding_backend=backend,
         )
         log(f"chunk store: {report.documents} document(s), {report.chunks} chunk(s)")
+        embeddings_entry: dict[str, Any] = {}
+        ort_runtime: dict[str, str] = {}
+        if backend is not None:
+            log(f"vectors: {report.vectors} ({report.embedding_dim}-d)")
+            copy_model(backend, staging / MODEL_DIR)
+            _copy_files(ORT_FILES, ort_dir, staging / "ort", "onnxruntime-web")
+            if ort_version(ort_dir):
+                ort_runtime["onnxruntime_web"] = ort_version(ort_dir)
+            embeddings_entry = {
+                "name": _embeddings_name(embeddings),
+                "model_id": report.embedding_model_id,
+                "dim": report.embedding_dim,
+                "max_length": backend.config.max_length,
+                "model": f"{MODEL_DIR}/model.onnx",
+                "vocab": f"{MODEL_DIR}/vocab.txt",
+                "config": f"{MODEL_DIR}/embedding_config.json",
+                "ort": {"dir": "ort/", "module": f"ort/{ORT_MODULE}"},
+                "vectors": report.vectors,
+            }
 
         wheels_dir = staging / "wheels"
         wheels_dir.mkdir()
@@ -358,6 +494,7 @@ def build_site(
                 "micropip": MICROPIP_VERSION,
                 "ragspine_lite": __version__,
                 "chunk_store_schema": str(SCHEMA_VERSION),
+                **ort_runtime,
             },
             "entry": {
                 "store": STORE_PATH,
@@ -369,6 +506,7 @@ def build_site(
                 "api": "ragspine-lite.mjs",
                 "worker": "ragspine-worker.mjs",
                 **({"demo": "index.html"} if demo else {}),
+                **({"embeddings": embeddings_entry} if embeddings_entry else {}),
             },
             "chunking": {
                 "max_chars": max_chars,
@@ -480,6 +618,12 @@ def _add_build_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--micropip", type=Path, metavar="FILE", help=f"use this {MICROPIP_WHEEL}")
     p.add_argument("--pyodide", type=Path, default=PYODIDE_DIR, metavar="DIR",
                    help="folder of the pyodide npm package (default node_modules/pyodide)")
+    p.add_argument("--ort", type=Path, default=ORT_DIR, metavar="DIR",
+                   help="onnxruntime-web's dist folder, for --embeddings "
+                   "(default node_modules/onnxruntime-web/dist)")
+    p.add_argument("--embeddings", choices=EMBEDDINGS, default="none",
+                   help="dense vectors for hybrid search in the browser: none (BM25 only, the "
+                   f"default) or minilm (all-MiniLM-L6-v2; needs {EMBED_ONNX_INSTALL})")
     p.add_argument("--no-demo", action="store_true", help="leave out the demo page")
     p.add_argument("--max-chars", type=int, metavar="N", help="chunk size budget")
     p.add_argument("--overlap-chars", type=int, metavar="N", help="paragraph overlap budget")
@@ -519,6 +663,8 @@ def _cmd_build(args: argparse.Namespace) -> int:
         wheel=args.wheel,
         micropip=args.micropip,
         pyodide_dir=args.pyodide,
+        ort_dir=args.ort,
+        embeddings=args.embeddings,
         demo=not args.no_demo,
         max_chars=args.max_chars,
         overlap_chars=args.overlap_chars,
@@ -531,8 +677,10 @@ def _cmd_build(args: argparse.Namespace) -> int:
     )
     counts = manifest["counts"]
     total = sum(f["bytes"] for f in manifest["files"].values())
+    vectors = f"{counts['vectors']} vector(s), " if "vectors" in counts else ""
     print(
         f"built {args.out}: {counts['documents']} document(s), {counts['chunks']} chunk(s), "
+        f"{vectors}"
         f"{counts['excluded_restricted_documents']} RESTRICTED excluded, "
         f"{len(manifest['files']) + 1} files, {total / 1e6:.1f} MB; "
         f"RESTRICTED self-check passed ({manifest['restricted_check']['needles']} needles)"

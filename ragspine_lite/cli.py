@@ -55,6 +55,7 @@ _DEFAULT_EMBEDDING = "auto"
 _PROGRESS_THRESHOLD = 5  # show per-file progress on stderr above this many files
 _TEXT_PREVIEW_CHARS = 240
 _TABLE = "narrative_chunk"
+_OUTSIDE_VOCABULARY_LABEL = "bm25: query outside the embedding vocabulary"
 
 # (query, filter expressions): fixed demo searches. The third matches only a RESTRICTED
 # sample document and the fourth matches one among others: the link exit holds them back.
@@ -324,9 +325,6 @@ def _resolve_backend(mode_spec: str | None, embedding_spec: str | None) -> tuple
     return mode, backend
 
 
-_CONTENT_HASH_KEY = "content_sha256"
-
-
 def _open_vector_store(db: str, backend: Any) -> Any:
     """The persistent vector table of ``db`` for ``backend``'s model (created if absent);
     an in-process store, with a warning, when the database cannot be written."""
@@ -351,59 +349,17 @@ def _close_quietly(vector_store: Any) -> None:
 
 
 def _sync_vectors(index: Any, vector_store: Any) -> tuple[int, int]:
-    """Bring ``vector_store`` in line with the active, persistable chunks → (embedded, removed).
+    """Bring ``vector_store`` in line with the index's active, persistable chunks →
+    (embedded, removed): :func:`~ragspine_lite.vector.chunk_vectors.sync_chunk_vectors`."""
+    from ragspine_lite.vector.chunk_vectors import sync_chunk_vectors
 
-    Only chunks whose vector is missing or whose index text changed (SHA-256 kept in the
-    vector metadata) are embedded; vectors of chunks that are gone or no longer persistable
-    are removed. RESTRICTED chunks are skipped by the default persistence policy.
-    """
-    import hashlib
-
-    from ragspine_lite.vector.store import VectorRecord
-
-    text_fn = index.index_text_fn
-    wanted: dict[str, tuple[Any, str, str]] = {}
-    for c in index.store.iter_chunks():
-        if not index.persistence_policy.persistable(c):
-            continue
-        text = text_fn(c) if text_fn is not None else c.text
-        wanted[c.chunk_id] = (c, text, hashlib.sha256(text.encode("utf-8")).hexdigest())
-    known = getattr(vector_store, "metadata_by_id", None)
-    have: dict[str, dict[str, str]] = known() if known is not None else {}
-    stale = [
-        rid
-        for rid, md in have.items()
-        if rid not in wanted or md.get(_CONTENT_HASH_KEY) != wanted[rid][2]
-    ]
-    removed = vector_store.delete_ids(stale) if stale else 0
-    fresh = set(have) - set(stale)
-    todo = [entry for cid, entry in wanted.items() if cid not in fresh]
-    if not todo:
-        return 0, removed
-    vectors = list(index.embedding_backend.embed_texts([text for _c, text, _h in todo]))
-    if len(vectors) != len(todo):
-        raise ValueError(
-            f"embedding backend returned {len(vectors)} vectors for {len(todo)} texts"
-        )
-    records = [
-        VectorRecord(
-            id=c.chunk_id,
-            vector=tuple(float(x) for x in vec),
-            metadata={
-                "topic": c.topic,
-                "entity": c.entity,
-                "geography": c.geography,
-                "period": c.period,
-                "language": c.language,
-                "doc_id": c.doc_id,
-                "sensitivity": c.sensitivity,
-                _CONTENT_HASH_KEY: digest,
-            },
-        )
-        for (c, _text, digest), vec in zip(todo, vectors, strict=True)
-    ]
-    vector_store.upsert(records)
-    return len(records), removed
+    return sync_chunk_vectors(
+        index.store.iter_chunks(),
+        index.embedding_backend,
+        vector_store,
+        persistence_policy=index.persistence_policy,
+        index_text_fn=index.index_text_fn,
+    )
 
 
 def _sync_or_fallback(index: Any) -> tuple[int, int]:
@@ -463,8 +419,18 @@ def _search_once(
             store.close()
     finally:
         _close_quietly(vector_store)
-    channel = "bm25" if backend is None else f"hybrid: bm25 + {type(backend).__name__}"
-    return snippets, wrapped.held_back, channel
+    return snippets, wrapped.held_back, _channel_label(retriever.index.last_channel, backend)
+
+
+def _channel_label(channel: str | None, backend: Any) -> str:
+    """The printed label of the channel a library search reports (``last_channel``)."""
+    from ragspine_lite.lexical.retrieval import CHANNEL_HYBRID, CHANNEL_OUTSIDE_VOCABULARY
+
+    if channel == CHANNEL_HYBRID:
+        return f"hybrid: bm25 + {type(backend).__name__}"
+    if channel == CHANNEL_OUTSIDE_VOCABULARY:
+        return _OUTSIDE_VOCABULARY_LABEL
+    return "bm25"
 
 
 def _run_search(
@@ -473,9 +439,10 @@ def _run_search(
     """Search ``db`` through the link exit → (snippets, held-back count, channel label).
 
     A failing embedding backend degrades to pure BM25 with a warning on stderr; a query the
-    backend's vocabulary mostly does not know (``backend.coverage(query)`` below
-    ``DEFAULT_MIN_COVERAGE``, e.g. Chinese for the English MiniLM) is searched with BM25
-    alone, since a dense lane of ``[UNK]`` vectors would only add noise to the fusion.
+    backend's vocabulary mostly does not know (the library gate,
+    :func:`~ragspine_lite.vector.embedding_backends.outside_vocabulary`, e.g. Chinese for the
+    English MiniLM) is searched with BM25 alone, since a dense lane of ``[UNK]`` vectors
+    would only add noise to the fusion.
     """
     store = _open_existing_store(db)
     try:
@@ -488,28 +455,22 @@ def _run_search(
             f"ingest documents first with '{PROG} ingest PATH --db {db}'"
         )
     if backend is not None:
+        from ragspine_lite.vector.embedding_backends import outside_vocabulary
+
         try:
-            if _outside_vocabulary(backend, query):
+            # The library gate (the index would search such a query with BM25 alone too),
+            # asked first so that neither the vector table nor any chunk vector is touched.
+            if outside_vocabulary(backend, query):
                 snippets, held_back, _channel = _search_once(
                     db, query, metadata_filter, top_k, None
                 )
-                return snippets, held_back, "bm25: query outside the embedding vocabulary"
+                return snippets, held_back, _OUTSIDE_VOCABULARY_LABEL
             return _search_once(db, query, metadata_filter, top_k, backend)
         except (sqlite3.Error, OSError):
             raise
         except Exception as exc:  # a model/backend failure degrades, never crashes
             _note(f"warning: embedding backend failed ({_one_line(exc)}); using BM25 only")
     return _search_once(db, query, metadata_filter, top_k, None)
-
-
-def _outside_vocabulary(backend: Any, query: str) -> bool:
-    """True when ``backend`` reports a vocabulary coverage of ``query`` below the minimum."""
-    coverage = getattr(backend, "coverage", None)
-    if coverage is None:
-        return False
-    from ragspine_lite.vector.onnx_backend import DEFAULT_MIN_COVERAGE
-
-    return float(coverage(query)) < DEFAULT_MIN_COVERAGE
 
 
 def _held_back_line(count: int) -> str:

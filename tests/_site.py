@@ -86,6 +86,27 @@ def demo_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return _cache["site"]
 
 
+def semantic_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The demo site with ``--embeddings minilm`` (skips without the embed-onnx extra), once."""
+    if "semantic" not in _cache:
+        pytest.importorskip("onnxruntime")
+        from ragspine_lite.vector.onnx_backend import minilm_packages_available
+
+        if not minilm_packages_available():
+            pytest.skip("the MiniLM model packages are not installed")
+        bw = load_build_wasm()
+        if not (bw.ORT_DIR / "ort.wasm.min.mjs").is_file():
+            pytest.skip("node_modules/onnxruntime-web is missing (run npm ci)")
+        wheel, micropip = shared_wheels(tmp_path_factory)
+        from ragspine_lite.cli import samples_dir
+
+        out = tmp_path_factory.mktemp("semantic-site") / "site"
+        bw.build_site([samples_dir()], out, canaries=[CANARY], wheel=wheel, micropip=micropip,
+                      embeddings="minilm")
+        _cache["semantic"] = out
+    return _cache["semantic"]
+
+
 def copy_site(site: Path, dest: Path) -> Path:
     shutil.copytree(site, dest)
     return dest

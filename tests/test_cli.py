@@ -706,8 +706,8 @@ def test_search_embeds_missing_and_changed_chunks_once_then_only_queries(
     counting.clear()
     search_json(capsys, db, "revenue", "--embedding", "counting")
     texts = {c.text for c in ChunkStore(db).iter_chunks()}
-    assert counting[0] == ["revenue"]  # then only its glossary variants, one at a time
-    assert all(len(batch) == 1 and batch[0] not in texts for batch in counting)
+    assert len(counting) == 1 and counting[0][0] == "revenue"  # then the query and its
+    assert not set(counting[0]) & texts  # glossary variants, in one call, no chunk text
     assert len(_vector_rows(db)) == ChunkStore(db).count()
 
 

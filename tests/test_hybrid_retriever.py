@@ -346,7 +346,7 @@ def test_duplicate_variants_are_embedded_once():
     r = HybridRetriever(CHUNKS, embedding_backend=backend,
                         query_rewriter=FixedRewriter(["revenue", "profit", "revenue"]))
     r.search("revenue")
-    assert backend.calls[1:] == [["revenue"], ["profit"]]
+    assert backend.calls[1:] == [["revenue", "profit"]]  # one call for all variants
 
 
 def test_scores_are_the_best_over_query_variants_and_fusion_sums_all_rankings():
@@ -459,3 +459,109 @@ def test_index_text_fn_is_what_the_index_holds():
     r = HybridRetriever(chunks, index_text_fn=lambda c: f"{c.title} {c.text}")
     expected = reference_search(chunks, "acme_hk", index_text=lambda c: f"{c.title} {c.text}")
     assert as_tuples(r.search("acme_hk")) == expected
+
+
+# --- the vocabulary-coverage gate ------------------------------------------------------------
+
+
+class CoverageBackend(RecordingBackend):
+    """A recording backend that knows only the words in ``known`` (its "vocabulary")."""
+
+    def __init__(self, known: set[str]) -> None:
+        super().__init__()
+        self.known = known
+        self.coverage_calls: list[str] = []
+
+    def coverage(self, text: str) -> float:
+        self.coverage_calls.append(text)
+        words = tokenize(text)
+        return 1.0 if not words else sum(w in self.known for w in words) / len(words)
+
+
+KNOWN = {"revenue", "grew", "in", "hong", "kong", "profit", "fell", "china"}
+GATE_QUERIES = ["revenue grew", "香港 revenue", "香港营收", "profit weather"]
+
+
+def test_a_query_below_min_coverage_is_searched_exactly_like_pure_bm25():
+    backend = CoverageBackend(KNOWN)
+    store = RecordingStore()
+    hybrid = HybridRetriever(CHUNKS, embedding_backend=backend, vector_store=store)
+    pure = HybridRetriever(CHUNKS)
+    for query in ("香港营收", "weather was sunny"):  # coverage 0.0 and 1/3
+        for filters in ({}, {"entity": "ACME_HK"}):
+            got = hybrid.search(query, **filters)
+            assert repr(got) == repr(pure.search(query, **filters))
+            assert hybrid.last_channel == retrieval_mod.CHANNEL_OUTSIDE_VOCABULARY
+    assert backend.calls == [] and store.upserted == [] and store.queries == []
+    assert pure.last_channel == retrieval_mod.CHANNEL_BM25
+
+
+def test_a_covered_query_takes_the_hybrid_channel():
+    backend = CoverageBackend(KNOWN)
+    hybrid = HybridRetriever(CHUNKS, embedding_backend=backend)
+    assert hybrid.last_channel is None
+    results = hybrid.search("revenue grew in hong kong")
+    assert hybrid.last_channel == retrieval_mod.CHANNEL_HYBRID
+    assert backend.seen[-1] == "revenue grew in hong kong"
+    assert len(results) == len(CHUNKS)  # hybrid ranks every candidate
+    assert backend.coverage_calls == ["revenue grew in hong kong"]
+
+
+def test_the_gate_uses_min_query_coverage_and_none_turns_it_off():
+    query = "revenue weather"  # coverage 0.5
+    assert retrieval_mod.DEFAULT_MIN_COVERAGE == 0.9
+    strict = HybridRetriever(CHUNKS, embedding_backend=CoverageBackend(KNOWN))
+    strict.search(query)
+    assert strict.last_channel == retrieval_mod.CHANNEL_OUTSIDE_VOCABULARY
+    lenient = HybridRetriever(
+        CHUNKS, embedding_backend=CoverageBackend(KNOWN), min_query_coverage=0.5
+    )
+    lenient.search(query)
+    assert lenient.last_channel == retrieval_mod.CHANNEL_HYBRID
+    off = HybridRetriever(CHUNKS, embedding_backend=CoverageBackend(KNOWN), min_query_coverage=None)
+    ungated = off.search("香港营收")
+    assert off.last_channel == retrieval_mod.CHANNEL_HYBRID
+    assert off.embedding_backend.coverage_calls == []
+    assert len(ungated) == len(CHUNKS)
+
+
+def test_a_backend_without_coverage_is_never_gated():
+    backend = RecordingBackend()
+    retriever = HybridRetriever(CHUNKS, embedding_backend=backend)
+    retriever.search("香港营收")
+    assert retriever.last_channel == retrieval_mod.CHANNEL_HYBRID
+    assert "香港营收" in backend.seen
+
+
+def test_the_gate_looks_at_the_query_not_its_rewrites():
+    backend = CoverageBackend(KNOWN)
+    retriever = HybridRetriever(
+        CHUNKS, embedding_backend=backend, query_rewriter=FixedRewriter(["香港营收", "revenue"])
+    )
+    retriever.search("香港营收")
+    assert backend.coverage_calls == ["香港营收"]
+    assert retriever.last_channel == retrieval_mod.CHANNEL_OUTSIDE_VOCABULARY
+
+
+@pytest.mark.parametrize("bad", [-0.1, 1.5, True, "0.9", float("nan")])
+def test_a_bad_min_query_coverage_is_rejected(bad):
+    with pytest.raises(ValueError, match="min_query_coverage"):
+        HybridRetriever(CHUNKS, min_query_coverage=bad)
+
+
+def test_with_a_rewriter_gated_queries_still_equal_pure_bm25():
+    backend = CoverageBackend(KNOWN)
+    rewriter = GlossaryQueryRewriter()
+    hybrid = HybridRetriever(CHUNKS, embedding_backend=backend, query_rewriter=rewriter)
+    pure = HybridRetriever(CHUNKS, query_rewriter=rewriter)
+    channels = []
+    for query in GATE_QUERIES:
+        got = hybrid.search(query)
+        channels.append(hybrid.last_channel)
+        if hybrid.last_channel != retrieval_mod.CHANNEL_HYBRID:
+            assert repr(got) == repr(pure.search(query)), query
+    assert channels == [
+        "hybrid", "bm25:outside-vocabulary", "bm25:outside-vocabulary", "bm25:outside-vocabulary"
+    ]
+    assert "revenue grew" in backend.seen
+    assert not set(GATE_QUERIES[1:]) & set(backend.seen)  # gated queries are never embedded

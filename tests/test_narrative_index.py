@@ -18,6 +18,7 @@ from ragspine_lite.lexical.retrieval import (
     NarrativeIndex,
     RetrievableIndex,
 )
+from ragspine_lite.lexical.tokenizer import tokenize
 from ragspine_lite.vector.embedding_backends import DeterministicEmbeddingBackend
 from ragspine_lite.vector.persistence_policy import IsolationFirstPolicy, PersistEverythingPolicy
 from ragspine_lite.vector.store import InProcessVectorStore, VectorRecord
@@ -496,3 +497,99 @@ def test_read_only_store_with_a_stale_index_falls_back_to_scoring_in_memory(tmp_
             got = as_tuples(idx.retrieve("revenue hk"))
         assert got == expected
         assert any("cannot be built" in r.getMessage() for r in caplog.records)
+
+
+# --- the vocabulary-coverage gate -----------------------------------------------------------
+
+
+class CoverageBackend(RecordingBackend):
+    """A recording backend whose vocabulary is ASCII: coverage = share of ASCII tokens."""
+
+    def coverage(self, text: str) -> float:
+        words = tokenize(text)
+        return 1.0 if not words else sum(w.isascii() for w in words) / len(words)
+
+
+class CountingStore(InProcessVectorStore):
+    def __init__(self) -> None:
+        super().__init__()
+        self.queries = 0
+
+    def query(self, vector, *, k=50, where=None):
+        self.queries += 1
+        return super().query(vector, k=k, where=where)
+
+
+GATE_DOCS = [
+    ("en", "Hong Kong revenue grew 12% in 2024.\nProfit was flat.", "ACME_HK"),
+    ("zh", "香港营收增长，银保渠道贡献最大。\n新签金额稳定。", "ACME_HK"),
+    ("cn", "中国内地营运利润下降。\nACME China revenue fell.", "ACME_CN"),
+]
+GATE_FILTERS = [
+    {},
+    {"entity": "ACME_HK"},
+    {"metadata_filter": make_filter([("entity", "eq", "ACME_CN")])},
+]
+
+
+def _gate_index(store, **kw) -> tuple[NarrativeIndex, CoverageBackend, CountingStore]:
+    backend, vectors = CoverageBackend(), CountingStore()
+    idx = NarrativeIndex(store, embedding_backend=backend, vector_store=vectors,
+                         query_rewriter=GlossaryQueryRewriter(), **kw)
+    for doc_id, text, entity in GATE_DOCS:
+        idx.ingest(text, meta(doc_id, entity=entity))
+    backend.calls.clear()
+    return idx, backend, vectors
+
+
+@pytest.mark.parametrize("index_text_fn", [None, lambda c: f"{c.entity} {c.text}"])
+def test_a_query_outside_the_vocabulary_retrieves_exactly_like_pure_bm25(store, index_text_fn):
+    idx, backend, vectors = _gate_index(store, index_text_fn=index_text_fn)
+    pure = NarrativeIndex(store, query_rewriter=GlossaryQueryRewriter(),
+                          index_text_fn=index_text_fn)
+    for query in ("香港营收增长", "中国内地 营运利润"):
+        for filters in GATE_FILTERS:
+            got = idx.retrieve(query, **filters)
+            assert idx.last_channel == "bm25:outside-vocabulary"
+            assert repr(got) == repr(pure.retrieve(query, **filters)), (query, filters)
+            assert pure.last_channel == "bm25"
+    assert backend.calls == [] and vectors.queries == 0
+
+
+def test_a_covered_query_retrieves_hybrid(store):
+    idx, backend, vectors = _gate_index(store)
+    results = idx.retrieve("hong kong revenue")
+    assert idx.last_channel == "hybrid"
+    assert backend.calls and backend.calls[0][0] == "hong kong revenue"
+    assert vectors.queries >= 1
+    assert any(r.vector_score > 0 for r in results)
+
+
+def test_the_index_gate_threshold_is_configurable_and_can_be_turned_off(store):
+    idx, backend, _ = _gate_index(store, min_query_coverage=None)
+    idx.retrieve("香港营收增长")
+    assert idx.last_channel == "hybrid" and backend.calls[0][0] == "香港营收增长"
+    lenient, _, _ = _gate_index(store, min_query_coverage=0.0)
+    lenient.retrieve("香港营收增长")
+    assert lenient.last_channel == "hybrid"
+    with pytest.raises(ValueError, match="min_query_coverage must be a number"):
+        NarrativeIndex(store, min_query_coverage=2)
+
+
+def test_without_a_backend_the_channel_is_bm25(store):
+    idx = NarrativeIndex(store)
+    assert idx.last_channel is None
+    idx.ingest("revenue grew", meta("d1"))
+    idx.retrieve("revenue")
+    assert idx.last_channel == "bm25"
+
+
+def test_the_gate_also_covers_stores_with_duplicate_chunk_ids(store):
+    for doc, text in [("a", "hk revenue 香港"), ("b", "香港 营收 hk")]:
+        store.replace_doc_chunks(doc, [Chunk("dup#c0", doc, 0, text, f"{doc}#para1", 1, 1)])
+    backend, vectors = CoverageBackend(), CountingStore()
+    idx = NarrativeIndex(store, embedding_backend=backend, vector_store=vectors)
+    got = idx.retrieve("香港营收")
+    assert idx.last_channel == "bm25:outside-vocabulary"
+    assert repr(got) == repr(NarrativeIndex(store).retrieve("香港营收"))
+    assert backend.calls == [] and vectors.queries == 0

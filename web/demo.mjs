@@ -1,6 +1,7 @@
 // The demo page: search as you type over the bundle, filters, drag-and-drop ingest.
 // URL parameters: ?q=QUERY searches at once when ready; ?bundle=URL opens another bundle;
-// ?remote=URL&reranker=colbert switches on a remote reranker (see the "Rerank" panel).
+// ?remote=URL&reranker=colbert switches on a remote reranker (see the "Rerank" panel);
+// ?mode=bm25 starts a bundle with embeddings in BM25 mode (the switch next to the box).
 import { RagSpineLite } from "./ragspine-lite.mjs";
 
 const $ = (selector) => document.querySelector(selector);
@@ -8,7 +9,7 @@ const DEBOUNCE_MS = 120;
 const TOP_K = 10;
 // [start, end] of the progress bar (percent) for each phase.
 const PHASES = {
-  worker: [0, 2], manifest: [2, 4], boot: [4, 55], install: [55, 75], index: [75, 95],
+  worker: [0, 2], manifest: [2, 4], boot: [4, 55], install: [55, 70], model: [70, 85], index: [85, 95],
   restore: [95, 99], ready: [100, 100],
 };
 
@@ -68,6 +69,12 @@ function currentFilters() {
   return filters;
 }
 
+function currentMode() {
+  if (!demo.info || !demo.info.embeddings) return null;
+  const checked = document.querySelector("#mode-switch input:checked");
+  return checked ? checked.value : "hybrid";
+}
+
 function renderHits(query, detailed) {
   const list = $("#results");
   list.replaceChildren();
@@ -104,8 +111,19 @@ function renderHits(query, detailed) {
       : ` · ${rr.spec} failed, fused order kept: ${rr.error}`;
   }
   list.dataset.rerank = rr ? (rr.applied ? "applied" : "failed") : "off";
+  const sem = detailed.semantic;
+  list.dataset.channel = sem ? sem.channel : "bm25";
+  let channelNote = "";
+  if (sem && detailed.hits.length) {
+    channelNote = {
+      hybrid: ` · hybrid: BM25 + ${demo.info.embeddings.name}`,
+      bm25: " · BM25",
+      "bm25:outside-vocabulary": ` · BM25 (the query is outside ${demo.info.embeddings.name}'s vocabulary)`,
+      "bm25:embedding-failed": ` · BM25 (the model failed: ${sem.error})`,
+    }[sem.channel] ?? ` · ${sem.channel}`;
+  }
   $("#result-info").textContent = query.trim()
-    ? `${detailed.hits.length} result(s) · ${detailed.tookMs.toFixed(1)} ms in Python${rerankNote}`
+    ? `${detailed.hits.length} result(s) · ${detailed.tookMs.toFixed(1)} ms in Python${channelNote}${rerankNote}`
     : "";
   const held = $("#held-back");
   held.hidden = !detailed.heldBack;
@@ -122,7 +140,7 @@ async function runSearch() {
   const mine = ++sequence;
   const started = performance.now();
   try {
-    const detailed = await demo.rs.searchDetailed(query, { filters: currentFilters(), topK: TOP_K });
+    const detailed = await demo.rs.searchDetailed(query, { filters: currentFilters(), topK: TOP_K, mode: currentMode() });
     if (mine !== sequence) return; // a newer search is on its way
     showError("");
     renderHits(query, detailed);
@@ -227,6 +245,11 @@ function wire() {
     if (demo.rs) ingestFiles(event.dataTransfer && event.dataTransfer.files);
   });
   $("#file-input").addEventListener("change", (event) => ingestFiles(event.target.files));
+  for (const radio of document.querySelectorAll("#mode-switch input")) {
+    radio.addEventListener("change", () => {
+      if (demo.rs && $("#q").value.trim()) runSearch();
+    });
+  }
   $("#remote-form").addEventListener("submit", (event) => {
     event.preventDefault();
     if (demo.rs) applyReranker();
@@ -256,7 +279,12 @@ async function main() {
   const counts = manifest.counts;
   $("#bundle-info").textContent =
     `${manifest.title}: ${counts.documents} documents, ${counts.chunks} chunks · Python ${demo.info.versions.python} ` +
-    `(Pyodide ${demo.info.versions.pyodide}) · ready in ${(demo.info.timings.total / 1000).toFixed(1)} s`;
+    `(Pyodide ${demo.info.versions.pyodide}) · ready in ${(demo.info.timings.total / 1000).toFixed(1)} s` +
+    (demo.info.embeddings ? ` · hybrid search with ${demo.info.embeddings.name} on onnxruntime-web` : "");
+  if (demo.info.embeddings) {
+    $("#mode-switch").hidden = false;
+    if (params.get("mode") === "bm25") document.querySelector("#mode-switch input[value=bm25]").checked = true;
+  }
   if (counts.excluded_restricted_documents) {
     const note = $("#restricted-note");
     note.textContent =

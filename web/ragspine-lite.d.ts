@@ -52,6 +52,19 @@ export interface DetailedResults {
   tookMs: number;
   /** Set only while a reranker is configured (see configureReranker). */
   rerank: RerankReport | null;
+  /** Set only for bundles with vectors whose model is loaded. */
+  semantic: SemanticReport | null;
+  /** How the worker ran the model for this search (bundles with vectors only). */
+  worker: { path: "jspi" | "primed"; totalMs: number; modelMs?: number } | null;
+}
+
+export type SearchMode = "hybrid" | "bm25";
+
+export interface SemanticReport {
+  mode: SearchMode;
+  /** "hybrid", "bm25", "bm25:outside-vocabulary" (e.g. Chinese for MiniLM) or "bm25:embedding-failed". */
+  channel: string;
+  error: string | null;
 }
 
 export interface RerankReport {
@@ -104,9 +117,11 @@ export interface DetailedSearchOptions extends SearchOptions {
   highlight?: boolean;
   /** Apply the configured reranker (default true). */
   rerank?: boolean;
+  /** "hybrid" (default when the bundle has vectors) or "bm25". */
+  mode?: SearchMode | null;
 }
 
-export type ProgressPhase = "manifest" | "boot" | "install" | "index" | "restore" | "ingest" | "ready";
+export type ProgressPhase = "manifest" | "boot" | "install" | "model" | "index" | "restore" | "ingest" | "ready";
 
 export interface ProgressEvent {
   phase: ProgressPhase;
@@ -126,6 +141,11 @@ export interface OpenOptions {
   workerURL?: string | URL | null;
   /** Reject open() after this many milliseconds (default 180000; 0 = never). */
   timeoutMs?: number;
+  /** Load the bundle's embedding model when it has one (default true; false: BM25 only). */
+  embeddings?: boolean;
+  /** Let Python await onnxruntime-web through JSPI where the browser has it (default true);
+   * false computes query vectors in JS before each search instead. */
+  jspi?: boolean;
 }
 
 export interface Manifest {
@@ -139,6 +159,17 @@ export interface Manifest {
     api: string;
     worker: string;
     demo?: string;
+    embeddings?: {
+      name: string;
+      model_id: string;
+      dim: number;
+      max_length: number;
+      model: string;
+      vocab: string;
+      config: string;
+      ort: { dir: string; module: string };
+      vectors: number;
+    };
   };
   counts: {
     documents: number;
@@ -162,6 +193,8 @@ export interface OpenInfo {
   restored: number;
   restoreErrors: string[];
   versions: { python: string; pyodide: string; ragspine_lite: string };
+  /** The loaded embedding model (null: a BM25-only bundle or embeddings: false). */
+  embeddings: { name: string; modelId: string; dim: number; jspi: boolean; loadMs: number } | null;
 }
 
 export interface PageDocument {
@@ -205,6 +238,8 @@ export declare class RagSpineLite {
   search(query: string, options?: SearchOptions): Promise<Snippet[]>;
   searchDetailed(query: string, options?: DetailedSearchOptions): Promise<DetailedResults>;
   configureReranker(options?: RerankerOptions): Promise<RerankerInfo>;
+  /** Vectors from the bundle's embedding model; rejects for bundles without one. */
+  embed(texts: Iterable<string>): Promise<number[][]>;
   ingest(docs: Array<File | Blob | DocumentInput> | FileList | File | DocumentInput): Promise<{
     documents: PageDocument[];
     persisted: boolean;

@@ -4,6 +4,9 @@
 //   const rs = await RagSpineLite.open({ bundle: "./", onProgress: (p) => console.log(p) });
 //   const results = await rs.search("hong kong revenue", { filters: { language: "en" }, topK: 5 });
 //
+// A bundle built with `--embeddings minilm` is searched hybrid (BM25 + MiniLM → RRF) by
+// default; pass { mode: "bm25" } to a search for BM25 alone.
+//
 // Everything runs in a module Web Worker (ragspine-worker.mjs, next to this file): Pyodide,
 // the ragspine_lite wheel and the bundle's chunk store. Results are the snippet dicts of
 // Python's agent link (text, doc_id, title, source_locator, chunk_id, metadata, sensitivity,
@@ -59,6 +62,8 @@ export class RagSpineLite {
     onLog = null,
     workerURL = null,
     timeoutMs = DEFAULT_OPEN_TIMEOUT_MS,
+    embeddings = true,
+    jspi = true,
   } = {}) {
     const url = workerURL ? new URL(workerURL, bundleURLOf("./")) : new URL("./ragspine-worker.mjs", import.meta.url);
     let worker;
@@ -69,7 +74,9 @@ export class RagSpineLite {
     }
     const rs = new RagSpineLite(worker, { onProgress, onLog, workerURL: String(url) });
     try {
-      const info = await rs.#call("open", { bundle: bundleURLOf(bundle), formatVersion: FORMAT_VERSION }, timeoutMs);
+      const info = await rs.#call(
+        "open", { bundle: bundleURLOf(bundle), formatVersion: FORMAT_VERSION, embeddings, jspi }, timeoutMs,
+      );
       rs.manifest = info.manifest;
       rs.info = info;
       return rs;
@@ -167,9 +174,9 @@ export class RagSpineLite {
   }
 
   /** Search with everything the demo page shows: hits with sections and highlight spans. */
-  async searchDetailed(query, { filters = null, topK = 10, highlight = true, rerank = true } = {}) {
+  async searchDetailed(query, { filters = null, topK = 10, highlight = true, rerank = true, mode = null } = {}) {
     if (typeof query !== "string") throw new RagSpineLiteError(`query must be a string, got ${typeof query}`);
-    const out = await this.#call("search", { query, filters, topK, highlight, rerank });
+    const out = await this.#call("search", { query, filters, topK, highlight, rerank, mode });
     return {
       query,
       results: out.hits.map((hit) => hit.snippet),
@@ -177,7 +184,15 @@ export class RagSpineLite {
       heldBack: out.held_back,
       tookMs: out.took_ms,
       rerank: out.rerank ?? null,
+      semantic: out.semantic ?? null,
+      worker: out.worker ?? null,
     };
+  }
+
+  /** Sentence vectors from the bundle's embedding model (onnxruntime-web in the worker). */
+  async embed(texts) {
+    const list = Array.from(texts, String);
+    return (await this.#call("embed", { texts: list })).vectors;
   }
 
   /**

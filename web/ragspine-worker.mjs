@@ -67,11 +67,17 @@ async function handle(op, args) {
     );
   }
   switch (op) {
-    case "search":
-      return call("search", {
+    case "search": {
+      const request = {
         query: args.query, filters: args.filters ?? null, topK: args.topK ?? 10, highlight: args.highlight !== false,
         rerank: args.rerank !== false,
-      });
+      };
+      if (args.mode) request.mode = args.mode;
+      return semanticCall("search", request, { query: args.query, mode: args.mode ?? null });
+    }
+    case "embed":
+      if (!state.embeddings) throw new BundleError("this bundle has no embedding model (build it with --embeddings minilm)");
+      return semanticCall("embed", { texts: args.texts }, { texts: args.texts });
     case "configure":
       // A remote reranker is reached from Python (sync XHR in this worker, or fetch via JSPI).
       return call("configure", {
@@ -93,6 +99,95 @@ async function handle(op, args) {
 
 function call(op, args = {}) {
   return JSON.parse(state.dispatch(op, JSON.stringify(args)));
+}
+
+// A Python call that may embed text. With JSPI, Python awaits onnxruntime-web itself
+// (run_sync inside callPromising); without it, the texts to embed are asked for first, run
+// here, and handed to Python before the (synchronous) call.
+async function semanticCall(op, args, planArgs) {
+  const emb = state.embeddings;
+  if (!emb) return call(op, args);
+  const started = performance.now();
+  if (emb.jspi) {
+    const result = JSON.parse(await state.dispatch.callPromising(op, JSON.stringify(args)));
+    return withTiming(result, { path: "jspi", totalMs: performance.now() - started });
+  }
+  const plan = call("embed_plan", planArgs);
+  let modelMs = 0;
+  if (plan.texts.length) {
+    const t = performance.now();
+    const output = await emb.run(plan.ids, plan.batch, plan.seq);
+    modelMs = performance.now() - t;
+    state.searcher.prime_embeddings(JSON.stringify(plan.texts), output);
+  }
+  const result = call(op, args);
+  return withTiming(result, { path: "primed", modelMs, totalMs: performance.now() - started });
+}
+
+function withTiming(result, timing) {
+  if (result && typeof result === "object" && !Array.isArray(result)) {
+    result.worker = { ...timing, totalMs: Math.round(timing.totalMs * 100) / 100 };
+  }
+  return result;
+}
+
+// ------------------------------------------------------------------ the embedding model
+
+async function loadModel(manifest, bundleURL, fetchChecked, useJspi) {
+  const spec = manifest.entry.embeddings;
+  for (const key of ["model", "vocab", "config"]) {
+    if (typeof spec[key] !== "string") throw new BundleError(`manifest.json lacks entry.embeddings.${key}: rebuild the bundle`);
+  }
+  if (!spec.ort || typeof spec.ort.module !== "string" || typeof spec.ort.dir !== "string") {
+    throw new BundleError("manifest.json lacks entry.embeddings.ort: rebuild the bundle");
+  }
+  const started = performance.now();
+  const [modelBytes, vocab, configBytes] = await Promise.all([
+    fetchChecked(spec.model, `the ${spec.name || "embedding"} model`, "model"),
+    fetchChecked(spec.vocab, "the model vocabulary", null),
+    fetchChecked(spec.config, "the model config", null),
+  ]);
+  const moduleURL = bundleURL + spec.ort.module;
+  let ort;
+  try {
+    ort = await import(moduleURL);
+  } catch (err) {
+    throw new BundleError(`could not load onnxruntime-web from ${moduleURL}: ${describe(err).message}`);
+  }
+  ort.env.wasm.wasmPaths = bundleURL + spec.ort.dir;
+  ort.env.wasm.numThreads = 1; // more threads need cross-origin isolation
+  let session;
+  try {
+    session = await ort.InferenceSession.create(modelBytes, { executionProviders: ["wasm"] });
+  } catch (err) {
+    throw new BundleError(`onnxruntime-web could not load ${spec.model}: ${describe(err).message}`);
+  }
+  const config = JSON.parse(new TextDecoder().decode(configBytes));
+  const outputName = config.output || session.outputNames[0];
+  const inputs = new Set(session.inputNames);
+  const padId = 0; // [PAD] is line 0 of a BERT vocab.txt; checked against the tokenizer below
+  let busy = Promise.resolve();
+  // ids: row-major padded ids (Array or array-like) → the model output as a Float32Array.
+  const run = (ids, batch, seq) => {
+    const job = busy.then(async () => {
+      const list = Array.from(ids && typeof ids.toJs === "function" ? ids.toJs() : ids, Number);
+      const idData = BigInt64Array.from(list, BigInt);
+      const maskData = BigInt64Array.from(list, (id) => (id === padId ? 0n : 1n));
+      const feeds = {
+        input_ids: new ort.Tensor("int64", idData, [batch, seq]),
+        attention_mask: new ort.Tensor("int64", maskData, [batch, seq]),
+      };
+      if (inputs.has("token_type_ids")) feeds.token_type_ids = new ort.Tensor("int64", new BigInt64Array(batch * seq), [batch, seq]);
+      const out = await session.run(feeds, [outputName]);
+      return out[outputName].data;
+    });
+    busy = job.catch(() => {});
+    return job;
+  };
+  return {
+    name: spec.name || "embeddings", modelId: spec.model_id, dim: spec.dim, vocab, config, run, padId,
+    jspi: useJspi, loadMs: Math.round(performance.now() - started),
+  };
 }
 
 // ------------------------------------------------------------------ fetching
@@ -231,7 +326,7 @@ async function idbAll(db) {
 
 // ------------------------------------------------------------------ open / close
 
-async function open({ bundle, formatVersion }) {
+async function open({ bundle, formatVersion, embeddings = true, jspi = true }) {
   if (state) throw new BundleError("the search runtime is already open");
   if (formatVersion !== undefined && formatVersion !== FORMAT_VERSION) {
     throw new BundleError(
@@ -241,7 +336,7 @@ async function open({ bundle, formatVersion }) {
     );
   }
   try {
-    state = await boot(bundle);
+    state = await boot(bundle, { embeddings, jspi });
     openError = null;
     return {
       manifest: state.manifest,
@@ -250,6 +345,10 @@ async function open({ bundle, formatVersion }) {
       restored: state.restored,
       restoreErrors: state.restoreErrors,
       versions: state.versions,
+      embeddings: state.embeddings
+        ? { name: state.embeddings.name, modelId: state.embeddings.modelId, dim: state.embeddings.dim,
+            jspi: state.embeddings.jspi, loadMs: state.embeddings.loadMs }
+        : null,
     };
   } catch (err) {
     openError = describe(err).message;
@@ -257,7 +356,7 @@ async function open({ bundle, formatVersion }) {
   }
 }
 
-async function boot(bundle) {
+async function boot(bundle, options = {}) {
   const t0 = performance.now();
   const timings = {};
   const mark = (name, since) => {
@@ -290,6 +389,12 @@ async function boot(bundle) {
   const wheelBytes = fetchChecked(entry.wheels.ragspine_lite, "the ragspine_lite wheel", null);
   dbBytes.catch(() => {});
   wheelBytes.catch(() => {});
+  // JSPI (WebAssembly.Suspending): Python can then block on onnxruntime-web's promises.
+  const useJspi = options.jspi !== false && typeof WebAssembly.Suspending === "function";
+  const model = entry.embeddings && options.embeddings !== false
+    ? loadModel(manifest, bundleURL, fetchChecked, useJspi)
+    : null;
+  if (model) model.catch(() => {});
 
   progress("boot", "Starting Python (Pyodide)");
   const pyodideURL = bundleURL + entry.pyodide;
@@ -334,12 +439,39 @@ async function boot(bundle) {
   }
   t = mark("install", t);
 
+  let embeddings = null;
+  if (model) {
+    progress("model", "Loading the embedding model (onnxruntime-web)");
+    embeddings = await model;
+    py.FS.mkdirTree("/bundle/model");
+    py.FS.writeFile("/bundle/model/vocab.txt", embeddings.vocab);
+    embeddings.vocab = null;
+    t = mark("model", t);
+  }
+
   progress("index", "Opening the search index");
   const db = await dbBytes;
   py.FS.writeFile("/bundle/chunks.db", db);
-  const searcher = py.runPython(
-    "from ragspine_lite.bundle.runtime import BundleSearcher\nBundleSearcher('/bundle/chunks.db')",
-  );
+  let searcher;
+  if (embeddings) {
+    py.globals.set("_ragspine_run", embeddings.run);
+    py.globals.set("_ragspine_config", JSON.stringify(embeddings.config));
+    searcher = py.runPython([
+      "import json",
+      "from ragspine_lite.bundle.runtime import BundleSearcher",
+      "from ragspine_lite.vector.browser_backend import BrowserOnnxEmbeddingBackend",
+      "_b = BrowserOnnxEmbeddingBackend.from_files('/bundle/model/vocab.txt', json.loads(_ragspine_config), runner=_ragspine_run)",
+      "del _ragspine_run, _ragspine_config",
+      "BundleSearcher('/bundle/chunks.db', embedding_backend=_b)",
+    ].join("\n"));
+    const padId = py.runPython("_b.tokenizer.pad_id");
+    py.runPython("del _b");
+    if (padId !== embeddings.padId) throw new BundleError(`the model vocabulary's [PAD] id is ${padId}, expected ${embeddings.padId}`);
+  } else {
+    searcher = py.runPython(
+      "from ragspine_lite.bundle.runtime import BundleSearcher\nBundleSearcher('/bundle/chunks.db')",
+    );
+  }
   const dispatch = searcher.dispatch;
   const versions = JSON.parse(
     py.runPython(
@@ -347,14 +479,16 @@ async function boot(bundle) {
     ),
   );
   versions.pyodide = py.version;
-  dispatch("search", JSON.stringify({ query: "warm up", topK: 1 })); // first-query imports and caches
+  // The first query's imports and caches (BM25 here; the model is warmed below, once state is set).
+  dispatch("search", JSON.stringify(embeddings ? { query: "warm up", topK: 1, mode: "bm25" } : { query: "warm up", topK: 1 }));
   t = mark("index", t);
 
   const opened = {
-    py, searcher, dispatch, manifest, bundleURL, timings, versions,
+    py, searcher, dispatch, manifest, bundleURL, timings, versions, embeddings,
     idb: null, restored: 0, restoreErrors: [],
   };
   state = opened; // call() needs it while restoring
+  if (embeddings) await semanticCall("search", { query: "warm up", topK: 1 }, { query: "warm up", mode: null });
   try {
     opened.idb = await idbOpen(`ragspine-lite:${bundleURL}`);
   } catch (err) {

@@ -6,6 +6,10 @@ is reported. :func:`scan_for_leaks` then reads every byte of the finished bundle
 such as wheels included) for the RESTRICTED documents' text, titles and ids and for explicit
 canary strings, case-insensitively and in JSON-escaped form too.
 
+With an embedding backend, :func:`export_store` also writes one vector per exported chunk into
+the same file (:class:`~ragspine_lite.vector.sqlite_store.SqliteVectorStore`, default table,
+``model_id = embedding_model_id(backend)``), so the bundle can be searched hybrid.
+
 >>> restricted_needles([], canaries=["  SECRET-CODENAME "])
 ['SECRET-CODENAME']
 """
@@ -42,6 +46,7 @@ from ragspine_lite.common.errors import RagspineError
 from ragspine_lite.common.sensitivity import is_restricted
 
 __all__ = [
+    "EMBEDDING_PHASE",
     "MIN_NEEDLE_CHARS",
     "ExportReport",
     "Leak",
@@ -57,6 +62,8 @@ __all__ = [
 
 #: Lines of RESTRICTED documents shorter than this are not searched for (too generic).
 MIN_NEEDLE_CHARS = 12
+#: The progress item prefix of :func:`export_store`'s embedding phase.
+EMBEDDING_PHASE = "embedding"
 
 Progress = Callable[[int, int, str], None]
 
@@ -81,7 +88,11 @@ class SourceDocument:
 
 @dataclass
 class ExportReport:
-    """What :func:`export_store` wrote (exported documents only) and what it set aside."""
+    """What :func:`export_store` wrote (exported documents only) and what it set aside.
+
+    ``vectors``/``embedding_model_id``/``embedding_dim`` are set only when chunk vectors were
+    written; :meth:`as_dict` then has a ``vectors`` count too (and is unchanged otherwise).
+    """
 
     documents: int = 0
     chunks: int = 0
@@ -89,9 +100,12 @@ class ExportReport:
     excluded_restricted_documents: int = 0
     languages: dict[str, int] = field(default_factory=dict)
     sections: int = 0
+    vectors: int = 0
+    embedding_model_id: str = ""
+    embedding_dim: int = 0
 
     def as_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "documents": self.documents,
             "chunks": self.chunks,
             "empty_documents": self.empty_documents,
@@ -99,6 +113,9 @@ class ExportReport:
             "languages": dict(sorted(self.languages.items())),
             "sections": self.sections,
         }
+        if self.embedding_model_id:
+            out["vectors"] = self.vectors
+        return out
 
 
 @dataclass(frozen=True)
@@ -171,14 +188,25 @@ def export_store(
     overlap_chars: int = DEFAULT_OVERLAP_CHARS,
     chunker: Any | None = None,
     progress: Progress | None = None,
+    embedding_backend: Any | None = None,
+    embedding_batch_size: int | None = None,
 ) -> ExportReport:
     """Write the non-RESTRICTED ``docs`` into a new chunk store at ``db_path``.
 
     Ingest goes through :class:`~ragspine_lite.lexical.retrieval.NarrativeIndex` (the normal
     path, so whatever index it keeps is built too), then the section and bundle-meta tables
-    are added (no ``VACUUM``: it may renumber the rowids the BM25 index refers to). Raises
-    ``FileExistsError`` if ``db_path`` exists and :class:`RestrictedLeakError` if a RESTRICTED
-    row is found after writing (it cannot be, by construction; the check guards changes).
+    are added (no ``VACUUM``: it may renumber the rowids the BM25 index refers to).
+    ``progress(i, n, path)`` follows the ingest, document by document.
+
+    With an ``embedding_backend`` every active chunk is then embedded (in batches of
+    ``embedding_batch_size`` texts, default
+    :data:`~ragspine_lite.vector.chunk_vectors.DEFAULT_SYNC_BATCH_SIZE`; progress items
+    ``"embedding <chunk_id>"``) into a
+    :class:`~ragspine_lite.vector.sqlite_store.SqliteVectorStore` in the same file, and the
+    bundle facts record ``vectors``, ``embedding_model_id`` and ``embedding_dim``. Without
+    one, no vector table is created. Raises ``FileExistsError`` if ``db_path`` exists and
+    :class:`RestrictedLeakError` if a RESTRICTED row or vector is found after writing (it
+    cannot be, by construction; the check guards changes).
     """
     from ragspine_lite.lexical.retrieval import NarrativeIndex
 
@@ -222,6 +250,10 @@ def export_store(
             raise RestrictedLeakError(
                 f"{leaked[0]['n']} RESTRICTED chunk(s) reached the exported store {str(target)!r}"
             )
+        if embedding_backend is not None:
+            _write_vectors(
+                store, index, embedding_backend, target, report, progress, embedding_batch_size
+            )
     finally:
         store.close()
     conn = sqlite3.connect(target, isolation_level=None)
@@ -237,6 +269,9 @@ def export_store(
             "facets": json.dumps(facets, ensure_ascii=False, sort_keys=True),
             **{k: json.dumps(v, sort_keys=True) for k, v in report.as_dict().items()},
         }
+        if report.embedding_model_id:
+            facts["embedding_model_id"] = json.dumps(report.embedding_model_id)
+            facts["embedding_dim"] = json.dumps(report.embedding_dim)
         conn.executemany(
             f"INSERT OR REPLACE INTO {BUNDLE_META_TABLE} (key, value) VALUES (?, ?)",
             sorted(facts.items()),
@@ -245,6 +280,62 @@ def export_store(
     finally:
         conn.close()
     return report
+
+
+def _prefixed(progress: Progress | None, phase: str) -> Progress | None:
+    """``progress`` with ``phase`` put before every item (``None`` stays ``None``)."""
+    if progress is None:
+        return None
+    report_to = progress
+
+    def step(done: int, total: int, item: str) -> None:
+        report_to(done, total, f"{phase} {item}")
+
+    return step
+
+
+def _write_vectors(
+    store: ChunkStore,
+    index: Any,
+    backend: Any,
+    target: Path,
+    report: ExportReport,
+    progress: Progress | None,
+    batch_size: int | None,
+) -> None:
+    """Embed the store's active chunks into a vector table of ``target``; fill ``report``."""
+    from ragspine_lite.common.sensitivity import RESTRICTED
+    from ragspine_lite.vector.chunk_vectors import DEFAULT_SYNC_BATCH_SIZE, sync_chunk_vectors
+    from ragspine_lite.vector.sqlite_store import SqliteVectorStore, embedding_model_id
+
+    chunks = [c for c in store.iter_chunks() if not is_restricted(c.sensitivity)]
+    model_id = embedding_model_id(backend)
+    step = _prefixed(progress, EMBEDDING_PHASE)
+    with SqliteVectorStore(target, model_id=model_id) as vectors:
+        sync_chunk_vectors(
+            chunks,
+            backend,
+            vectors,
+            persistence_policy=index.persistence_policy,
+            batch_size=DEFAULT_SYNC_BATCH_SIZE if batch_size is None else batch_size,
+            progress=step,
+        )
+        stored = vectors.metadata_by_id()
+        dim = vectors.dim
+    wrong = sorted(
+        rid for rid, md in stored.items() if md.get("sensitivity", "").strip().upper() == RESTRICTED
+    )
+    if wrong:
+        raise RestrictedLeakError(
+            f"{len(wrong)} RESTRICTED vector(s) reached the exported store {str(target)!r}"
+        )
+    if set(stored) != {c.chunk_id for c in chunks}:
+        raise RagspineError(
+            f"{len(stored)} vector(s) written for {len(chunks)} chunk(s) in {str(target)!r}"
+        )
+    report.vectors = len(stored)
+    report.embedding_model_id = model_id
+    report.embedding_dim = int(dim) if dim else int(getattr(backend, "dim", 0) or 0)
 
 
 def restricted_needles(

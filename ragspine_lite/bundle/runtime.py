@@ -13,7 +13,9 @@ carries the heading section it falls in and highlight spans for the query terms.
 from __future__ import annotations
 
 import json
+import logging
 import re
+import sqlite3
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -48,6 +50,7 @@ __all__ = [
     "FILTER_FIELDS",
     "MAX_SEARCH_TOP_K",
     "PAGE_LIBRARY",
+    "SEARCH_MODES",
     "BundleSearcher",
     "RerankSetting",
     "SearchOutcome",
@@ -56,10 +59,14 @@ __all__ = [
     "parse_filters",
 ]
 
+_LOGGER = logging.getLogger(__name__)
+
 BUNDLE_LIBRARY = "bundle"
 PAGE_LIBRARY = "page"
 DEFAULT_SEARCH_TOP_K = 10
 MAX_SEARCH_TOP_K = 200
+#: Search modes of a bundle exported with vectors (``hybrid`` is then the default).
+SEARCH_MODES = ("hybrid", "bm25")
 #: Snippet fields a filter may test.
 FILTER_FIELDS: tuple[str, ...] = (
     "doc_id",
@@ -225,18 +232,35 @@ def highlight_spans(query: str, text: str) -> list[list[int]]:
 class _FilteredIndex:
     """An index wrapper that applies one metadata filter and counts RESTRICTED results.
 
-    Only the count leaves this object; the link exit drops the results themselves.
+    Only the count leaves this object; the link exit drops the results themselves. With a
+    ``fallback`` index, a failure of ``index`` (the hybrid one: its model may be unable to
+    run) is logged once and the query answered by ``fallback``; ``failure`` keeps why.
     """
 
-    def __init__(self, index: NarrativeIndex) -> None:
+    def __init__(self, index: NarrativeIndex, fallback: NarrativeIndex | None = None) -> None:
         self.index = index
+        self.fallback = fallback
         self.metadata_filter: MetadataFilter | None = None
         self.held_back = 0
+        self.failure: str | None = None
+        self._logged = False
 
     def retrieve(self, query: str, **kwargs: Any) -> list[Any]:
         if self.metadata_filter is not None:
             kwargs["metadata_filter"] = self.metadata_filter
-        results = self.index.retrieve(query, **kwargs)
+        self.failure = None
+        try:
+            results = self.index.retrieve(query, **kwargs)
+        except (sqlite3.Error, ValueError):
+            raise
+        except Exception as exc:
+            if self.fallback is None:
+                raise
+            self.failure = f"{type(exc).__name__}: {exc}"
+            if not self._logged:
+                self._logged = True
+                _LOGGER.warning("dense search failed (%s); using BM25 only", self.failure)
+            results = self.fallback.retrieve(query, **kwargs)
         self.held_back = sum(1 for r in results if is_restricted(r.chunk.sensitivity))
         return results
 
@@ -247,13 +271,16 @@ class SearchOutcome:
 
     ``rerank`` is ``None`` unless a reranker is configured; then it says whether the
     reranker's order was applied (``applied``), its ``spec`` and the ``error`` that made the
-    search keep the fused order.
+    search keep the fused order. ``semantic`` is ``None`` unless the bundle has vectors and
+    a backend: then ``{"mode", "channel", "error"}`` (``channel`` ``"hybrid"``, ``"bm25"``,
+    ``"bm25:outside-vocabulary"`` or ``"bm25:embedding-failed"``).
     """
 
     hits: list[dict[str, Any]] = field(default_factory=list)
     held_back: int = 0
     took_ms: float = 0.0
     rerank: dict[str, Any] | None = None
+    semantic: dict[str, Any] | None = None
 
     @property
     def snippets(self) -> list[dict[str, object]]:
@@ -261,8 +288,11 @@ class SearchOutcome:
 
     def as_dict(self) -> dict[str, Any]:
         out = {"hits": self.hits, "held_back": self.held_back, "took_ms": self.took_ms}
-        if self.rerank is not None:  # absent when off: the default output is unchanged
+        # Absent when not configured / not exported: the default output is unchanged.
+        if self.rerank is not None:
             out["rerank"] = self.rerank
+        if self.semantic is not None:
+            out["semantic"] = self.semantic
         return out
 
 
@@ -315,11 +345,16 @@ class BundleSearcher:
     store was not exported as a bundle of this format, or has a newer chunk-store schema.
     """
 
-    def __init__(self, bundle_db: str | Path | None = None) -> None:
+    def __init__(
+        self, bundle_db: str | Path | None = None, *, embedding_backend: Any = None
+    ) -> None:
         self.bundle_store: ChunkStore | None = None
         self.bundle_facts: dict[str, Any] = {}
         self._sections: dict[str, list[tuple[int, int, str, str, int]]] = {}
         self._bundle: _FilteredIndex | None = None
+        self._hybrid: _FilteredIndex | None = None
+        self._vector_store: Any = None
+        self.embedding_backend: Any = None
         if bundle_db is not None:
             store = open_read_only_store(bundle_db)
             try:
@@ -332,6 +367,8 @@ class BundleSearcher:
             self._bundle = _FilteredIndex(
                 NarrativeIndex(store, query_rewriter=GlossaryQueryRewriter())
             )
+            if embedding_backend is not None:
+                self._open_vectors(bundle_db, embedding_backend)
         self.page_store = ChunkStore(":memory:")
         self.page_store.init_schema()
         self._page = _FilteredIndex(
@@ -340,6 +377,37 @@ class BundleSearcher:
         self._page_docs: dict[str, dict[str, Any]] = {}
         self._page_sections: dict[str, list[tuple[int, int, str, str, int]]] = {}
         self.reranker = RerankSetting()
+
+    @property
+    def vector_count(self) -> int:
+        """How many chunk vectors the bundle was exported with (0: a BM25-only bundle)."""
+        value = self.bundle_facts.get("vectors", 0)
+        return int(value) if isinstance(value, int) and not isinstance(value, bool) else 0
+
+    def _open_vectors(self, bundle_db: str | Path, backend: Any) -> None:
+        from ragspine_lite.vector.sqlite_store import SqliteVectorStore, embedding_model_id
+
+        model_id = str(self.bundle_facts.get("embedding_model_id") or "")
+        if not self.vector_count or not model_id:
+            return  # a BM25-only bundle: the backend has nothing to search
+        if embedding_model_id(backend) != model_id:
+            raise BundleFormatError(
+                f"the bundle's vectors were made by {model_id!r} but the embedding backend is "
+                f"{embedding_model_id(backend)!r}: rebuild the bundle or load its own model"
+            )
+        vector_store = SqliteVectorStore(bundle_db, model_id=model_id)
+        self._vector_store = vector_store
+        self.embedding_backend = backend
+        assert self.bundle_store is not None and self._bundle is not None
+        self._hybrid = _FilteredIndex(
+            NarrativeIndex(
+                self.bundle_store,
+                query_rewriter=GlossaryQueryRewriter(),
+                embedding_backend=backend,
+                vector_store=vector_store,
+            ),
+            fallback=self._bundle.index,
+        )
 
     @staticmethod
     def _check_bundle(store: ChunkStore, where: str) -> dict[str, Any]:
@@ -373,6 +441,8 @@ class BundleSearcher:
 
     def close(self) -> None:
         """Close both stores; calling it again does nothing."""
+        if self._vector_store is not None:
+            self._vector_store.close()
         if self.bundle_store is not None:
             self.bundle_store.close()
         self.page_store.close()
@@ -494,6 +564,65 @@ class BundleSearcher:
         report["ms"] = round((time.perf_counter() - started) * 1000, 3)
         return [item.snippet for item in ranked], report
 
+    # -- the semantic channel ---------------------------------------------------------------
+
+    def _resolve_mode(self, mode: str | None) -> str:
+        if mode is None:
+            return "hybrid" if self._hybrid is not None else "bm25"
+        if mode not in SEARCH_MODES:
+            raise ValueError(
+                f"unknown search mode {mode!r}; valid modes: {', '.join(SEARCH_MODES)}"
+            )
+        if mode == "hybrid" and self._hybrid is None:
+            raise ValueError(
+                "search mode 'hybrid' needs a bundle built with vectors "
+                "('build_wasm.py build DOCS --embeddings minilm') and its embedding model loaded"
+            )
+        return mode
+
+    def embedding_plan(self, query: str, mode: str | None = None) -> dict[str, Any]:
+        """What a search for ``query`` will embed and is not cached yet (the no-JSPI path).
+
+        → the backend's ``plan`` (``{"texts", "ids", "batch", "seq"}``); no texts when the
+        search will not embed (BM25 mode, a blank query, or a query outside the vocabulary).
+        """
+        empty: dict[str, Any] = {"texts": [], "ids": [], "batch": 0, "seq": 0}
+        if not isinstance(query, str) or not query.strip() or self._hybrid is None:
+            return empty
+        if self._resolve_mode(mode) != "hybrid":
+            return empty
+        index = self._hybrid.index
+        from ragspine_lite.vector.embedding_backends import outside_vocabulary
+
+        if outside_vocabulary(self.embedding_backend, query, index.min_query_coverage):
+            return empty
+        variants = index.query_rewriter.rewrite(query) if index.query_rewriter else [query]
+        return self.embedding_backend.plan(list(dict.fromkeys(variants)))
+
+    def embedding_plan_for(self, texts: Sequence[str]) -> dict[str, Any]:
+        """:meth:`embedding_plan` for explicit texts (what :meth:`embed` will need)."""
+        if self.embedding_backend is None:
+            raise ValueError("no embedding model is loaded (the bundle has no vectors)")
+        if isinstance(texts, str) or not all(isinstance(t, str) for t in texts):
+            raise ValueError(f"texts must be a list of strings, got {texts!r:.80}")
+        return self.embedding_backend.plan(list(texts))
+
+    def prime_embeddings(self, texts: Sequence[str] | str, output: Any) -> int:
+        """Hand the model output for :meth:`embedding_plan`'s texts to the backend."""
+        if self.embedding_backend is None:
+            raise ValueError("this searcher has no embedding backend to prime")
+        if isinstance(texts, str):
+            texts = json.loads(texts)
+        return int(self.embedding_backend.prime(list(texts), output))
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        """Vectors for ``texts`` from the loaded backend (for checks and tools)."""
+        if self.embedding_backend is None:
+            raise ValueError("no embedding model is loaded (the bundle has no vectors)")
+        if isinstance(texts, str) or not all(isinstance(t, str) for t in texts):
+            raise ValueError(f"texts must be a list of strings, got {texts!r:.80}")
+        return [list(v) for v in self.embedding_backend.embed_texts(list(texts))]
+
     # -- search ---------------------------------------------------------------------------
 
     def _section_of(self, snippet: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -518,11 +647,14 @@ class BundleSearcher:
         top_k: int = DEFAULT_SEARCH_TOP_K,
         highlight: bool = True,
         rerank: bool = True,
+        mode: str | None = None,
     ) -> SearchOutcome:
         """Fused hits over the bundle and the page documents; a blank query finds nothing.
 
         ``highlight=False`` leaves every hit's ``highlights`` empty (less work per query);
-        ``rerank=False`` skips a configured reranker for this search.
+        ``rerank=False`` skips a configured reranker for this search. ``mode`` ``"hybrid"``
+        (the default when the bundle has vectors and a backend) or ``"bm25"``; page documents
+        are always searched with BM25.
         """
         started = time.perf_counter()
         if not isinstance(query, str):
@@ -532,12 +664,14 @@ class BundleSearcher:
         ):
             raise ValueError(f"topK must be an integer from 1 to {MAX_SEARCH_TOP_K}, got {top_k!r}")
         metadata_filter = parse_filters(filters)
+        hybrid = self._resolve_mode(mode) == "hybrid"
         outcome = SearchOutcome()
         if not query.strip():
             return outcome
         wrappers: list[tuple[str, _FilteredIndex]] = []
-        if self._bundle is not None:
-            wrappers.append((BUNDLE_LIBRARY, self._bundle))
+        bundle = self._hybrid if hybrid else self._bundle
+        if bundle is not None:
+            wrappers.append((BUNDLE_LIBRARY, bundle))
         if self._page_docs:
             wrappers.append((PAGE_LIBRARY, self._page))
         if not wrappers:
@@ -555,6 +689,15 @@ class BundleSearcher:
             )
         snippets = MultiIndexRetriever(libraries, top_k=top_k).retrieve(query, top_k=top_k)
         outcome.held_back = sum(w.held_back for _, w in wrappers)
+        if self._hybrid is not None:
+            channel = self._hybrid.index.last_channel if hybrid else "bm25"
+            if hybrid and self._hybrid.failure:
+                channel = "bm25:embedding-failed"
+            outcome.semantic = {
+                "mode": "hybrid" if hybrid else "bm25",
+                "channel": channel,
+                "error": self._hybrid.failure if hybrid else None,
+            }
         if self.reranker.judge is not None and rerank:
             snippets, outcome.rerank = self._rerank(query, snippets)
         outcome.hits = [
@@ -608,6 +751,11 @@ class BundleSearcher:
             },
             "facets": {name: sorted(values) for name, values in facets.items()},
             "reranker": self.reranker.describe(),
+            "embeddings": {
+                "vectors": self.vector_count,
+                "model_id": self.bundle_facts.get("embedding_model_id"),
+                "loaded": self._hybrid is not None,
+            },
         }
         if self.bundle_store is not None:
             out["bundle"] = {
@@ -623,9 +771,10 @@ class BundleSearcher:
     def dispatch(self, op: str, payload: str = "{}") -> str:
         """Run ``op`` with JSON arguments and return a JSON result (errors propagate).
 
-        Ops: ``search`` {query, filters?, topK?, highlight?, rerank?}; ``ingest`` {name, text};
-        ``check`` {name, text}; ``forget`` {docIds?}; ``documents``; ``stats``; ``configure``
-        {reranker, url?, token?, timeout?, check?}.
+        Ops: ``search`` {query, filters?, topK?, highlight?, rerank?, mode?}; ``ingest``
+        {name, text}; ``check`` {name, text}; ``forget`` {docIds?}; ``documents``; ``stats``;
+        ``configure`` {reranker, url?, token?, timeout?, check?}; ``embed_plan`` {query, mode?}
+        or {texts}; ``embed`` {texts}.
         """
         args = json.loads(payload) if payload else {}
         if not isinstance(args, dict):
@@ -638,7 +787,15 @@ class BundleSearcher:
                 top_k=args.get("topK", DEFAULT_SEARCH_TOP_K),
                 highlight=bool(args.get("highlight", True)),
                 rerank=bool(args.get("rerank", True)),
+                mode=args.get("mode"),
             ).as_dict()
+        elif op == "embed_plan":
+            if "texts" in args:
+                result = self.embedding_plan_for(args["texts"])
+            else:
+                result = self.embedding_plan(args.get("query", ""), args.get("mode"))
+        elif op == "embed":
+            result = {"vectors": self.embed(args.get("texts", []))}
         elif op == "configure":
             result = self.configure_reranker(
                 args.get("reranker"),
@@ -660,7 +817,7 @@ class BundleSearcher:
             result = self.stats()
         else:
             raise ValueError(
-                f"unknown operation {op!r}; valid: check, configure, documents, forget, "
-                "ingest, search, stats"
+                f"unknown operation {op!r}; valid: check, configure, documents, embed, "
+                "embed_plan, forget, ingest, search, stats"
             )
         return json.dumps(result, ensure_ascii=False)

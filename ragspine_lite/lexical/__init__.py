@@ -22,6 +22,10 @@ from ragspine_lite.lexical.scoring import (
 from ragspine_lite.lexical.tokenizer import tokenize
 
 _RETRIEVAL_NAMES = (
+    "CHANNEL_BM25",
+    "CHANNEL_HYBRID",
+    "CHANNEL_OUTSIDE_VOCABULARY",
+    "DEFAULT_MIN_COVERAGE",
     "DEFAULT_TOP_K",
     "EmbeddingBackend",
     "GlossaryQueryRewriter",
@@ -43,8 +47,12 @@ _INDEX_NAMES = (
 
 __all__ = [
     "BM25_INDEX_FORMAT",
+    "CHANNEL_BM25",
+    "CHANNEL_HYBRID",
+    "CHANNEL_OUTSIDE_VOCABULARY",
     "DEFAULT_BM25_B",
     "DEFAULT_BM25_K1",
+    "DEFAULT_MIN_COVERAGE",
     "DEFAULT_RRF_K",
     "DEFAULT_TOP_K",
     "BM25Index",

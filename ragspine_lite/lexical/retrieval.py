@@ -1,7 +1,10 @@
 """Hybrid narrative retrieval: metadata pre-filter → BM25 (+ optional dense) → RRF → rerank.
 
 Pure BM25 + RRF is the zero-dependency default and is byte-identical to a build that
-never heard of embeddings; an :class:`EmbeddingBackend` switches the dense lane on.
+never heard of embeddings; an :class:`EmbeddingBackend` switches the dense lane on. A query
+the backend's vocabulary mostly does not know (``backend.coverage(query)`` below
+``min_query_coverage``, e.g. Chinese for the English MiniLM) is searched with BM25 alone,
+exactly as without a backend; ``last_channel`` tells which channel the last search used.
 Every ordering is deterministic: ties are broken by ``chunk_id`` ascending.
 
 BM25 goes through an inverted index (:mod:`ragspine_lite.lexical.inverted_index`) that
@@ -46,13 +49,22 @@ from ragspine_lite.lexical.scoring import (
 )
 from ragspine_lite.lexical.tokenizer import tokenize
 from ragspine_lite.rerank.listwise_rerank import ListwiseJudge, listwise_rerank
-from ragspine_lite.vector.embedding_backends import EmbeddingBackend
+from ragspine_lite.vector.embedding_backends import (
+    DEFAULT_MIN_COVERAGE,
+    EmbeddingBackend,
+    check_min_coverage,
+    outside_vocabulary,
+)
 from ragspine_lite.vector.persistence_policy import IsolationFirstPolicy, PersistencePolicy
 from ragspine_lite.vector.store import InProcessVectorStore, VectorRecord, VectorStore
 
 __all__ = [
+    "CHANNEL_BM25",
+    "CHANNEL_HYBRID",
+    "CHANNEL_OUTSIDE_VOCABULARY",
     "DEFAULT_BM25_B",
     "DEFAULT_BM25_K1",
+    "DEFAULT_MIN_COVERAGE",
     "DEFAULT_RRF_K",
     "DEFAULT_TOP_K",
     "EmbeddingBackend",
@@ -71,6 +83,12 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 DEFAULT_TOP_K = 50
+
+# What ``last_channel`` says after a search: BM25 + dense fused, BM25 alone (no dense lane
+# configured), or BM25 alone because the query is outside the embedding vocabulary.
+CHANNEL_HYBRID = "hybrid"
+CHANNEL_BM25 = "bm25"
+CHANNEL_OUTSIDE_VOCABULARY = "bm25:outside-vocabulary"
 
 # The five chunk attributes that act as equality filters (and as vector metadata).
 _FILTER_DIMS = ("topic", "entity", "geography", "period", "language")
@@ -239,6 +257,15 @@ def _fuse(
     return ordered, best_bm25, best_vec
 
 
+def _channel(dense: bool, backend: Any, query: str, min_coverage: float | None) -> str:
+    """The channel a search takes: hybrid when ``dense`` and the query passes the gate."""
+    if not dense:
+        return CHANNEL_BM25
+    if outside_vocabulary(backend, query, min_coverage):
+        return CHANNEL_OUTSIDE_VOCABULARY
+    return CHANNEL_HYBRID
+
+
 def _records(chunks: list[Any], vectors: list[Any]) -> list[VectorRecord]:
     return [
         VectorRecord(
@@ -257,6 +284,12 @@ class HybridRetriever:
     an ``embedding_backend`` is given, else ``None`` (pure BM25). With
     ``manage_vectors=False`` chunk vectors are assumed to be in the store already and
     only queries are embedded. ``embedding_cache`` maps ``chunk_id`` → chunk vector.
+
+    ``min_query_coverage`` gates the dense lane per query for backends with a ``coverage``
+    method: below it the query is searched with BM25 only (results identical to a retriever
+    without a backend, nothing embedded); ``None`` turns the gate off. ``last_channel`` is
+    the channel of the last search (:data:`CHANNEL_HYBRID`, :data:`CHANNEL_BM25`,
+    :data:`CHANNEL_OUTSIDE_VOCABULARY`; ``None`` before the first).
 
     BM25 uses an in-memory :class:`InvertedIndex` built on the first search from the
     chunks' index texts as they are then (chunks are not expected to change afterwards);
@@ -277,6 +310,7 @@ class HybridRetriever:
         vector_store: VectorStore | None = None,
         manage_vectors: bool = True,
         index_text_fn: Callable[[Any], str] | None = None,
+        min_query_coverage: float | None = DEFAULT_MIN_COVERAGE,
     ) -> None:
         self.chunks = list(chunks)
         self.embedding_backend = embedding_backend
@@ -293,6 +327,8 @@ class HybridRetriever:
         self.vector_store = vector_store
         self.manage_vectors = manage_vectors
         self.index_text_fn = index_text_fn
+        self.min_query_coverage = check_min_coverage(min_query_coverage)
+        self.last_channel: str | None = None
         # index text → tokens; tokenize is a pure function of the text, so this never
         # changes a result, it only avoids re-tokenising the corpus on every search.
         self._token_cache: dict[str, list[str]] = {}
@@ -437,11 +473,13 @@ class HybridRetriever:
         }
         positions = _filtered_positions(self.chunks, filters, metadata_filter)
         n_candidates = len(self.chunks) if positions is None else len(positions)
+        backend, store = self.embedding_backend, self.vector_store
+        vectors_on = backend is not None and store is not None
+        self.last_channel = _channel(vectors_on, backend, query, self.min_query_coverage)
+        vectors_on = self.last_channel == CHANNEL_HYBRID
         if n_candidates == 0:
             return []
         queries = self._queries(query)
-        backend, store = self.embedding_backend, self.vector_store
-        vectors_on = backend is not None and store is not None
         index = self._lexical_index()
         # One BM25 ranking fused alone keeps its order, so its top ``limit`` is all RRF
         # needs; with several rankings, or duplicate ids adding up, every hit counts.
@@ -469,8 +507,8 @@ class HybridRetriever:
             if self.manage_vectors:
                 self._sync_vectors(backend, store, candidates, texts)
             vector_rankings = []
-            for q in queries:
-                qvec = backend.embed_texts([q])[0]
+            # All query variants in one call: one model run (one JS round trip in a browser).
+            for qvec in backend.embed_texts(list(queries)):
                 found = store.query(
                     tuple(float(x) for x in qvec), k=len(candidates), where=where
                 )
@@ -500,6 +538,9 @@ class NarrativeIndex:
     and kept current inside every write; a store whose index is missing or behind gets it
     built on the first retrieve). With an ``index_text_fn`` the indexed text differs from
     ``chunk.text``, so BM25 then runs over the active chunks in memory, as it always did.
+
+    ``min_query_coverage`` and ``last_channel`` work as in :class:`HybridRetriever`: a query
+    outside the backend's vocabulary takes exactly the pure-BM25 path.
     """
 
     def __init__(
@@ -518,6 +559,7 @@ class NarrativeIndex:
         index_text_fn: Callable[[Any], str] | None = None,
         filter_extractor: FilterExtractor | None = None,
         chunker: Any | None = None,
+        min_query_coverage: float | None = DEFAULT_MIN_COVERAGE,
     ) -> None:
         self.store = store
         self.embedding_backend = embedding_backend
@@ -536,6 +578,8 @@ class NarrativeIndex:
         self.index_text_fn = index_text_fn
         self.filter_extractor = filter_extractor
         self.chunker = chunker
+        self.min_query_coverage = check_min_coverage(min_query_coverage)
+        self.last_channel: str | None = None
         self._bm25: StoreBM25Index | None = (
             StoreBM25Index.attach(store) if index_text_fn is None else None
         )
@@ -625,33 +669,39 @@ class NarrativeIndex:
             "period": period,
             "language": language,
         }
+        dense = self.embedding_backend is not None and self.vector_store is not None
+        self.last_channel = _channel(dense, self.embedding_backend, query, self.min_query_coverage)
+        # Gated out: the very path (and objects) of an index without a dense lane.
+        gated = self.last_channel == CHANNEL_OUTSIDE_VOCABULARY
         bm25 = self._persisted_bm25()
-        if bm25 is not None and self.vector_store is None:
+        if bm25 is not None and (self.vector_store is None or gated):
             with bm25.reading():
                 if not bm25.has_duplicate_chunk_ids:
                     results = self._search_bm25(bm25, query, filters, mf, limit)
                 else:
-                    results = self._search_rows(bm25, query, filters, mf, limit)
+                    results = self._search_rows(bm25, query, filters, mf, limit, gated=gated)
         elif bm25 is not None:
             with bm25.reading():
                 results = self._search_rows(bm25, query, filters, mf, limit)
         else:
             candidates = self.store.iter_chunks(**filters)
-            retriever = self._retriever(candidates)
+            retriever = self._retriever(candidates, gated=gated)
             results = retriever.search(query, top_k=limit, metadata_filter=mf)
         if rerank and self.judge is not None:
             results = listwise_rerank(query, results, self.judge, top_n=n or self.rerank_top_n)
         return results
 
-    def _retriever(self, chunks: list[StoredChunk]) -> HybridRetriever:
+    def _retriever(self, chunks: list[StoredChunk], *, gated: bool = False) -> HybridRetriever:
+        """A one-search retriever; ``gated`` leaves the dense lane out (the gate already ran)."""
         return HybridRetriever(
             chunks,
-            embedding_backend=self.embedding_backend,
+            embedding_backend=None if gated else self.embedding_backend,
             query_rewriter=self.query_rewriter,
             top_k=self.top_k,
-            vector_store=self.vector_store,
+            vector_store=None if gated else self.vector_store,
             manage_vectors=False,
             index_text_fn=self.index_text_fn,
+            min_query_coverage=None,
         )
 
     def _search_rows(
@@ -661,10 +711,12 @@ class NarrativeIndex:
         filters: Mapping[str, str | None],
         mf: MetadataFilter | None,
         limit: int,
+        *,
+        gated: bool = False,
     ) -> list[RetrievalResult]:
         """A :class:`HybridRetriever` over the active rows, scoring BM25 with the store index."""
         rows = self.store.iter_chunk_rows(**filters)
-        retriever = self._retriever([c for _, c in rows])
+        retriever = self._retriever([c for _, c in rows], gated=gated)
         retriever._attach_lexical_index(bm25, [rowid for rowid, _ in rows])
         return retriever.search(query, top_k=limit, metadata_filter=mf)
 

@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+from ragspine_lite.vector.chunk_vectors import (
+    CONTENT_HASH_KEY,
+    DEFAULT_SYNC_BATCH_SIZE,
+    chunk_vector_metadata,
+    sync_chunk_vectors,
+)
 from ragspine_lite.vector.embedding_backends import (
     DEFAULT_DETERMINISTIC_DIM,
     DEFAULT_EMBEDDING_BATCH_SIZE,
+    DEFAULT_MIN_COVERAGE,
     DEFAULT_ONNX_EMBEDDING_MODEL,
     DEFAULT_OPENAI_EMBEDDING_MODEL,
     DEFAULT_ST_EMBEDDING_MODEL,
@@ -16,6 +23,7 @@ from ragspine_lite.vector.embedding_backends import (
     DeterministicEmbeddingBackend,
     EmbeddingBackend,
     make_embedding_backend,
+    outside_vocabulary,
 )
 from ragspine_lite.vector.onnx_backend import (
     OnnxEmbeddingBackend,
@@ -49,12 +57,15 @@ from ragspine_lite.vector.use_backend import (
 from ragspine_lite.vector.wordpiece import WordPieceTokenizer
 
 __all__ = [
+    "CONTENT_HASH_KEY",
     "DEFAULT_DETERMINISTIC_DIM",
     "DEFAULT_EMBEDDING_BATCH_SIZE",
+    "DEFAULT_MIN_COVERAGE",
     "DEFAULT_ONNX_EMBEDDING_MODEL",
     "DEFAULT_OPENAI_EMBEDDING_MODEL",
     "DEFAULT_QUERY_K",
     "DEFAULT_ST_EMBEDDING_MODEL",
+    "DEFAULT_SYNC_BATCH_SIZE",
     "EMBEDDING_BACKENDS",
     "EMBEDDING_BACKEND_ENV",
     "EMBEDDING_DEVICE_ENV",
@@ -79,10 +90,13 @@ __all__ = [
     "VectorRecord",
     "VectorStore",
     "WordPieceTokenizer",
+    "chunk_vector_metadata",
     "embedding_model_id",
     "export_use_onnx",
     "make_embedding_backend",
     "make_persistence_policy",
     "make_vector_store",
+    "outside_vocabulary",
     "pool_embeddings",
+    "sync_chunk_vectors",
 ]

@@ -29,7 +29,10 @@ from pathlib import Path
 from typing import Any
 
 from ragspine_lite.common.registry import lazy_extra_import
-from ragspine_lite.vector.embedding_backends import DEFAULT_EMBEDDING_BATCH_SIZE
+from ragspine_lite.vector.embedding_backends import (
+    DEFAULT_EMBEDDING_BATCH_SIZE,
+    DEFAULT_MIN_COVERAGE,  # defined beside the gate, outside_vocabulary; re-exported here
+)
 from ragspine_lite.vector.wordpiece import WordPieceTokenizer
 
 __all__ = [
@@ -54,10 +57,6 @@ __all__ = [
 
 EMBED_ONNX_EXTRA = "embed-onnx"
 DEFAULT_MAX_BATCH_TOKENS = 1024
-# Below this share of known word pieces a text is "outside the model's vocabulary". Measured
-# with the MiniLM vocabulary: every SQuAD question scores 1.0, no CMRC/DRCD question (Chinese,
-# mostly [UNK]) reaches 0.65, and RRF with such a dense lane loses to BM25 alone.
-DEFAULT_MIN_COVERAGE = 0.9
 MODEL_CONFIG_FILENAME = "embedding_config.json"
 POOLING_MODES = ("mean", "cls", "none")
 

@@ -1,0 +1,141 @@
+"""End to end: a site built with ``--embeddings minilm`` in headless Chromium.
+
+The browser backend (Python WordPiece + onnxruntime-web + Python pooling, in the worker) must
+give the CPython backend's vectors (cosine >= 0.999) with JSPI and with the no-JSPI path;
+the demo searches hybrid by default with the same ranking as the CPython searcher over the
+same bundle, has a visible hybrid/BM25 switch, and falls back to BM25 for Chinese queries
+that MiniLM cannot represent.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("playwright.sync_api")
+pytest.importorskip("pytest_playwright")
+pytest.importorskip("onnxruntime")
+
+from _site import CHROMIUM, semantic_site, serving
+from test_demo_page import Console, search, wait_ready
+
+if not Path(CHROMIUM).exists():
+    pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium)", allow_module_level=True)
+
+from ragspine_lite.bundle.runtime import BundleSearcher
+
+pytestmark = pytest.mark.cpython_only
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+EMBED_JS = """async ([texts, jspi]) => {
+  const { RagSpineLite } = await import('./ragspine-lite.mjs');
+  const rs = await RagSpineLite.open({ bundle: './', jspi });
+  try {
+    return { info: rs.info.embeddings, vectors: await rs.embed(texts) };
+  } finally {
+    rs.close();
+  }
+}"""
+
+
+def _texts() -> list[str]:
+    out = []
+    for name in ("squad_slice", "cmrc_slice"):
+        lines = (DATA / name / "queries.jsonl").read_text("utf-8").splitlines()[:12]
+        out.extend(json.loads(line)["text"] for line in lines)
+        lines = (DATA / name / "corpus.jsonl").read_text("utf-8").splitlines()[:4]
+        out.extend(json.loads(line)["text"] for line in lines)  # long: truncated at 256 pieces
+    return [*out, "a", "Café déjà vu — naïve résumé", "   "]
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    return semantic_site(tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def base_url(site):
+    with serving(site) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def cpython():
+    from ragspine_lite.vector.onnx_backend import OnnxEmbeddingBackend
+
+    return OnnxEmbeddingBackend()
+
+
+@pytest.mark.parametrize("jspi", [True, False], ids=["jspi", "no-jspi"])
+def test_browser_vectors_match_the_cpython_backend(browser, base_url, cpython, jspi):
+    texts = _texts()
+    page = browser.new_page()
+    console = Console(page)
+    # A JSON document gets no favicon link: answer the browser's /favicon.ico probe here.
+    page.route("**/favicon.ico", lambda route: route.fulfill(status=204, body=""))
+    page.goto(base_url + "manifest.json")
+    out = page.evaluate(EMBED_JS, [texts, jspi])
+    page.close()
+    assert out["info"]["jspi"] is jspi  # Debian's Chromium has JSPI; false forces the JS path
+    assert out["info"]["modelId"] == cpython.model_id
+    expected = cpython.embed_texts(texts)
+    cosines = []
+    for got, want in zip(out["vectors"], expected, strict=True):
+        assert len(got) == 384
+        norm = math.sqrt(sum(x * x for x in got)) * math.sqrt(sum(x * x for x in want))
+        cosines.append(sum(a * b for a, b in zip(got, want, strict=True)) / (norm or 1.0))
+    assert min(cosines) >= 0.999, min(cosines)
+    assert console.messages == []
+
+
+def _cpython_locators(site: Path, query: str, backend, mode: str | None) -> list[str]:
+    with BundleSearcher(site / "data" / "chunks.db", embedding_backend=backend) as s:
+        return [h["source_locator"] for h in s.search(query, top_k=10, mode=mode).snippets]
+
+
+def test_the_demo_searches_hybrid_with_a_switch_to_bm25(browser, base_url, site, cpython):
+    page = browser.new_page()
+    console = Console(page)
+    page.goto(base_url)
+    wait_ready(page)
+    assert "hybrid search with minilm" in page.inner_text("#bundle-info")
+    assert page.is_visible("#mode-switch")
+
+    query = "why did operating profit fall"
+    hybrid = search(page, query)
+    assert page.get_attribute("#results", "data-channel") == "hybrid"
+    assert "hybrid: BM25 + minilm" in page.inner_text("#result-info")
+    assert [h["locator"] for h in hybrid] == _cpython_locators(site, query, cpython, None)
+    scores = page.locator("#results li.hit .scores").all_inner_texts()
+    assert any("vector 0.000" not in s for s in scores)
+
+    page.check("#mode-switch input[value=bm25]")
+    page.wait_for_function("document.querySelector('#results').dataset.channel === 'bm25'")
+    bm25 = page.eval_on_selector_all("#results li.hit", "els => els.map(e => e.dataset.locator)")
+    assert bm25 == _cpython_locators(site, query, None, None)
+    assert bm25 != [h["locator"] for h in hybrid] or "vector 0.000" in page.inner_text("#results")
+
+    page.check("#mode-switch input[value=hybrid]")
+    hits = search(page, "中国内地营运利润")
+    assert page.get_attribute("#results", "data-channel") == "bm25:outside-vocabulary"
+    assert hits[0]["docId"] == "zh/acme_cn_2024_profit_zh.md"
+    assert "outside minilm's vocabulary" in page.inner_text("#result-info")
+    page.close()
+    assert console.messages == []
+
+
+def test_a_bundle_without_vectors_shows_no_switch(browser, tmp_path_factory):
+    from _site import demo_site
+
+    with serving(demo_site(tmp_path_factory)) as url:
+        page = browser.new_page()
+        page.goto(url)
+        wait_ready(page)
+        assert page.is_hidden("#mode-switch")
+        assert page.evaluate("window.ragspineDemo.info.embeddings") is None
+        search(page, "operating profit")
+        assert page.get_attribute("#results", "data-channel") == "bm25"
+        page.close()

@@ -1,0 +1,165 @@
+"""A bundle exported with chunk vectors, searched hybrid by the browser-side searcher.
+
+The model here is a stand-in (pure Python, so this runs in the Pyodide lane too); the real
+MiniLM on onnxruntime-web is checked in Chromium by tests/e2e/test_demo_embeddings.py.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from test_browser_backend import CONFIG, FakeFFI, runner, toy_hidden
+
+from ragspine_lite.bundle.export import export_store, load_corpus
+from ragspine_lite.bundle.manifest import BundleFormatError
+from ragspine_lite.bundle.runtime import BundleSearcher
+from ragspine_lite.chunking.chunk_store import ChunkStore
+from ragspine_lite.cli import samples_dir
+from ragspine_lite.lexical.retrieval import GlossaryQueryRewriter, NarrativeIndex
+from ragspine_lite.link.narrative_link import NarrativeIndexRetriever
+from ragspine_lite.vector.browser_backend import BrowserOnnxEmbeddingBackend
+from ragspine_lite.vector.embedding_backends import DeterministicEmbeddingBackend
+from ragspine_lite.vector.sqlite_store import SqliteVectorStore
+from ragspine_lite.vector.wordpiece import WordPieceTokenizer
+
+QUERIES = ["why did operating profit fall", "Hong Kong revenue growth in 2024", "hk revenue"]
+# A vocabulary that knows the English sample words and no Chinese at all.
+WORDS = sorted({
+    w for text in [*(d.body for d in load_corpus([samples_dir()])), *QUERIES]
+    for w in re.findall(r"[a-z0-9]+", text.lower())
+})
+VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS]
+
+
+def toy_backend(jspi: bool) -> BrowserOnnxEmbeddingBackend:
+    return BrowserOnnxEmbeddingBackend(
+        WordPieceTokenizer(VOCAB), CONFIG, runner=runner, ffi=FakeFFI(jspi)
+    )
+
+
+@pytest.fixture(scope="module")
+def toy_db(tmp_path_factory):
+    db = tmp_path_factory.mktemp("semantic") / "chunks.db"
+    report = export_store(load_corpus([samples_dir()]), db, embedding_backend=toy_backend(True))
+    assert report.vectors == report.chunks > 0
+    return db
+
+
+@pytest.fixture(scope="module")
+def hashed_db(tmp_path_factory):
+    db = tmp_path_factory.mktemp("semantic") / "chunks.db"
+    export_store(load_corpus([samples_dir()]), db,
+                 embedding_backend=DeterministicEmbeddingBackend(dim=64))
+    return db
+
+
+def strip(outcome) -> list[dict]:
+    return [{k: v for k, v in s.items() if k != "library_id"} for s in outcome.snippets]
+
+
+def test_hybrid_is_the_default_and_equals_the_python_hybrid_link(hashed_db):
+    backend = DeterministicEmbeddingBackend(dim=64)
+    with BundleSearcher(hashed_db, embedding_backend=backend) as searcher:
+        store = ChunkStore(hashed_db)
+        vectors = SqliteVectorStore(hashed_db, model_id="DeterministicEmbeddingBackend/64")
+        try:
+            link = NarrativeIndexRetriever(NarrativeIndex(
+                store, query_rewriter=GlossaryQueryRewriter(), embedding_backend=backend,
+                vector_store=vectors,
+            ), retry_without_filters=False)
+            for query in QUERIES:
+                outcome = searcher.search(query, top_k=8)
+                assert outcome.semantic == {"mode": "hybrid", "channel": "hybrid", "error": None}
+                assert strip(outcome) == link.retrieve(query, top_k=8)
+                assert any(s["scores"]["vector"] > 0 for s in outcome.snippets)
+        finally:
+            vectors.close()
+            store.close()
+        assert json.loads(searcher.dispatch("stats"))["embeddings"] == {
+            "vectors": searcher.vector_count, "model_id": "DeterministicEmbeddingBackend/64",
+            "loaded": True,
+        }
+
+
+def test_bm25_mode_equals_a_searcher_without_a_model(hashed_db):
+    with BundleSearcher(hashed_db, embedding_backend=DeterministicEmbeddingBackend(dim=64)) as a, \
+            BundleSearcher(hashed_db) as b:
+        for query in QUERIES:
+            got = a.search(query, top_k=8, mode="bm25")
+            assert got.semantic == {"mode": "bm25", "channel": "bm25", "error": None}
+            plain = b.search(query, top_k=8)
+            assert plain.semantic is None and "semantic" not in plain.as_dict()
+            assert got.snippets == plain.snippets
+        with pytest.raises(ValueError, match="needs a bundle built with vectors"):
+            b.search("x", mode="hybrid")
+        with pytest.raises(ValueError, match="'dense'"):
+            a.search("x", mode="dense")
+
+
+def test_a_backend_for_another_model_is_refused(hashed_db):
+    with pytest.raises(BundleFormatError, match="DeterministicEmbeddingBackend/32"):
+        BundleSearcher(hashed_db, embedding_backend=DeterministicEmbeddingBackend(dim=32))
+
+
+def test_a_backend_without_vectors_to_search_is_simply_not_used(tmp_path):
+    db = tmp_path / "plain.db"
+    export_store(load_corpus([samples_dir()]), db)
+    with BundleSearcher(db, embedding_backend=DeterministicEmbeddingBackend(dim=64)) as s:
+        assert s.vector_count == 0 and s.search("profit").semantic is None
+
+
+class Failing(DeterministicEmbeddingBackend):
+    model_id = "DeterministicEmbeddingBackend/64"
+
+    def embed_texts(self, texts):
+        raise RuntimeError("the model is not loaded")
+
+
+def test_a_failing_model_degrades_to_bm25_results(hashed_db):
+    with BundleSearcher(hashed_db, embedding_backend=Failing(dim=64)) as a, \
+            BundleSearcher(hashed_db) as b:
+        got = a.search(QUERIES[0], top_k=8)
+        assert got.semantic["channel"] == "bm25:embedding-failed"
+        assert "the model is not loaded" in got.semantic["error"]
+        assert got.snippets == b.search(QUERIES[0], top_k=8).snippets
+
+
+def test_without_jspi_plan_and_prime_give_the_jspi_results(toy_db):
+    with BundleSearcher(toy_db, embedding_backend=toy_backend(True)) as jspi, \
+            BundleSearcher(toy_db, embedding_backend=toy_backend(False)) as worker:
+        for query in QUERIES:
+            plan = json.loads(worker.dispatch("embed_plan", json.dumps({"query": query})))
+            assert plan["texts"][0] == query
+            assert len(plan["texts"]) == len(set(GlossaryQueryRewriter().rewrite(query)))
+            output = toy_hidden(plan["ids"], plan["batch"], plan["seq"])
+            assert worker.prime_embeddings(json.dumps(plan["texts"]), output) == plan["batch"]
+            got = worker.search(query, top_k=8)
+            assert got.semantic["channel"] == "hybrid"
+            assert got.snippets == jspi.search(query, top_k=8).snippets
+        # An unprimed query without JSPI: BM25, said so, never an exception.
+        unprimed = worker.search("operating profit", top_k=8)
+        assert unprimed.semantic["channel"] == "bm25:embedding-failed"
+        assert "no JSPI" in unprimed.semantic["error"]
+
+
+def test_chinese_queries_skip_the_dense_lane_of_an_english_model(toy_db):
+    with BundleSearcher(toy_db, embedding_backend=toy_backend(False)) as s, \
+            BundleSearcher(toy_db) as plain:
+        query = "中国内地营运利润"
+        assert s.embedding_plan(query)["texts"] == []
+        got = s.search(query, top_k=5)
+        assert got.semantic["channel"] == "bm25:outside-vocabulary"
+        assert got.snippets == plain.search(query, top_k=5).snippets
+        assert s.embedding_plan("operating profit", mode="bm25")["texts"] == []
+
+
+def test_embed_gives_the_backend_vectors(toy_db):
+    with BundleSearcher(toy_db, embedding_backend=toy_backend(True)) as s:
+        out = json.loads(s.dispatch("embed", json.dumps({"texts": ["operating profit"]})))
+        assert out["vectors"] == toy_backend(True).embed_texts(["operating profit"])
+        with pytest.raises(ValueError, match="list of strings"):
+            s.embed("operating profit")
+    with BundleSearcher(toy_db) as plain, pytest.raises(ValueError, match="no embedding model"):
+        plain.embed(["x"])
