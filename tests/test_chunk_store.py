@@ -719,3 +719,29 @@ def test_snapshot_reads_one_state_and_nests(store: ChunkStore) -> None:
     assert not conn.in_transaction
     with pytest.raises(ChunkStoreError, match="no such table"), store.snapshot() as conn:
         conn.execute("SELECT * FROM no_such_table")
+
+
+def test_a_read_only_store_reads_and_refuses_every_write(tmp_path):
+    path = tmp_path / "ro.db"
+    with ChunkStore(path) as s:
+        s.init_schema()
+        s.replace_doc_chunks("d", [Chunk("d#c0", "d", 0, "hello", "d#para1", 1, 1)])
+    before = path.read_bytes()
+    with ChunkStore(path, read_only=True) as ro:
+        assert ro.read_only and "read-only" in repr(ro)
+        assert [c.chunk_id for c in ro.iter_chunks()] == ["d#c0"]
+        with pytest.raises(ChunkStoreError, match="read-only"):
+            ro.replace_doc_chunks("d", [])
+        with pytest.raises(ChunkStoreError, match="read-only"):
+            ro.init_schema()
+        with pytest.raises(sqlite3.OperationalError, match="readonly"):  # SQLite refuses too
+            ro._connection().execute("DELETE FROM narrative_chunk")
+    assert path.read_bytes() == before
+
+
+def test_a_read_only_store_must_exist(tmp_path):
+    with pytest.raises(FileNotFoundError, match=r"nope\.db"):
+        ChunkStore(tmp_path / "nope.db", read_only=True)
+    assert not (tmp_path / "nope.db").exists()
+    with pytest.raises(FileNotFoundError):
+        ChunkStore(":memory:", read_only=True)

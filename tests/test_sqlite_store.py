@@ -332,3 +332,19 @@ def test_embedding_model_id_prefers_the_backends_own_id():
         "DeterministicEmbeddingBackend/64"
     )
     assert embedding_model_id(Plain()) == "Plain"
+
+
+def test_a_read_only_vector_store_queries_and_refuses_writes(tmp_path):
+    path = tmp_path / "v.db"
+    with SqliteVectorStore(path, model_id="m") as s:
+        s.upsert([VectorRecord("a", (1.0, 0.0), {}), VectorRecord("b", (0.0, 1.0), {})])
+    before = path.read_bytes()
+    with SqliteVectorStore(path, model_id="m", read_only=True) as ro:
+        assert [h.id for h in ro.query((1.0, 0.1), k=2)] == ["a", "b"]
+        with pytest.raises(VectorStoreError, match="read-only"):
+            ro.upsert([VectorRecord("c", (1.0, 1.0), {})])
+        with pytest.raises(VectorStoreError, match="read-only"):
+            ro.delete_ids(["a"])
+    assert path.read_bytes() == before
+    with pytest.raises(FileNotFoundError):
+        SqliteVectorStore(tmp_path / "missing.db", read_only=True)

@@ -97,14 +97,7 @@ def open_read_only_store(db_path: str | Path) -> ChunkStore:
     path = Path(db_path)
     if not path.is_file():
         raise FileNotFoundError(f"bundle chunk store not found at {str(path)!r}")
-    store = ChunkStore(path)
-    try:
-        # ChunkStore has no read-only mode; this connection-level switch refuses every write.
-        store._connection().execute("PRAGMA query_only = ON")
-    except Exception:
-        store.close()
-        raise
-    return store
+    return ChunkStore(path, read_only=True)
 
 
 # ---------------------------------------------------------------- filters
@@ -395,7 +388,7 @@ class BundleSearcher:
                 f"the bundle's vectors were made by {model_id!r} but the embedding backend is "
                 f"{embedding_model_id(backend)!r}: rebuild the bundle or load its own model"
             )
-        vector_store = SqliteVectorStore(bundle_db, model_id=model_id)
+        vector_store = SqliteVectorStore(bundle_db, model_id=model_id, read_only=True)
         self._vector_store = vector_store
         self.embedding_backend = backend
         assert self.bundle_store is not None and self._bundle is not None

@@ -33,7 +33,7 @@ from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from ragspine_lite.chunking.chunking import Chunk
 from ragspine_lite.common.errors import RagspineError
-from ragspine_lite.common.sqlite import immediate_transaction
+from ragspine_lite.common.sqlite import connect, immediate_transaction
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -239,16 +239,15 @@ class ChunkStore:
 
     Call :meth:`init_schema` once before writing. Usable as a context manager; the connection
     is also closed when the store is garbage-collected. SQLite failures surface as
-    :class:`ChunkStoreError` with the original exception chained.
+    :class:`ChunkStoreError` with the original exception chained. ``read_only=True`` opens an
+    existing file (``FileNotFoundError`` otherwise) that nothing can write to: every write
+    raises :class:`ChunkStoreError` before touching it.
     """
 
-    def __init__(self, db_path: str | Path) -> None:
+    def __init__(self, db_path: str | Path, *, read_only: bool = False) -> None:
         self.db_path = str(db_path)
-        try:
-            # Autocommit mode: this class opens and ends every transaction itself.
-            conn = sqlite3.connect(self.db_path, isolation_level=None)
-        except sqlite3.Error as exc:
-            raise ChunkStoreError(f"cannot open chunk store at {self.db_path!r}: {exc}") from exc
+        self.read_only = bool(read_only)
+        conn = connect(self.db_path, "chunk store", ChunkStoreError, read_only=self.read_only)
         conn.row_factory = sqlite3.Row
         self._conn = conn
         self._finalizer = weakref.finalize(self, conn.close)
@@ -272,7 +271,7 @@ class ChunkStore:
         self.close()
 
     def __repr__(self) -> str:
-        state = "closed" if self.closed else "open"
+        state = "closed" if self.closed else "read-only" if self.read_only else "open"
         return f"ChunkStore({self.db_path!r}, {state})"
 
     def _connection(self) -> sqlite3.Connection:
@@ -282,6 +281,8 @@ class ChunkStore:
 
     def _transaction(self, action: str) -> contextlib.AbstractContextManager[sqlite3.Connection]:
         """One ``BEGIN IMMEDIATE`` … ``COMMIT``; any failure rolls everything back."""
+        if self.read_only:
+            raise ChunkStoreError(f"{action} refused: chunk store {self.db_path!r} is read-only")
         return immediate_transaction(self._connection(), action, self.db_path, ChunkStoreError)
 
     @contextlib.contextmanager

@@ -1,12 +1,35 @@
-"""The one write-transaction helper shared by the SQLite-backed stores."""
+"""What the SQLite-backed stores share: opening (optionally read-only) and write transactions."""
 
 from __future__ import annotations
 
 import contextlib
+import os
 import sqlite3
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
-__all__ = ["immediate_transaction"]
+__all__ = ["connect", "immediate_transaction"]
+
+
+def connect(
+    db_path: str | Path, what: str, error: type[Exception], *, read_only: bool = False
+) -> sqlite3.Connection:
+    """An autocommit connection to ``db_path`` (the stores open and end transactions).
+
+    ``read_only`` needs an existing file (``FileNotFoundError`` otherwise: SQLite would
+    create it) and switches ``PRAGMA query_only`` on, so SQLite itself refuses every write.
+    Failures raise ``error(f"cannot open {what} at …")``.
+    """
+    path = str(db_path)
+    if read_only and (path == ":memory:" or not os.path.isfile(path)):
+        raise FileNotFoundError(f"{what} not found at {path!r} (read-only opens need a file)")
+    try:
+        conn = sqlite3.connect(path, isolation_level=None)
+        if read_only:
+            conn.execute("PRAGMA query_only = ON")
+    except sqlite3.Error as exc:
+        raise error(f"cannot open {what} at {path!r}: {exc}") from exc
+    return conn
 
 
 @contextlib.contextmanager

@@ -34,7 +34,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from ragspine_lite.common.errors import RagspineError
-from ragspine_lite.common.sqlite import immediate_transaction
+from ragspine_lite.common.sqlite import connect, immediate_transaction
 from ragspine_lite.vector.persistence_policy import IsolationFirstPolicy, PersistencePolicy
 from ragspine_lite.vector.store import (
     DEFAULT_QUERY_K,
@@ -107,7 +107,8 @@ class SqliteVectorStore:
     ``where`` = AND of exact equality, zero vectors score ``0.0``), except that
     :meth:`upsert` returns how many records were *written* (policy-held ones are not) and
     scores are computed on the stored float32 values. Rows are cached in memory and reloaded
-    when the file changes underneath (``PRAGMA data_version``).
+    when the file changes underneath (``PRAGMA data_version``). ``read_only=True`` opens an
+    existing file and refuses every write (:class:`VectorStoreError`).
     """
 
     def __init__(
@@ -117,6 +118,7 @@ class SqliteVectorStore:
         model_id: str = DEFAULT_VECTOR_MODEL_ID,
         table: str = DEFAULT_VECTOR_TABLE,
         persistence_policy: PersistencePolicy | None = None,
+        read_only: bool = False,
     ) -> None:
         if not isinstance(model_id, str) or not model_id.strip():
             raise ValueError(f"model_id must be a non-empty str, got {model_id!r}")
@@ -131,16 +133,15 @@ class SqliteVectorStore:
         self.persistence_policy = (
             persistence_policy if persistence_policy is not None else IsolationFirstPolicy()
         )
-        try:
-            conn = sqlite3.connect(self.db_path, isolation_level=None)
-        except sqlite3.Error as exc:
-            raise VectorStoreError(f"cannot open vector store at {self.db_path!r}: {exc}") from exc
+        self.read_only = bool(read_only)
+        conn = connect(self.db_path, "vector store", VectorStoreError, read_only=self.read_only)
         self._conn = conn
         self._finalizer = weakref.finalize(self, conn.close)
         # id -> (vector, norm, metadata); None = not loaded (or stale)
         self._rows: dict[str, tuple[array, float, dict[str, str]]] | None = None  # type: ignore[type-arg]
         self._data_version: int | None = None
-        self._init_schema()
+        if not self.read_only:
+            self._init_schema()
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -168,6 +169,8 @@ class SqliteVectorStore:
         return self._conn
 
     def _transaction(self, action: str) -> contextlib.AbstractContextManager[sqlite3.Connection]:
+        if self.read_only:
+            raise VectorStoreError(f"{action} refused: vector store {self.db_path!r} is read-only")
         return immediate_transaction(
             self._connection(), action, self.db_path, VectorStoreError, self._drop_row_cache
         )
