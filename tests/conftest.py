@@ -1,3 +1,25 @@
 """Shared fixtures. The Pyodide lane runs this same suite with ``-m "not cpython_only"``."""
 
 from __future__ import annotations
+
+import pytest
+
+
+@pytest.fixture(scope="module")
+def bundle_db(tmp_path_factory):
+    """A bundle chunk store exported from the bundled samples (BM25 only)."""
+    from ragspine_lite.bundle.export import export_store, load_corpus
+    from ragspine_lite.cli import samples_dir
+
+    db = tmp_path_factory.mktemp("bundle") / "chunks.db"
+    export_store(load_corpus([samples_dir()]), db)
+    return db
+
+
+@pytest.fixture
+def searcher(bundle_db):
+    """A :class:`BundleSearcher` over :func:`bundle_db`, closed after the test."""
+    from ragspine_lite.bundle.runtime import BundleSearcher
+
+    with BundleSearcher(bundle_db) as s:
+        yield s

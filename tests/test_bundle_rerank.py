@@ -7,9 +7,7 @@ import json
 
 import pytest
 
-from ragspine_lite.bundle.export import export_store, load_corpus
-from ragspine_lite.bundle.runtime import BundleSearcher, RerankSetting
-from ragspine_lite.cli import samples_dir
+from ragspine_lite.bundle.runtime import RerankSetting
 
 QUERY = "operating profit revenue"
 SECRET = """---
@@ -33,19 +31,6 @@ class ReverseJudge:
 class BrokenJudge:
     def judge(self, query: str, candidates: list[str]) -> list[int]:
         raise RuntimeError("model fell over")
-
-
-@pytest.fixture(scope="module")
-def bundle_db(tmp_path_factory):
-    db = tmp_path_factory.mktemp("bundle") / "chunks.db"
-    export_store(load_corpus([samples_dir()]), db)
-    return db
-
-
-@pytest.fixture
-def searcher(bundle_db):
-    with BundleSearcher(bundle_db) as s:
-        yield s
 
 
 def ids(outcome) -> list[str]:

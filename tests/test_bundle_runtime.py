@@ -31,19 +31,6 @@ The quokka merger is confidential and pending.
 """
 
 
-@pytest.fixture(scope="module")
-def bundle_db(tmp_path_factory):
-    db = tmp_path_factory.mktemp("bundle") / "chunks.db"
-    export_store(load_corpus([samples_dir()]), db)
-    return db
-
-
-@pytest.fixture
-def searcher(bundle_db):
-    with BundleSearcher(bundle_db) as s:
-        yield s
-
-
 def test_the_bundle_store_is_opened_read_only(bundle_db):
     before = bundle_db.read_bytes()
     store = open_read_only_store(bundle_db)

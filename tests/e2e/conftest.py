@@ -3,10 +3,34 @@
 from __future__ import annotations
 
 import pytest
-from _site import CHROMIUM, CHROMIUM_ARGS
+from _site import CHROMIUM, CHROMIUM_ARGS, demo_site, semantic_site, serving
 
 
 @pytest.fixture(scope="session")
 def browser_type_launch_args(browser_type_launch_args):
     """pytest-playwright's launch arguments, pointed at the system Chromium."""
     return {**browser_type_launch_args, "executable_path": CHROMIUM, "args": CHROMIUM_ARGS}
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    """The demo site built from the samples (BM25 only), built once a session."""
+    return demo_site(tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def base_url(site):
+    with serving(site) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def semantic(tmp_path_factory):
+    """The samples site built with ``--embeddings minilm``, once a session."""
+    return semantic_site(tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def semantic_url(semantic):
+    with serving(semantic) as url:
+        yield url

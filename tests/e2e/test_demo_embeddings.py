@@ -19,7 +19,7 @@ pytest.importorskip("playwright.sync_api")
 pytest.importorskip("pytest_playwright")
 pytest.importorskip("onnxruntime")
 
-from _site import CHROMIUM, semantic_site, serving
+from _site import CHROMIUM
 from test_demo_page import Console, search, wait_ready
 
 if not Path(CHROMIUM).exists():
@@ -52,17 +52,6 @@ def _texts() -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def site(tmp_path_factory):
-    return semantic_site(tmp_path_factory)
-
-
-@pytest.fixture(scope="module")
-def base_url(site):
-    with serving(site) as url:
-        yield url
-
-
-@pytest.fixture(scope="module")
 def cpython():
     from ragspine_lite.vector.onnx_backend import OnnxEmbeddingBackend
 
@@ -70,13 +59,13 @@ def cpython():
 
 
 @pytest.mark.parametrize("jspi", [True, False], ids=["jspi", "no-jspi"])
-def test_browser_vectors_match_the_cpython_backend(browser, base_url, cpython, jspi):
+def test_browser_vectors_match_the_cpython_backend(browser, semantic_url, cpython, jspi):
     texts = _texts()
     page = browser.new_page()
     console = Console(page)
     # A JSON document gets no favicon link: answer the browser's /favicon.ico probe here.
     page.route("**/favicon.ico", lambda route: route.fulfill(status=204, body=""))
-    page.goto(base_url + "manifest.json")
+    page.goto(semantic_url + "manifest.json")
     out = page.evaluate(EMBED_JS, [texts, jspi])
     page.close()
     assert out["info"]["jspi"] is jspi  # Debian's Chromium has JSPI; false forces the JS path
@@ -96,10 +85,11 @@ def _cpython_locators(site: Path, query: str, backend, mode: str | None) -> list
         return [h["source_locator"] for h in s.search(query, top_k=10, mode=mode).snippets]
 
 
-def test_the_demo_searches_hybrid_with_a_switch_to_bm25(browser, base_url, site, cpython):
+def test_the_demo_searches_hybrid_with_a_switch_to_bm25(browser, semantic_url, semantic, cpython):
+    site = semantic
     page = browser.new_page()
     console = Console(page)
-    page.goto(base_url)
+    page.goto(semantic_url)
     wait_ready(page)
     assert "hybrid search with minilm" in page.inner_text("#bundle-info")
     assert page.is_visible("#mode-switch")
@@ -127,15 +117,12 @@ def test_the_demo_searches_hybrid_with_a_switch_to_bm25(browser, base_url, site,
     assert console.messages == []
 
 
-def test_a_bundle_without_vectors_shows_no_switch(browser, tmp_path_factory):
-    from _site import demo_site
-
-    with serving(demo_site(tmp_path_factory)) as url:
-        page = browser.new_page()
-        page.goto(url)
-        wait_ready(page)
-        assert page.is_hidden("#mode-switch")
-        assert page.evaluate("window.ragspineDemo.info.embeddings") is None
-        search(page, "operating profit")
-        assert page.get_attribute("#results", "data-channel") == "bm25"
-        page.close()
+def test_a_bundle_without_vectors_shows_no_switch(browser, base_url):
+    page = browser.new_page()
+    page.goto(base_url)
+    wait_ready(page)
+    assert page.is_hidden("#mode-switch")
+    assert page.evaluate("window.ragspineDemo.info.embeddings") is None
+    search(page, "operating profit")
+    assert page.get_attribute("#results", "data-channel") == "bm25"
+    page.close()

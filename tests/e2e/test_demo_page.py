@@ -20,7 +20,7 @@ import pytest
 pytest.importorskip("playwright.sync_api")
 pytest.importorskip("pytest_playwright")
 
-from _site import CANARY, CHROMIUM, demo_site, serving
+from _site import CANARY, CHROMIUM, serving
 
 if not Path(CHROMIUM).exists():
     pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium)", allow_module_level=True)
@@ -99,17 +99,6 @@ def drop_file(page, name: str, text: str):
         [name, text],
     )
     page.dispatch_event("#dropzone", "drop", {"dataTransfer": handle})
-
-
-@pytest.fixture(scope="module")
-def site(tmp_path_factory):
-    return demo_site(tmp_path_factory)
-
-
-@pytest.fixture(scope="module")
-def base_url(site):
-    with serving(site) as url:
-        yield url
 
 
 @pytest.fixture(scope="module")

@@ -25,7 +25,7 @@ pytest.importorskip("starlette")
 pytest.importorskip("onnxruntime")
 
 from _remote_server import RecordingRelay
-from _site import CANARY, CHROMIUM, demo_site, serving
+from _site import CANARY, CHROMIUM
 from test_demo_page import BOOT_TIMEOUT_MS, Console, drop_file, search, wait_ready
 
 if not Path(CHROMIUM).exists():
@@ -67,17 +67,6 @@ def _wait_healthy(url: str, proc: subprocess.Popen, timeout: float = 90.0) -> No
         except OSError:
             time.sleep(0.2)
     raise RuntimeError("serve-remote did not become healthy")
-
-
-@pytest.fixture(scope="module")
-def site(tmp_path_factory):
-    return demo_site(tmp_path_factory)
-
-
-@pytest.fixture(scope="module")
-def base_url(site):
-    with serving(site) as url:
-        yield url
 
 
 @pytest.fixture(scope="module")
