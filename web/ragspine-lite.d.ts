@@ -163,7 +163,8 @@ export interface Manifest {
       name: string;
       model_id: string;
       dim: number;
-      max_length: number;
+      /** null for models that do not truncate (use-multilingual). */
+      max_length: number | null;
       model: string;
       vocab: string;
       config: string;

@@ -116,7 +116,7 @@ async function semanticCall(op, args, planArgs) {
   let modelMs = 0;
   if (plan.texts.length) {
     const t = performance.now();
-    const output = await emb.run(plan.ids, plan.batch, plan.seq);
+    const output = await emb.run(plan.ids, plan.mask, plan.batch, plan.seq);
     modelMs = performance.now() - t;
     state.searcher.prime_embeddings(JSON.stringify(plan.texts), output);
   }
@@ -165,14 +165,17 @@ async function loadModel(manifest, bundleURL, fetchChecked, useJspi) {
   const config = JSON.parse(new TextDecoder().decode(configBytes));
   const outputName = config.output || session.outputNames[0];
   const inputs = new Set(session.inputNames);
-  const padId = 0; // [PAD] is line 0 of a BERT vocab.txt; checked against the tokenizer below
   let busy = Promise.resolve();
-  // ids: row-major padded ids (Array or array-like) → the model output as a Float32Array.
-  const run = (ids, batch, seq) => {
+  const int64 = (values) => BigInt64Array.from(values, (v) => BigInt(v));
+  // Row-major padded ids and attention mask (arrays from Python) → the model output as a
+  // Float32Array. One run at a time: an InferenceSession is not re-entrant.
+  const run = (ids, mask, batch, seq) => {
     const job = busy.then(async () => {
-      const list = Array.from(ids && typeof ids.toJs === "function" ? ids.toJs() : ids, Number);
-      const idData = BigInt64Array.from(list, BigInt);
-      const maskData = BigInt64Array.from(list, (id) => (id === padId ? 0n : 1n));
+      const idData = int64(ids);
+      const maskData = int64(mask);
+      if (idData.length !== batch * seq || maskData.length !== batch * seq) {
+        throw new BundleError(`model input of ${idData.length} ids / ${maskData.length} mask values is not ${batch}×${seq}`);
+      }
       const feeds = {
         input_ids: new ort.Tensor("int64", idData, [batch, seq]),
         attention_mask: new ort.Tensor("int64", maskData, [batch, seq]),
@@ -185,8 +188,8 @@ async function loadModel(manifest, bundleURL, fetchChecked, useJspi) {
     return job;
   };
   return {
-    name: spec.name || "embeddings", modelId: spec.model_id, dim: spec.dim, vocab, config, run, padId,
-    jspi: useJspi, loadMs: Math.round(performance.now() - started),
+    name: spec.name || "embeddings", modelId: spec.model_id, dim: spec.dim, vocab, config, run,
+    vocabName: spec.vocab.split("/").pop(), jspi: useJspi, loadMs: Math.round(performance.now() - started),
   };
 }
 
@@ -444,7 +447,8 @@ async function boot(bundle, options = {}) {
     progress("model", "Loading the embedding model (onnxruntime-web)");
     embeddings = await model;
     py.FS.mkdirTree("/bundle/model");
-    py.FS.writeFile("/bundle/model/vocab.txt", embeddings.vocab);
+    embeddings.vocabPath = `/bundle/model/${embeddings.vocabName}`;
+    py.FS.writeFile(embeddings.vocabPath, embeddings.vocab);
     embeddings.vocab = null;
     t = mark("model", t);
   }
@@ -456,17 +460,16 @@ async function boot(bundle, options = {}) {
   if (embeddings) {
     py.globals.set("_ragspine_run", embeddings.run);
     py.globals.set("_ragspine_config", JSON.stringify(embeddings.config));
+    py.globals.set("_ragspine_vocab", embeddings.vocabPath);
     searcher = py.runPython([
       "import json",
       "from ragspine_lite.bundle.runtime import BundleSearcher",
       "from ragspine_lite.vector.browser_backend import BrowserOnnxEmbeddingBackend",
-      "_b = BrowserOnnxEmbeddingBackend.from_files('/bundle/model/vocab.txt', json.loads(_ragspine_config), runner=_ragspine_run)",
-      "del _ragspine_run, _ragspine_config",
+      "_b = BrowserOnnxEmbeddingBackend.from_files(_ragspine_vocab, json.loads(_ragspine_config), runner=_ragspine_run)",
+      "del _ragspine_run, _ragspine_config, _ragspine_vocab",
       "BundleSearcher('/bundle/chunks.db', embedding_backend=_b)",
     ].join("\n"));
-    const padId = py.runPython("_b.tokenizer.pad_id");
     py.runPython("del _b");
-    if (padId !== embeddings.padId) throw new BundleError(`the model vocabulary's [PAD] id is ${padId}, expected ${embeddings.padId}`);
   } else {
     searcher = py.runPython(
       "from ragspine_lite.bundle.runtime import BundleSearcher\nBundleSearcher('/bundle/chunks.db')",

@@ -1,9 +1,10 @@
 """Sentence embeddings in the browser: :class:`BrowserOnnxEmbeddingBackend`.
 
-The text is tokenised here, in Python (``WordPieceTokenizer``: the same ids as on CPython);
-the ONNX model runs in JavaScript on onnxruntime-web, in the same Web Worker as Pyodide; the
-pooling (``pool_embeddings``) is Python again. So the vectors match ``OnnxEmbeddingBackend``'s
-up to float rounding.
+The text is tokenised here, in Python (``WordPieceTokenizer`` for BERT-family models such as
+MiniLM, ``SentencePieceTokenizer`` for the exported Universal Sentence Encoder: the same ids as
+on CPython); the ONNX model runs in JavaScript on onnxruntime-web, in the same Web Worker as
+Pyodide; the pooling (``pool_embeddings``) is Python again. So the vectors match the CPython
+backends' (``OnnxEmbeddingBackend``, ``UseOnnxEmbeddingBackend``) up to float rounding.
 
 The model call is asynchronous in JS and ``embed_texts`` is synchronous, so there are two ways:
 
@@ -25,16 +26,21 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ragspine_lite.vector.onnx_backend import OnnxModelConfig, pool_embeddings
+from ragspine_lite.vector.sentencepiece import SentencePieceTokenizer
 from ragspine_lite.vector.wordpiece import WordPieceTokenizer
 
 __all__ = [
     "DEFAULT_PRIMED_VECTORS",
+    "TOKENIZERS",
     "BrowserEmbeddingUnavailable",
     "BrowserOnnxEmbeddingBackend",
 ]
 
 #: How many primed vectors the no-JSPI path keeps (oldest dropped first).
 DEFAULT_PRIMED_VECTORS = 512
+#: ``embedding_config.json`` keys that pick the tokenizer (the rest is an ``OnnxModelConfig``).
+TOKENIZER_KEYS = ("tokenizer", "bos_eos")
+TOKENIZERS = ("wordpiece", "sentencepiece")
 
 
 class BrowserEmbeddingUnavailable(RuntimeError):
@@ -44,23 +50,27 @@ class BrowserEmbeddingUnavailable(RuntimeError):
 class BrowserOnnxEmbeddingBackend:
     """``EmbeddingBackend`` over onnxruntime-web (see the module doc).
 
-    ``runner(input_ids, batch, seq)`` is a JS function: ``input_ids`` the row-major padded
-    ids, it resolves to the model output for ``config.output`` as a flat ``Float32Array``
-    (``[batch, seq, dim]``, or ``[batch, dim]`` with pooling ``none``). ``runner`` ``None``
-    means primed vectors only. ``ffi`` defaults to ``pyodide.ffi``.
+    ``tokenizer`` is a ``WordPieceTokenizer`` (ids truncated to ``config.max_length``) or a
+    ``SentencePieceTokenizer`` (with BOS/EOS when ``bos_eos``; no truncation, as the USE
+    export expects). ``runner(input_ids, attention_mask, batch, seq)`` is a JS function
+    taking the row-major padded ids and mask; it resolves to the model output for
+    ``config.output`` as a flat ``Float32Array`` (``[batch, seq, dim]``, or ``[batch, dim]``
+    with pooling ``none``). ``runner`` ``None`` means primed vectors only. ``ffi`` defaults
+    to ``pyodide.ffi``.
     """
 
     sends_text_off_host = False
 
     def __init__(
         self,
-        tokenizer: WordPieceTokenizer,
+        tokenizer: WordPieceTokenizer | SentencePieceTokenizer,
         config: OnnxModelConfig,
         *,
         runner: Callable[..., Any] | None = None,
         ffi: Any = None,
         batch_size: int = 16,
         max_primed: int = DEFAULT_PRIMED_VECTORS,
+        bos_eos: bool = True,
     ) -> None:
         if config.dim is None:
             raise ValueError(
@@ -69,6 +79,7 @@ class BrowserOnnxEmbeddingBackend:
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"batch_size must be an int >= 1, got {batch_size!r}")
         self.tokenizer = tokenizer
+        self.bos_eos = bool(bos_eos)
         self.config = config
         self.runner = runner
         self.batch_size = batch_size
@@ -78,15 +89,28 @@ class BrowserOnnxEmbeddingBackend:
 
     @classmethod
     def from_files(
-        cls, vocab_path: str, config: dict[str, Any] | OnnxModelConfig, **kwargs: Any
+        cls, vocab_path: str, config: dict[str, Any], **kwargs: Any
     ) -> BrowserOnnxEmbeddingBackend:
-        """A backend from a ``vocab.txt`` path and an ``embedding_config.json`` mapping."""
-        if not isinstance(config, OnnxModelConfig):
-            config = OnnxModelConfig.from_mapping(config, default_model_id="browser-onnx")
-        tokenizer = WordPieceTokenizer.from_file(
-            vocab_path, lowercase=config.lowercase, strip_accents=config.strip_accents
-        )
-        return cls(tokenizer, config, **kwargs)
+        """A backend from a tokenizer file and an ``embedding_config.json`` mapping.
+
+        ``config["tokenizer"]`` ``"wordpiece"`` (default: ``vocab_path`` is a ``vocab.txt``)
+        or ``"sentencepiece"`` (``vocab_path`` is an ``sp.model``; ``bos_eos`` default true);
+        the other keys are an :class:`OnnxModelConfig`.
+        """
+        data = dict(config)
+        kind = str(data.pop("tokenizer", "wordpiece")).strip().lower()
+        bos_eos = data.pop("bos_eos", True)
+        if kind not in TOKENIZERS:
+            raise ValueError(f"unknown tokenizer {kind!r}; valid names: {', '.join(TOKENIZERS)}")
+        parsed = OnnxModelConfig.from_mapping(data, default_model_id="browser-onnx")
+        tokenizer: WordPieceTokenizer | SentencePieceTokenizer
+        if kind == "sentencepiece":
+            tokenizer = SentencePieceTokenizer.from_file(vocab_path)
+        else:
+            tokenizer = WordPieceTokenizer.from_file(
+                vocab_path, lowercase=parsed.lowercase, strip_accents=parsed.strip_accents
+            )
+        return cls(tokenizer, parsed, bos_eos=bool(bos_eos), **kwargs)
 
     @property
     def model_id(self) -> str:
@@ -102,20 +126,28 @@ class BrowserOnnxEmbeddingBackend:
     # -- tokenising ------------------------------------------------------------------------
 
     def encode(self, texts: Sequence[str]) -> list[list[int]]:
-        """Word-piece ids with ``[CLS]``/``[SEP]``, truncated to the model's ``max_length``."""
-        return [self.tokenizer.encode(t, max_length=self.config.max_length).ids for t in texts]
+        """Model input ids per text: word pieces with ``[CLS]``/``[SEP]`` truncated to
+        ``max_length``, or sentence pieces with BOS/EOS."""
+        tok = self.tokenizer
+        if isinstance(tok, SentencePieceTokenizer):
+            return [tok.encode(t, add_bos=self.bos_eos, add_eos=self.bos_eos) for t in texts]
+        return [tok.encode(t, max_length=self.config.max_length).ids for t in texts]
 
     def coverage(self, text: str) -> float:
-        """Share of ``text``'s word pieces the vocabulary knows (blank → 1.0)."""
-        ids = self.tokenizer.encode(text, add_special_tokens=False).ids
+        """Share of ``text``'s pieces the vocabulary knows (not unknown); blank → 1.0."""
+        tok = self.tokenizer
+        if isinstance(tok, SentencePieceTokenizer):
+            ids = tok.encode(text) if text.strip() else []
+        else:
+            ids = tok.encode(text, add_special_tokens=False).ids
         if not ids:
             return 1.0
-        return 1.0 - ids.count(self.tokenizer.unk_id) / len(ids)
+        return 1.0 - ids.count(tok.unk_id) / len(ids)
 
     def padded(self, encodings: Sequence[Sequence[int]]) -> tuple[list[int], list[list[int]]]:
         """Row-major ids padded to the longest row, and the attention masks."""
         width = max(len(ids) for ids in encodings)
-        pad = self.tokenizer.pad_id
+        pad = getattr(self.tokenizer, "pad_id", 0)
         flat: list[int] = []
         masks: list[list[int]] = []
         for ids in encodings:
@@ -135,12 +167,14 @@ class BrowserOnnxEmbeddingBackend:
     # -- the no-JSPI path --------------------------------------------------------------------
 
     def plan(self, texts: Sequence[str]) -> dict[str, Any]:
-        """Texts still lacking a vector → ``{"texts", "ids" (flat, padded), "batch", "seq"}``."""
+        """Texts still lacking a vector → ``{"texts", "ids", "mask" (flat, padded), "batch",
+        "seq"}``."""
         todo = [t for t in dict.fromkeys(texts) if t not in self._primed]
         if not todo:
-            return {"texts": [], "ids": [], "batch": 0, "seq": 0}
+            return {"texts": [], "ids": [], "mask": [], "batch": 0, "seq": 0}
         flat, masks = self.padded(self.encode(todo))
-        return {"texts": todo, "ids": flat, "batch": len(todo), "seq": len(masks[0])}
+        mask = [m for row in masks for m in row]
+        return {"texts": todo, "ids": flat, "mask": mask, "batch": len(todo), "seq": len(masks[0])}
 
     def prime(self, texts: Sequence[str], output: Any) -> int:
         """Pool the JS model ``output`` for ``texts`` (as :meth:`plan` padded them) and keep it."""
@@ -179,7 +213,10 @@ class BrowserOnnxEmbeddingBackend:
         out: list[list[float]] = []
         for start in range(0, len(texts), self.batch_size):
             flat, masks = self.padded(self.encode(texts[start : start + self.batch_size]))
-            promise = self.runner(ffi.to_js(flat), len(masks), len(masks[0]))  # type: ignore[misc]
+            mask = [m for row in masks for m in row]
+            promise = self.runner(  # type: ignore[misc]
+                ffi.to_js(flat), ffi.to_js(mask), len(masks), len(masks[0])
+            )
             out.extend(self._pool(ffi.run_sync(promise), masks))
         return out
 

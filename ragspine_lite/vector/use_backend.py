@@ -305,6 +305,7 @@ class UseOnnxEmbeddingBackend:
         config: dict[str, Any] = {}
         if config_path.is_file():
             config = json.loads(config_path.read_text(encoding="utf-8"))
+        self.model_dir = directory
         self.model_id = str(config.get("model_id", f"{USE_MODEL_ID}@onnx"))
         self.tokenizer = SentencePieceTokenizer.from_file(directory / "sp.model")
         options = ort.SessionOptions()

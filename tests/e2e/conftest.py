@@ -34,3 +34,15 @@ def semantic(tmp_path_factory):
 def semantic_url(semantic):
     with serving(semantic) as url:
         yield url
+
+
+@pytest.fixture(scope="module")
+def use_site(tmp_path_factory):
+    """The samples site built with ``--embeddings use-multilingual``, once a session."""
+    return semantic_site(tmp_path_factory, "use-multilingual")
+
+
+@pytest.fixture(scope="module")
+def use_url(use_site):
+    with serving(use_site) as url:
+        yield url

@@ -1,10 +1,10 @@
-"""End to end: a site built with ``--embeddings minilm`` in headless Chromium.
+"""End to end: sites built with ``--embeddings minilm`` / ``use-multilingual`` in Chromium.
 
-The browser backend (Python WordPiece + onnxruntime-web + Python pooling, in the worker) must
-give the CPython backend's vectors (cosine >= 0.999) with JSPI and with the no-JSPI path;
-the demo searches hybrid by default with the same ranking as the CPython searcher over the
-same bundle, has a visible hybrid/BM25 switch, and falls back to BM25 for Chinese queries
-that MiniLM cannot represent.
+The browser backend (Python WordPiece or SentencePiece + onnxruntime-web + Python pooling, in
+the worker) must give the CPython backend's vectors (cosine >= 0.999) with JSPI and with the
+no-JSPI path; the demo searches hybrid by default with the same ranking as the CPython
+searcher over the same bundle, has a visible hybrid/BM25 switch, and falls back to BM25 for
+Chinese queries that MiniLM cannot represent (USE multilingual searches them hybrid).
 """
 
 from __future__ import annotations
@@ -58,25 +58,62 @@ def cpython():
     return OnnxEmbeddingBackend()
 
 
-@pytest.mark.parametrize("jspi", [True, False], ids=["jspi", "no-jspi"])
-def test_browser_vectors_match_the_cpython_backend(browser, semantic_url, cpython, jspi):
-    texts = _texts()
+def _cosines(got: list[list[float]], expected: list[list[float]], dim: int) -> list[float]:
+    out = []
+    for u, v in zip(got, expected, strict=True):
+        assert len(u) == dim
+        norm = math.sqrt(sum(x * x for x in u)) * math.sqrt(sum(x * x for x in v))
+        out.append(sum(a * b for a, b in zip(u, v, strict=True)) / (norm or 1.0))
+    return out
+
+
+def _browser_vectors(browser, url: str, texts: list[str], jspi: bool) -> dict:
     page = browser.new_page()
     console = Console(page)
     # A JSON document gets no favicon link: answer the browser's /favicon.ico probe here.
     page.route("**/favicon.ico", lambda route: route.fulfill(status=204, body=""))
-    page.goto(semantic_url + "manifest.json")
+    page.goto(url + "manifest.json")
     out = page.evaluate(EMBED_JS, [texts, jspi])
     page.close()
+    assert console.messages == []
     assert out["info"]["jspi"] is jspi  # Debian's Chromium has JSPI; false forces the JS path
+    return out
+
+
+@pytest.mark.parametrize("jspi", [True, False], ids=["jspi", "no-jspi"])
+def test_browser_vectors_match_the_cpython_backend(browser, semantic_url, cpython, jspi):
+    texts = _texts()
+    out = _browser_vectors(browser, semantic_url, texts, jspi)
     assert out["info"]["modelId"] == cpython.model_id
-    expected = cpython.embed_texts(texts)
-    cosines = []
-    for got, want in zip(out["vectors"], expected, strict=True):
-        assert len(got) == 384
-        norm = math.sqrt(sum(x * x for x in got)) * math.sqrt(sum(x * x for x in want))
-        cosines.append(sum(a * b for a, b in zip(got, want, strict=True)) / (norm or 1.0))
+    cosines = _cosines(out["vectors"], cpython.embed_texts(texts), 384)
     assert min(cosines) >= 0.999, min(cosines)
+
+
+@pytest.mark.parametrize("jspi", [True, False], ids=["jspi", "no-jspi"])
+def test_use_multilingual_vectors_match_the_cpython_onnx_export(
+    browser, use_url, tmp_path_factory, jspi
+):
+    from ragspine_lite.vector.use_backend import UseOnnxEmbeddingBackend, export_use_onnx
+
+    folder = tmp_path_factory.mktemp("use-export")
+    export_use_onnx(folder)
+    cpu = UseOnnxEmbeddingBackend(folder)
+    texts = _texts()[:20]
+    out = _browser_vectors(browser, use_url, texts, jspi)
+    assert out["info"]["modelId"] == cpu.model_id and out["info"]["dim"] == 512
+    cosines = _cosines(out["vectors"], cpu.embed_texts(texts), 512)
+    assert min(cosines) >= 0.999, min(cosines)
+
+
+def test_use_multilingual_searches_chinese_queries_hybrid(browser, use_url):
+    page = browser.new_page()
+    console = Console(page)
+    page.goto(use_url)
+    wait_ready(page)
+    hits = search(page, "中国内地营运利润")
+    assert page.get_attribute("#results", "data-channel") == "hybrid"
+    assert hits[0]["docId"].startswith("zh/")
+    page.close()
     assert console.messages == []
 
 
