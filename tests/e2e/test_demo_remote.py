@@ -70,16 +70,17 @@ def _wait_healthy(url: str, proc: subprocess.Popen, timeout: float = 90.0) -> No
 
 
 @pytest.fixture(scope="module")
-def endpoint(base_url, tmp_path_factory):
-    """``ragspine-lite serve-remote`` in a child process → its URL."""
+def endpoint(base_url, semantic_url, tmp_path_factory):
+    """``ragspine-lite serve-remote`` in a child process (CORS for both demo sites) → its URL."""
     port = _free_port()
-    origin = base_url.rstrip("/")
+    origins = [base_url.rstrip("/"), semantic_url.rstrip("/")]
     log = tmp_path_factory.mktemp("remote") / "serve-remote.log"
     env = {**os.environ, "RAGSPINE_REMOTE_TOKEN": ""}
     with open(log, "wb") as out:
         proc = subprocess.Popen(
             [sys.executable, "-m", "ragspine_lite", "serve-remote", "--port", str(port),
-             "--token", TOKEN, "--cors-origin", origin, "--splade-model", "none",
+             "--token", TOKEN, "--cors-origin", origins[0], "--cors-origin", origins[1],
+             "--splade-model", "none",
              "--embed-model", "none", "--log-level", "warning"],
             stdout=out, stderr=subprocess.STDOUT, env=env,
         )
@@ -115,8 +116,8 @@ def _configure(page, url: str, method: str, token: str) -> str:
     return page.inner_text("#remote-status")
 
 
-def _cpython_order(site: Path, url: str | None) -> list[str]:
-    with BundleSearcher(site / "data" / "chunks.db") as searcher:
+def _cpython_order(site: Path, url: str | None, backend=None) -> list[str]:
+    with BundleSearcher(site / "data" / "chunks.db", embedding_backend=backend) as searcher:
         if url:
             info = searcher.configure_reranker("remote:colbert", url=url, token=TOKEN)
             assert "error" not in info, info
@@ -189,3 +190,26 @@ def test_a_wrong_token_or_a_dead_endpoint_keeps_the_fused_order(browser, base_ur
     assert [h["locator"] for h in hits] == fused
     assert page.get_attribute("#results", "data-rerank") == "off"
     context.close()
+
+
+def test_the_hybrid_demo_reranks_through_fetch_under_jspi(
+    browser, semantic_url, semantic, endpoint
+):
+    """With embeddings and JSPI every search runs inside callPromising: the transport then
+    uses fetch + run_sync instead of synchronous XHR."""
+    from ragspine_lite.vector.onnx_backend import OnnxEmbeddingBackend
+
+    page = browser.new_page()
+    console = Console(page)
+    page.goto(semantic_url)
+    wait_ready(page)
+    assert page.evaluate("window.ragspineDemo.info.embeddings.jspi") is True
+    status = _configure(page, endpoint["url"], "colbert", TOKEN)
+    assert status.startswith("On: remote:colbert"), status
+    hits = search(page, QUERY)
+    assert page.get_attribute("#results", "data-rerank") == "applied"
+    assert page.get_attribute("#results", "data-channel") == "hybrid"
+    expected = _cpython_order(semantic, endpoint["url"], OnnxEmbeddingBackend())
+    assert [h["locator"] for h in hits] == expected
+    page.close()
+    assert console.messages == []
