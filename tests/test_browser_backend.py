@@ -104,6 +104,17 @@ def test_plan_then_prime_gives_the_same_vectors_as_jspi():
     assert b.plan(TEXTS)["texts"] == []
 
 
+def test_plan_hands_out_one_batch_at_a_time():
+    b = backend(jspi=False, batch_size=3)
+    rounds = 0
+    while (plan := b.plan(TEXTS * 2))["texts"]:
+        assert plan["batch"] <= 3
+        b.prime(plan["texts"], toy_hidden(plan["ids"], plan["batch"], plan["seq"]))
+        rounds += 1
+    assert rounds == 2
+    assert close(b.embed_texts(TEXTS), backend(jspi=True).embed_texts(TEXTS))
+
+
 def test_the_primed_cache_is_bounded():
     b = backend(jspi=False, max_primed=2)
     for text in ("hello", "world", "cafe"):

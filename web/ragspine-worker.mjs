@@ -12,6 +12,7 @@
 
 const FORMAT_VERSION = 1; // = BUNDLE_FORMAT_VERSION in ragspine_lite.bundle.manifest
 const MAX_DOCUMENT_BYTES = 5 * 1024 * 1024;
+const EMBED_SLICE = 256; // texts per embed call (below the backend's primed-vector cache)
 const PAGE_EXTENSIONS = [".txt", ".md", ".html", ".htm"];
 const DB_STORE = "documents";
 
@@ -75,9 +76,16 @@ async function handle(op, args) {
       if (args.mode) request.mode = args.mode;
       return semanticCall("search", request, { query: args.query, mode: args.mode ?? null });
     }
-    case "embed":
+    case "embed": {
       if (!state.embeddings) throw new BundleError("this bundle has no embedding model (build it with --embeddings minilm)");
-      return semanticCall("embed", { texts: args.texts }, { texts: args.texts });
+      const texts = Array.from(args.texts || [], String);
+      const vectors = [];
+      for (let i = 0; i < texts.length || i === 0; i += EMBED_SLICE) {
+        const part = texts.slice(i, i + EMBED_SLICE); // the no-JSPI cache holds DEFAULT_PRIMED_VECTORS
+        vectors.push(...(await semanticCall("embed", { texts: part }, { texts: part })).vectors);
+      }
+      return { vectors };
+    }
     case "configure":
       // A remote reranker is reached from Python (sync XHR in this worker, or fetch via JSPI).
       return call("configure", {
@@ -112,12 +120,12 @@ async function semanticCall(op, args, planArgs) {
     const result = JSON.parse(await state.dispatch.callPromising(op, JSON.stringify(args)));
     return withTiming(result, { path: "jspi", totalMs: performance.now() - started });
   }
-  const plan = call("embed_plan", planArgs);
   let modelMs = 0;
-  if (plan.texts.length) {
+  // Python hands out the texts to embed a batch at a time (bounded model memory).
+  for (let plan = call("embed_plan", planArgs); plan.texts.length; plan = call("embed_plan", planArgs)) {
     const t = performance.now();
     const output = await emb.run(plan.ids, plan.mask, plan.batch, plan.seq);
-    modelMs = performance.now() - t;
+    modelMs += performance.now() - t;
     state.searcher.prime_embeddings(JSON.stringify(plan.texts), output);
   }
   const result = call(op, args);

@@ -167,9 +167,10 @@ class BrowserOnnxEmbeddingBackend:
     # -- the no-JSPI path --------------------------------------------------------------------
 
     def plan(self, texts: Sequence[str]) -> dict[str, Any]:
-        """Texts still lacking a vector → ``{"texts", "ids", "mask" (flat, padded), "batch",
-        "seq"}``."""
-        todo = [t for t in dict.fromkeys(texts) if t not in self._primed]
+        """The next texts lacking a vector (at most ``batch_size``) → ``{"texts", "ids",
+        "mask" (flat, padded), "batch", "seq"}``; call it again after :meth:`prime` until
+        ``texts`` is empty."""
+        todo = [t for t in dict.fromkeys(texts) if t not in self._primed][: self.batch_size]
         if not todo:
             return {"texts": [], "ids": [], "mask": [], "batch": 0, "seq": 0}
         flat, masks = self.padded(self.encode(todo))
