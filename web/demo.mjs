@@ -281,6 +281,11 @@ async function main() {
     `${manifest.title}: ${counts.documents} documents, ${counts.chunks} chunks · Python ${demo.info.versions.python} ` +
     `(Pyodide ${demo.info.versions.pyodide}) · ready in ${(demo.info.timings.total / 1000).toFixed(1)} s` +
     (demo.info.embeddings ? ` · hybrid search with ${demo.info.embeddings.name} on onnxruntime-web` : "");
+  if (demo.info.embeddingsError) {
+    const note = $("#semantic-note");
+    note.textContent = `Semantic search is unavailable, so results come from BM25 alone: ${demo.info.embeddingsError}`;
+    note.hidden = false;
+  }
   if (demo.info.embeddings) {
     $("#mode-switch").hidden = false;
     if (params.get("mode") === "bm25") document.querySelector("#mode-switch input[value=bm25]").checked = true;

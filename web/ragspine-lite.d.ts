@@ -196,6 +196,8 @@ export interface OpenInfo {
   versions: { python: string; pyodide: string; ragspine_lite: string };
   /** The loaded embedding model (null: a BM25-only bundle or embeddings: false). */
   embeddings: { name: string; modelId: string; dim: number; jspi: boolean; loadMs: number } | null;
+  /** Why the bundle's embedding model could not be loaded (search then runs BM25 only). */
+  embeddingsError: string | null;
 }
 
 export interface PageDocument {

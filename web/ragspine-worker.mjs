@@ -121,10 +121,22 @@ async function semanticCall(op, args, planArgs) {
     return withTiming(result, { path: "jspi", totalMs: performance.now() - started });
   }
   let modelMs = 0;
-  // Python hands out the texts to embed a batch at a time (bounded model memory).
+  // Python hands out the texts to embed a batch at a time (bounded model memory). If the
+  // model fails, a search goes on without the vectors: Python then falls back to BM25 and
+  // says so (semantic.channel "bm25:embedding-failed"); an explicit embed() fails.
+  let last = null;
   for (let plan = call("embed_plan", planArgs); plan.texts.length; plan = call("embed_plan", planArgs)) {
+    if (plan.texts[0] === last) throw new BundleError("the embedding cache did not keep the vectors it was given");
+    last = plan.texts[0];
     const t = performance.now();
-    const output = await emb.run(plan.ids, plan.mask, plan.batch, plan.seq);
+    let output;
+    try {
+      output = await emb.run(plan.ids, plan.mask, plan.batch, plan.seq);
+    } catch (err) {
+      if (op !== "search") throw err;
+      log("warn", `the embedding model failed (${describe(err).message}); searching with BM25 only`);
+      break;
+    }
     modelMs += performance.now() - t;
     state.searcher.prime_embeddings(JSON.stringify(plan.texts), output);
   }
@@ -360,6 +372,7 @@ async function open({ bundle, formatVersion, embeddings = true, jspi = true }) {
         ? { name: state.embeddings.name, modelId: state.embeddings.modelId, dim: state.embeddings.dim,
             jspi: state.embeddings.jspi, loadMs: state.embeddings.loadMs }
         : null,
+      embeddingsError: state.embeddingsError,
     };
   } catch (err) {
     openError = describe(err).message;
@@ -451,13 +464,22 @@ async function boot(bundle, options = {}) {
   t = mark("install", t);
 
   let embeddings = null;
+  let embeddingsError = null;
   if (model) {
     progress("model", "Loading the embedding model (onnxruntime-web)");
-    embeddings = await model;
-    py.FS.mkdirTree("/bundle/model");
-    embeddings.vocabPath = `/bundle/model/${embeddings.vocabName}`;
-    py.FS.writeFile(embeddings.vocabPath, embeddings.vocab);
-    embeddings.vocab = null;
+    try {
+      embeddings = await model;
+    } catch (err) {
+      // Search still works without the model: BM25 only, and open() says why.
+      embeddingsError = describe(err).message;
+      log("warn", `the embedding model could not be loaded, searching with BM25 only: ${embeddingsError}`);
+    }
+    if (embeddings) {
+      py.FS.mkdirTree("/bundle/model");
+      embeddings.vocabPath = `/bundle/model/${embeddings.vocabName}`;
+      py.FS.writeFile(embeddings.vocabPath, embeddings.vocab);
+      embeddings.vocab = null;
+    }
     t = mark("model", t);
   }
 
@@ -495,7 +517,7 @@ async function boot(bundle, options = {}) {
   t = mark("index", t);
 
   const opened = {
-    py, searcher, dispatch, manifest, bundleURL, timings, versions, embeddings,
+    py, searcher, dispatch, manifest, bundleURL, timings, versions, embeddings, embeddingsError,
     idb: null, restored: 0, restoreErrors: [],
   };
   state = opened; // call() needs it while restoring

@@ -576,10 +576,11 @@ class BundleSearcher:
     def embedding_plan(self, query: str, mode: str | None = None) -> dict[str, Any]:
         """What a search for ``query`` will embed and is not cached yet (the no-JSPI path).
 
-        → the backend's ``plan`` (``{"texts", "ids", "batch", "seq"}``); no texts when the
-        search will not embed (BM25 mode, a blank query, or a query outside the vocabulary).
+        → the backend's ``plan`` (``{"texts", "ids", "mask", "batch", "seq"}``, one batch;
+        ask again after priming it); no texts when the search will not embed (BM25 mode, a
+        blank query, or a query outside the vocabulary).
         """
-        empty: dict[str, Any] = {"texts": [], "ids": [], "batch": 0, "seq": 0}
+        empty: dict[str, Any] = {"texts": [], "ids": [], "mask": [], "batch": 0, "seq": 0}
         if not isinstance(query, str) or not query.strip() or self._hybrid is None:
             return empty
         if self._resolve_mode(mode) != "hybrid":

@@ -163,3 +163,19 @@ def test_a_bundle_without_vectors_shows_no_switch(browser, base_url):
     search(page, "operating profit")
     assert page.get_attribute("#results", "data-channel") == "bm25"
     page.close()
+
+
+def test_a_model_that_cannot_load_leaves_bm25_search_working(browser, semantic_url, semantic):
+    page = browser.new_page()
+    page.route("**/ort/ort-wasm-simd-threaded.wasm", lambda route: route.fulfill(status=404))
+    page.goto(semantic_url)
+    wait_ready(page)
+    note = page.inner_text("#semantic-note")
+    assert note.startswith("Semantic search is unavailable"), note
+    assert page.evaluate("window.ragspineDemo.info.embeddings") is None
+    assert page.is_hidden("#mode-switch")
+    query = "why did operating profit fall"
+    hits = search(page, query)
+    assert [h["locator"] for h in hits] == _cpython_locators(semantic, query, None, None)
+    assert page.get_attribute("#results", "data-channel") == "bm25"
+    page.close()
