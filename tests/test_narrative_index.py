@@ -593,3 +593,77 @@ def test_the_gate_also_covers_stores_with_duplicate_chunk_ids(store):
     assert idx.last_channel == "bm25:outside-vocabulary"
     assert repr(got) == repr(NarrativeIndex(store).retrieve("香港营收"))
     assert backend.calls == [] and vectors.queries == 0
+
+
+# --- the cached rows of hybrid search ----------------------------------------------------------
+
+
+def _fresh_hybrid(path, backend):
+    """What a new index over the file retrieves: the reference for a cached one."""
+    from ragspine_lite.vector.sqlite_store import SqliteVectorStore
+
+    with ChunkStore(path) as s, SqliteVectorStore(path, model_id="m") as v:
+        return repr(NarrativeIndex(s, embedding_backend=backend, vector_store=v).retrieve(
+            "revenue profit", top_k=20))
+
+
+def test_cached_hybrid_rows_follow_writes_here_and_from_another_connection(tmp_path):
+    from ragspine_lite.vector.sqlite_store import SqliteVectorStore
+
+    path = tmp_path / "h.db"
+    backend = DeterministicEmbeddingBackend(dim=32)
+    store, vectors = ChunkStore(path), SqliteVectorStore(path, model_id="m")
+    store.init_schema()
+    idx = NarrativeIndex(store, embedding_backend=backend, vector_store=vectors,
+                         max_chars=60, overlap_chars=0)
+    idx.ingest(paragraphs("revenue", "profit"), meta("d1"))
+    first = idx.retrieve("revenue profit", top_k=20)
+    assert idx.last_channel == "hybrid"
+    assert repr(idx.retrieve("revenue profit", top_k=20)) == repr(first)  # served from the cache
+    # A write through this index: the re-ingested document's new chunks are what comes back.
+    idx.ingest(paragraphs("revenue", "profit", "revenue again"), meta("d1"))
+    again = idx.retrieve("revenue profit", top_k=20)
+    assert len(again) > len(first) and {r.chunk.version for r in again} == {2}
+    assert sorted(ids(again)) == sorted(c.chunk_id for c in store.iter_chunks())
+    assert repr(again) == _fresh_hybrid(path, backend)
+    # A second connection writes to the file: this index sees it on its next search.
+    with ChunkStore(path) as s2, SqliteVectorStore(path, model_id="m") as v2:
+        other = NarrativeIndex(s2, embedding_backend=backend, vector_store=v2,
+                               max_chars=60, overlap_chars=0)
+        other.ingest(paragraphs("profit", "margin"), meta("d2"))
+        other.ingest("", meta("d1"))  # retire d1 altogether
+    seen = idx.retrieve("revenue profit", top_k=20)
+    assert {r.chunk.doc_id for r in seen} == {"d2"}
+    assert sorted(ids(seen)) == sorted(c.chunk_id for c in store.iter_chunks())
+    assert repr(seen) == _fresh_hybrid(path, backend)
+    store.close()
+    vectors.close()
+
+
+def test_cached_hybrid_rows_are_kept_per_filter_set_and_results_own_their_chunks(store):
+    from ragspine_lite.vector.sqlite_store import SqliteVectorStore
+
+    vectors = SqliteVectorStore(":memory:", model_id="m")
+    idx = NarrativeIndex(store, embedding_backend=DeterministicEmbeddingBackend(dim=32),
+                         vector_store=vectors, max_chars=60, overlap_chars=0)
+    idx.ingest(paragraphs("revenue", "profit"), meta("hk", entity="ACME_HK"))
+    idx.ingest(paragraphs("revenue"), meta("cn", entity="ACME_CN"))
+    reads = []
+    real = store.iter_chunk_rows
+
+    def counting(**filters):
+        reads.append(filters)
+        return real(**filters)
+
+    store.iter_chunk_rows = counting  # type: ignore[method-assign]
+    for _ in range(2):
+        assert ids(idx.retrieve("revenue", entity="ACME_CN")) == ["cn#c0"]
+        assert sorted(ids(idx.retrieve("revenue"))) == ["cn#c0", "hk#c0", "hk#c1"]
+    assert len(reads) == 2  # one read per filter set, not per search
+    got = idx.retrieve("revenue", entity="ACME_HK")
+    got[0].chunk.text = "tampered"
+    assert all(r.chunk.text != "tampered" for r in idx.retrieve("revenue", entity="ACME_HK"))
+    idx.query_rewriter = GlossaryQueryRewriter()  # a changed setting: rows are read again
+    idx.retrieve("revenue")
+    assert len(reads) == 4
+    vectors.close()

@@ -348,3 +348,23 @@ def test_a_read_only_vector_store_queries_and_refuses_writes(tmp_path):
     assert path.read_bytes() == before
     with pytest.raises(FileNotFoundError):
         SqliteVectorStore(tmp_path / "missing.db", read_only=True)
+
+
+def test_query_scores_are_the_query_hits_without_metadata():
+    s = SqliteVectorStore(":memory:", model_id="m")
+    s.upsert([
+        VectorRecord("b", (1.0, 0.5, 0.0), {"t": "x"}),
+        VectorRecord("a", (1.0, 0.5, 0.0), {"t": "y"}),  # a tie: id order
+        VectorRecord("c", (0.0, 0.0, 0.0), {"t": "x"}),  # zero vector: 0.0
+        VectorRecord("d", (-1.0, 0.2, 0.3), {"t": "x"}),
+        VectorRecord("e", (0.1, 0.9, 0.4), {"t": "y"}),
+    ])
+    for query in [(1.0, 0.4, 0.1), (0.0, 0.0, 0.0), (-0.3, 0.1, 0.0)]:
+        for k in (1, 2, 5, 10):
+            for where in (None, {"t": "x"}, {"t": "nope"}):
+                hits = s.query(query, k=k, where=where)
+                pairs = s.query_scores(query, k=k, where=where)
+                assert pairs == [(h.id, h.score) for h in hits]
+                assert [repr(sc) for _, sc in pairs] == [repr(h.score) for h in hits]
+    assert [h.id for h in s.query((1.0, 0.5, 0.0), k=2)] == ["a", "b"]
+    assert SqliteVectorStore(":memory:").query_scores((1.0,)) == []

@@ -22,6 +22,7 @@ returns exactly what :func:`bm25_scores` over the candidates gives: in memory fo
 
 from __future__ import annotations
 
+import copy
 import logging
 from collections.abc import Callable, Iterable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
@@ -56,6 +57,7 @@ from ragspine_lite.vector.embedding_backends import (
     outside_vocabulary,
 )
 from ragspine_lite.vector.persistence_policy import IsolationFirstPolicy, PersistencePolicy
+from ragspine_lite.vector.sqlite_store import SqliteVectorStore
 from ragspine_lite.vector.store import InProcessVectorStore, VectorRecord, VectorStore
 
 __all__ = [
@@ -89,6 +91,10 @@ DEFAULT_TOP_K = 50
 CHANNEL_HYBRID = "hybrid"
 CHANNEL_BM25 = "bm25"
 CHANNEL_OUTSIDE_VOCABULARY = "bm25:outside-vocabulary"
+
+# How many filter sets NarrativeIndex keeps a retriever over the active rows for.
+_ROWS_CACHE_SIZE = 4
+_SQLITE_QUERY = SqliteVectorStore.query
 
 # The five chunk attributes that act as equality filters (and as vector metadata).
 _FILTER_DIMS = ("topic", "entity", "geography", "period", "language")
@@ -501,18 +507,22 @@ class HybridRetriever:
                 for pos, cid, _ in ranking:
                     by_id[cid] = self.chunks[pos]
         if vectors_on and backend is not None and store is not None:
-            texts = [self._index_text(c) for c in candidates]
             candidate_ids = {c.chunk_id for c in candidates}
             where = {k: str(v) for k, v in filters.items() if v is not None} or None
             if self.manage_vectors:
+                texts = [self._index_text(c) for c in candidates]
                 self._sync_vectors(backend, store, candidates, texts)
             vector_rankings = []
             # All query variants in one call: one model run (one JS round trip in a browser).
             for qvec in backend.embed_texts(list(queries)):
-                found = store.query(
-                    tuple(float(x) for x in qvec), k=len(candidates), where=where
-                )
-                vector_rankings.append([(h.id, h.score) for h in found if h.id in candidate_ids])
+                qv = tuple(float(x) for x in qvec)
+                k = len(candidates)
+                # The same hits as query(), minus the metadata copies (unless query is overridden).
+                if isinstance(store, SqliteVectorStore) and type(store).query is _SQLITE_QUERY:
+                    found = store.query_scores(qv, k=k, where=where)
+                else:
+                    found = [(h.id, h.score) for h in store.query(qv, k=k, where=where)]
+                vector_rankings.append([hit for hit in found if hit[0] in candidate_ids])
 
         ordered, best_bm25, best_vec = _fuse(bm25_rankings, vector_rankings, self.rrf_k, limit)
         return [
@@ -584,6 +594,11 @@ class NarrativeIndex:
             StoreBM25Index.attach(store) if index_text_fn is None else None
         )
         self._bm25_unavailable_logged = False
+        # _search_rows: filter set → retriever over those active rows, valid for one store
+        # generation and one set of the settings it was built from.
+        self._rows_cache: dict[tuple[Any, ...], HybridRetriever] = {}
+        self._rows_generation: int | None = None
+        self._rows_settings: tuple[Any, ...] = (None,) * 6
 
     def _persisted_bm25(self) -> StoreBM25Index | None:
         """The store's BM25 index, up to date, or ``None`` if it cannot be used."""
@@ -714,11 +729,47 @@ class NarrativeIndex:
         *,
         gated: bool = False,
     ) -> list[RetrievalResult]:
-        """A :class:`HybridRetriever` over the active rows, scoring BM25 with the store index."""
-        rows = self.store.iter_chunk_rows(**filters)
-        retriever = self._retriever([c for _, c in rows], gated=gated)
-        retriever._attach_lexical_index(bm25, [rowid for rowid, _ in rows])
-        return retriever.search(query, top_k=limit, metadata_filter=mf)
+        """A :class:`HybridRetriever` over the active rows, scoring BM25 with the store index.
+
+        The rows and their retriever are kept per filter set while the store's write counter
+        (``generation``, read in the same snapshot as the index) and this index's settings stay
+        the same; each result gets its own copy of the chunk, as a fresh read would give.
+        """
+        retriever = self._rows_retriever(bm25, filters, gated)
+        results = retriever.search(query, top_k=limit, metadata_filter=mf)
+        for r in results:
+            r.chunk = copy.copy(r.chunk)
+        return results
+
+    def _rows_retriever(
+        self, bm25: StoreBM25Index, filters: Mapping[str, str | None], gated: bool
+    ) -> HybridRetriever:
+        """The (cached) retriever over the active rows passing ``filters``."""
+        generation = self.store.generation()
+        settings = (
+            bm25,
+            self.embedding_backend,
+            self.query_rewriter,
+            self.vector_store,
+            self.index_text_fn,
+            self.top_k,
+        )
+        cached = self._rows_cache
+        if generation != self._rows_generation or any(
+            a is not b for a, b in zip(settings, self._rows_settings, strict=True)
+        ):
+            cached.clear()
+            self._rows_generation, self._rows_settings = generation, settings
+        key = (gated, tuple(sorted(filters.items())))
+        retriever = cached.get(key)
+        if retriever is None:
+            rows = self.store.iter_chunk_rows(**filters)
+            retriever = self._retriever([c for _, c in rows], gated=gated)
+            retriever._attach_lexical_index(bm25, [rowid for rowid, _ in rows])
+            while len(cached) >= _ROWS_CACHE_SIZE:
+                del cached[next(iter(cached))]  # the oldest filter set
+            cached[key] = retriever
+        return retriever
 
     def _search_bm25(
         self,

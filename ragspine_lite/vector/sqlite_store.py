@@ -280,14 +280,10 @@ class SqliteVectorStore:
         self._rows = None
         return written
 
-    def query(
-        self,
-        vector: Sequence[float],
-        *,
-        k: int = DEFAULT_QUERY_K,
-        where: Mapping[str, str] | None = None,
-    ) -> list[VectorHit]:
-        """The ``k`` best records by cosine among those matching ``where``."""
+    def _ranked(
+        self, vector: Sequence[float], k: int, where: Mapping[str, str] | None
+    ) -> list[tuple[float, str]]:
+        """The ``k`` best as ``(-score, id)``, best first (the order of ``(-score, id)``)."""
         k = _check_k(k)
         where = _check_where(where, allow_none=True)
         query = _as_vector(vector, "query")
@@ -299,17 +295,42 @@ class SqliteVectorStore:
             raise ValueError(f"query dimension {len(query)} != store dimension {dim}")
         qnorm = _norm(query)
         mul = operator.mul
-        scored: list[tuple[float, str, dict[str, str]]] = []
+        fsum = math.fsum
+        scored: list[tuple[float, str]] = []
+        append = scored.append
         for rid, (vec, vnorm, metadata) in rows.items():
             if where and not _matches(metadata, where):
                 continue
             if qnorm == 0.0 or vnorm == 0.0:
-                score = 0.0
+                append((-0.0, rid))
             else:
-                score = math.fsum(map(mul, query, vec)) / (qnorm * vnorm)
-            scored.append((score, rid, metadata))
-        scored.sort(key=lambda t: (-t[0], t[1]))
-        return [VectorHit(id=rid, score=s, metadata=dict(md)) for s, rid, md in scored[:k]]
+                append((-(fsum(map(mul, query, vec)) / (qnorm * vnorm)), rid))
+        # Negation is exact and ids are unique, so this is the order of (-score, id).
+        scored.sort()
+        del scored[k:]
+        return scored
+
+    def query(
+        self,
+        vector: Sequence[float],
+        *,
+        k: int = DEFAULT_QUERY_K,
+        where: Mapping[str, str] | None = None,
+    ) -> list[VectorHit]:
+        """The ``k`` best records by cosine among those matching ``where``."""
+        ranked = self._ranked(vector, k, where)
+        rows = self._rows or {}
+        return [VectorHit(id=rid, score=-neg, metadata=dict(rows[rid][2])) for neg, rid in ranked]
+
+    def query_scores(
+        self,
+        vector: Sequence[float],
+        *,
+        k: int = DEFAULT_QUERY_K,
+        where: Mapping[str, str] | None = None,
+    ) -> list[tuple[str, float]]:
+        """:meth:`query` as ``(id, score)`` pairs: the same hits, in order, without metadata."""
+        return [(rid, -neg) for neg, rid in self._ranked(vector, k, where)]
 
     def delete(self, *, where: Mapping[str, str]) -> int:
         """Remove this model's records matching ``where`` (empty → all of them)."""
