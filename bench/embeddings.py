@@ -32,8 +32,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import json
-import math
 import statistics
 import sys
 import threading
@@ -55,26 +53,8 @@ from ragspine_lite.vector.embedding_backends import make_embedding_backend  # no
 from ragspine_lite.vector.onnx_backend import DEFAULT_MIN_COVERAGE  # noqa: E402
 from ragspine_lite.vector.store import InProcessVectorStore, VectorRecord  # noqa: E402
 
-DEFAULT_DATA = REPO.parent / "shared" / "data"
-K = 10
-
-
-def load_set(path: Path) -> tuple[list[dict], list[dict], dict[str, str]]:
-    def jsonl(p: Path) -> list[dict]:
-        return [json.loads(x) for x in p.read_text(encoding="utf-8").splitlines() if x]
-
-    corpus, queries = jsonl(path / "corpus.jsonl"), jsonl(path / "queries.jsonl")
-    rows = (path / "qrels.tsv").read_text(encoding="utf-8").splitlines()[1:]
-    qrels = {q: d for q, d, _ in (r.split("\t") for r in rows if r)}
-    return corpus, queries, qrels
-
-
-def metrics(ranked: list[str], relevant: str) -> tuple[float, float, float]:
-    top = ranked[:K]
-    if relevant not in top:
-        return 0.0, 0.0, 0.0
-    rank = top.index(relevant) + 1
-    return float(rank == 1), 1.0, 1.0 / math.log2(rank + 1)
+sys.path.insert(0, str(REPO / "bench"))
+from quality import DEFAULT_DATA, K, load_set, metrics  # noqa: E402
 
 
 class Embedded:

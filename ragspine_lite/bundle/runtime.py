@@ -593,13 +593,17 @@ class BundleSearcher:
         variants = index.query_rewriter.rewrite(query) if index.query_rewriter else [query]
         return self.embedding_backend.plan(list(dict.fromkeys(variants)))
 
-    def embedding_plan_for(self, texts: Sequence[str]) -> dict[str, Any]:
-        """:meth:`embedding_plan` for explicit texts (what :meth:`embed` will need)."""
+    def _backend_for(self, texts: Sequence[str]) -> Any:
+        """The loaded backend, after checking ``texts`` is a list of strings."""
         if self.embedding_backend is None:
             raise ValueError("no embedding model is loaded (the bundle has no vectors)")
         if isinstance(texts, str) or not all(isinstance(t, str) for t in texts):
             raise ValueError(f"texts must be a list of strings, got {texts!r:.80}")
-        return self.embedding_backend.plan(list(texts))
+        return self.embedding_backend
+
+    def embedding_plan_for(self, texts: Sequence[str]) -> dict[str, Any]:
+        """:meth:`embedding_plan` for explicit texts (what :meth:`embed` will need)."""
+        return self._backend_for(texts).plan(list(texts))
 
     def prime_embeddings(self, texts: Sequence[str] | str, output: Any) -> int:
         """Hand the model output for :meth:`embedding_plan`'s texts to the backend."""
@@ -611,11 +615,7 @@ class BundleSearcher:
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         """Vectors for ``texts`` from the loaded backend (for checks and tools)."""
-        if self.embedding_backend is None:
-            raise ValueError("no embedding model is loaded (the bundle has no vectors)")
-        if isinstance(texts, str) or not all(isinstance(t, str) for t in texts):
-            raise ValueError(f"texts must be a list of strings, got {texts!r:.80}")
-        return [list(v) for v in self.embedding_backend.embed_texts(list(texts))]
+        return [list(v) for v in self._backend_for(texts).embed_texts(list(texts))]
 
     # -- search ---------------------------------------------------------------------------
 

@@ -557,18 +557,11 @@ class ChunkStore:
 
         Active rows only unless ``include_inactive``; ordered by ``doc_id, seq, version``.
         """
-        given = dict(
-            zip(
-                _FILTER_COLUMNS,
-                (doc_id, topic, entity, geography, period, language),
-                strict=True,
-            )
+        where, params = _where(
+            _FILTER_COLUMNS,
+            (doc_id, topic, entity, geography, period, language),
+            active_only=not include_inactive,
         )
-        clauses = [f"{column} = ?" for column, value in given.items() if value is not None]
-        params = [value for value in given.values() if value is not None]
-        if not include_inactive:
-            clauses.append("active = 1")
-        where = f" WHERE {' AND '.join(clauses)}" if clauses else ""
         rows = self._read(
             f"SELECT {_SELECT_COLUMNS} FROM {_TABLE}{where} ORDER BY doc_id, seq, version",
             params,
@@ -681,16 +674,22 @@ class ChunkStore:
 _MAX_PARAMS = 900
 
 
+def _where(
+    columns: Sequence[str], values: Sequence[str | None], *, active_only: bool = True
+) -> tuple[str, list[str]]:
+    """``WHERE`` clause and parameters: each column equal to its non-``None`` value (``""`` is
+    a real filter), and active rows only when ``active_only``; ``""`` when nothing applies."""
+    clauses = [f"{column} = ?" for column, value in zip(columns, values, strict=True)
+               if value is not None]
+    params = [value for value in values if value is not None]
+    if active_only:
+        clauses.insert(0, "active = 1")
+    return (f" WHERE {' AND '.join(clauses)}" if clauses else ""), params
+
+
 def _active_where(*values: str | None) -> tuple[str, list[str]]:
-    """``WHERE`` clause and parameters: active rows equal to each non-``None`` filter value."""
-    given = zip(_FILTER_COLUMNS[1:], values, strict=True)
-    clauses = ["active = 1"]
-    params: list[str] = []
-    for column, value in given:
-        if value is not None:
-            clauses.append(f"{column} = ?")
-            params.append(value)
-    return f" WHERE {' AND '.join(clauses)}", params
+    """``WHERE`` clause and parameters: active rows equal to each non-``None`` metadata value."""
+    return _where(_FILTER_COLUMNS[1:], values)
 
 
 def _chunk_rows(cursor: Iterable[Any]) -> list[ChunkRow]:

@@ -57,7 +57,6 @@ from ragspine_lite.vector.embedding_backends import (
     outside_vocabulary,
 )
 from ragspine_lite.vector.persistence_policy import IsolationFirstPolicy, PersistencePolicy
-from ragspine_lite.vector.sqlite_store import SqliteVectorStore
 from ragspine_lite.vector.store import InProcessVectorStore, VectorRecord, VectorStore
 
 __all__ = [
@@ -94,7 +93,6 @@ CHANNEL_OUTSIDE_VOCABULARY = "bm25:outside-vocabulary"
 
 # How many filter sets NarrativeIndex keeps a retriever over the active rows for.
 _ROWS_CACHE_SIZE = 4
-_SQLITE_QUERY = SqliteVectorStore.query
 
 # The five chunk attributes that act as equality filters (and as vector metadata).
 _FILTER_DIMS = ("topic", "entity", "geography", "period", "language")
@@ -517,9 +515,10 @@ class HybridRetriever:
             for qvec in backend.embed_texts(list(queries)):
                 qv = tuple(float(x) for x in qvec)
                 k = len(candidates)
-                # The same hits as query(), minus the metadata copies (unless query is overridden).
-                if isinstance(store, SqliteVectorStore) and type(store).query is _SQLITE_QUERY:
-                    found = store.query_scores(qv, k=k, where=where)
+                # A store with query_scores gives query()'s hits without the metadata copies.
+                scores = getattr(store, "query_scores", None)
+                if scores is not None:
+                    found = scores(qv, k=k, where=where)
                 else:
                     found = [(h.id, h.score) for h in store.query(qv, k=k, where=where)]
                 vector_rankings.append([hit for hit in found if hit[0] in candidate_ids])
