@@ -1,4 +1,4 @@
-"""Default glossary (metric and entity synonyms → controlled codes) and term matching.
+"""Default glossary (metric and entity synonyms → controlled codes, external entities).
 
 Dict order matters: the query rewriter and the filter extractor scan METRIC then
 ENTITY in insertion order. A company profile (TOML) can replace the defaults; it is
@@ -16,6 +16,7 @@ __all__ = [
     "COMPANY_CONFIG_ENV",
     "DEFAULT_GLOSSARY",
     "ENTITY_SYNONYMS",
+    "EXTERNAL_ENTITIES",
     "METRIC_SYNONYMS",
     "Glossary",
     "TermMatch",
@@ -66,13 +67,27 @@ ENTITY_SYNONYMS: dict[str, str] = {
     "acme_cn": "ACME_CN",
 }
 
+# Out-of-scope (peer / competitor) names: a generated query naming one is refused by the
+# default query gate (ragspine_lite.query.gate). A company profile's list extends this one.
+EXTERNAL_ENTITIES: tuple[str, ...] = (
+    "aia",
+    "友邦",
+    "prudential",
+    "保诚",
+    "manulife",
+    "宏利",
+    "ping an",
+    "平安",
+)
+
 
 @dataclass(frozen=True)
 class Glossary:
-    """Two ordered synonym maps: metric terms (→ ``topic``) and entity terms (→ ``entity``)."""
+    """Metric terms (→ ``topic``), entity terms (→ ``entity``) and external entity names."""
 
     metric_synonyms: Mapping[str, str] = field(default_factory=lambda: dict(METRIC_SYNONYMS))
     entity_synonyms: Mapping[str, str] = field(default_factory=lambda: dict(ENTITY_SYNONYMS))
+    external_entities: tuple[str, ...] = EXTERNAL_ENTITIES
 
 
 DEFAULT_GLOSSARY = Glossary()
@@ -113,8 +128,9 @@ def find_terms(text: str, synonyms: Mapping[str, str]) -> list[TermMatch]:
 def load_glossary(path: str | Path) -> Glossary:
     """Read a company profile TOML with ``[metric_synonyms]`` / ``[entity_synonyms]`` tables.
 
-    A missing table keeps the built-in default for that map. Raises ``ValueError``
-    naming the file for malformed TOML or non-string values.
+    A missing table keeps the built-in default for that map; a top-level
+    ``external_entities = ["…"]`` array extends :data:`EXTERNAL_ENTITIES`. Raises
+    ``ValueError`` naming the file for malformed TOML or non-string values.
     """
     import tomllib
 
@@ -132,4 +148,10 @@ def load_glossary(path: str | Path) -> Glossary:
         ):
             raise ValueError(f"company profile {str(p)!r}: [{key}] must map strings to strings")
         maps[key] = dict(table)
-    return Glossary(maps["metric_synonyms"], maps["entity_synonyms"])
+    extra = data.get("external_entities", [])
+    if not isinstance(extra, list) or not all(isinstance(t, str) and t.strip() for t in extra):
+        raise ValueError(
+            f"company profile {str(p)!r}: external_entities must be a list of non-blank strings"
+        )
+    external = tuple(dict.fromkeys((*EXTERNAL_ENTITIES, *(t.strip() for t in extra))))
+    return Glossary(maps["metric_synonyms"], maps["entity_synonyms"], external)
