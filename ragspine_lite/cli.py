@@ -8,7 +8,11 @@
 Environment variables are read here, at the edge, and nowhere in the library classes:
 ``RAGSPINE_RETRIEVAL_MODE`` (``--mode``), ``RAGSPINE_EMBEDDING_BACKEND`` then
 ``RAGSPINE_EMBEDDING`` (``--embedding``; default ``auto``: the ONNX model when the
-``[embed-onnx]`` extra is installed, else pure BM25), ``RAGSPINE_CHUNKER`` (``--chunker``).
+``[embed-onnx]`` extra is installed, else pure BM25), ``RAGSPINE_CHUNKER`` (``--chunker``);
+for ``search``'s LLM query layers ``RAGSPINE_QUERY_TRANSFORM`` (``--query-transform``),
+``RAGSPINE_QUERY_DECOMPOSE`` (``--decompose``), ``RAGSPINE_ADAPTIVE`` (``--adaptive``),
+``RAGSPINE_LLM_URL`` / ``RAGSPINE_LLM_MODEL`` (``--llm-url`` / ``--llm-model``),
+``RAGSPINE_LLM_API_KEY``, ``RAGSPINE_LLM_TIMEOUT`` and ``RAGSPINE_COMPANY_CONFIG``.
 
 Hybrid mode keeps chunk vectors in the chunk database itself (table ``ragspine_vector``, one
 set per embedding model; RESTRICTED chunks are never persisted): ``ingest`` embeds the new
@@ -144,6 +148,19 @@ def _add_retrieval_options(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_query_layer_options(p: argparse.ArgumentParser) -> None:
+    for flag, env, choices in (
+        ("--query-transform", "RAGSPINE_QUERY_TRANSFORM", "none, hyde, rag_fusion, step_back"),
+        ("--decompose", "RAGSPINE_QUERY_DECOMPOSE", "none, llm"),
+        ("--adaptive", "RAGSPINE_ADAPTIVE", "none, heuristic, llm (decompose multi-part only)"),
+    ):
+        p.add_argument(flag, metavar="SPEC", help=f"{choices}; default ${env} or none")
+    p.add_argument("--llm-url", metavar="URL",
+                   help="OpenAI-compatible chat server (.../v1) for the query layers; "
+                   "default $RAGSPINE_LLM_URL")
+    p.add_argument("--llm-model", metavar="NAME", help="its model; default $RAGSPINE_LLM_MODEL")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argparse parser for all subcommands (errors raise instead of exiting)."""
     parser = _Parser(
@@ -192,6 +209,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--json", action="store_true", help="print the snippet dicts as JSON")
     _add_retrieval_options(p)
+    _add_query_layer_options(p)
     p.set_defaults(handler=_cmd_search)
 
     p = sub.add_parser(
@@ -387,17 +405,65 @@ class _CliIndex:
         self.index = index
         self.metadata_filter = metadata_filter
         self.held_back = 0
+        self._held: set[str] = set()
 
     def retrieve(self, query: str, **kwargs: Any) -> list[Any]:
         if self.metadata_filter is not None:
             kwargs["metadata_filter"] = self.metadata_filter
         results = self.index.retrieve(query, **kwargs)
-        self.held_back = sum(1 for r in results if is_restricted(r.chunk.sensitivity))
+        self._held.update(r.chunk.chunk_id for r in results if is_restricted(r.chunk.sensitivity))
+        self.held_back = len(self._held)  # distinct over every query a layer searched
         return results
 
 
+class _QueryLayers:
+    """The LLM query layers of a search, built (and so validated) once over the link.
+
+    ``label`` names the layers the last search actually applied; a degraded layer (no
+    answer, garbage) is not named, so its output is exactly the plain search's.
+    """
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        from ragspine_lite.common.glossary import (
+            COMPANY_CONFIG_ENV,
+            DEFAULT_GLOSSARY,
+            load_glossary,
+        )
+        from ragspine_lite.query import apply_query_layers
+        from ragspine_lite.remote.openai_chat import provider_from_env
+
+        profile = os.environ.get(COMPANY_CONFIG_ENV)
+        self.link: Any = None
+        try:
+            provider = provider_from_env(os.environ, url=args.llm_url, model=args.llm_model)
+            self.top = apply_query_layers(
+                self, transform=args.query_transform, decompose=args.decompose,
+                adaptive=args.adaptive, provider=provider,
+                glossary=load_glossary(profile) if profile else DEFAULT_GLOSSARY,
+            )
+        except ValueError as exc:
+            raise _UsageError(str(exc)) from None
+
+    def retrieve(self, query: str, **kwargs: Any) -> list[dict[str, object]]:
+        return self.link.retrieve(query, **kwargs)
+
+    def search(self, link: Any, query: str, top_k: int) -> list[dict[str, object]]:
+        self.link = link
+        return self.top.retrieve(query, top_k=top_k)
+
+    def label(self) -> str:
+        names, layer = [], self.top
+        while layer is not self:
+            outcome = getattr(layer, "last_outcome", None)
+            if outcome is not None and outcome.status == "applied":
+                names.insert(0, outcome.transform)
+            layer = layer.base
+        return "".join(f" + {name}" for name in names)
+
+
 def _search_once(
-    db: str, query: str, metadata_filter: Any, top_k: int, backend: Any
+    db: str, query: str, metadata_filter: Any, top_k: int, backend: Any,
+    layers: _QueryLayers | None = None,
 ) -> tuple[list[dict[str, object]], int, str]:
     from ragspine_lite.link.narrative_link import (
         NarrativeIndexRetriever,
@@ -414,12 +480,16 @@ def _search_once(
                 _sync_or_fallback(retriever.index)
             wrapped = _CliIndex(retriever.index, metadata_filter)
             link = NarrativeIndexRetriever(wrapped, retry_without_filters=False)
-            snippets = link.retrieve(query, top_k=top_k)
+            if layers is None:
+                snippets = link.retrieve(query, top_k=top_k)
+            else:
+                snippets = layers.search(link, query, top_k)
         finally:
             store.close()
     finally:
         _close_quietly(vector_store)
-    return snippets, wrapped.held_back, _channel_label(retriever.index.last_channel, backend)
+    label = _channel_label(retriever.index.last_channel, backend)
+    return snippets, wrapped.held_back, label + (layers.label() if layers else "")
 
 
 def _channel_label(channel: str | None, backend: Any) -> str:
@@ -434,7 +504,8 @@ def _channel_label(channel: str | None, backend: Any) -> str:
 
 
 def _run_search(
-    db: str, query: str, metadata_filter: Any, top_k: int, backend: Any
+    db: str, query: str, metadata_filter: Any, top_k: int, backend: Any,
+    layers: _QueryLayers | None = None,
 ) -> tuple[list[dict[str, object]], int, str]:
     """Search ``db`` through the link exit → (snippets, held-back count, channel label).
 
@@ -461,16 +532,17 @@ def _run_search(
             # The library gate (the index would search such a query with BM25 alone too),
             # asked first so that neither the vector table nor any chunk vector is touched.
             if outside_vocabulary(backend, query):
-                snippets, held_back, _channel = _search_once(
-                    db, query, metadata_filter, top_k, None
+                snippets, held_back, channel = _search_once(
+                    db, query, metadata_filter, top_k, None, layers
                 )
-                return snippets, held_back, _OUTSIDE_VOCABULARY_LABEL
-            return _search_once(db, query, metadata_filter, top_k, backend)
+                label = channel.replace("bm25", _OUTSIDE_VOCABULARY_LABEL, 1)
+                return snippets, held_back, label
+            return _search_once(db, query, metadata_filter, top_k, backend, layers)
         except (sqlite3.Error, OSError):
             raise
         except Exception as exc:  # a model/backend failure degrades, never crashes
             _note(f"warning: embedding backend failed ({_one_line(exc)}); using BM25 only")
-    return _search_once(db, query, metadata_filter, top_k, None)
+    return _search_once(db, query, metadata_filter, top_k, None, layers)
 
 
 def _held_back_line(count: int) -> str:
@@ -631,9 +703,10 @@ def _cmd_search(args: argparse.Namespace) -> int:
     metadata_filter = _parse_filters(args.filters)
     if not args.query.strip():
         raise _UsageError("argument QUERY: must not be blank")
+    layers = _QueryLayers(args)
     _mode, backend = _resolve_backend(args.mode, args.embedding)
     snippets, held_back, channel = _run_search(
-        args.db, args.query, metadata_filter, args.top_k, backend
+        args.db, args.query, metadata_filter, args.top_k, backend, layers
     )
     if args.json:
         _out(json.dumps(snippets, ensure_ascii=False, indent=2))

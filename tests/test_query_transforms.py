@@ -41,6 +41,7 @@ from ragspine_lite.query import (
     make_query_transform,
 )
 from ragspine_lite.query.transform import fuse_snippet_lists, parse_query_list
+from ragspine_lite.remote.openai_chat import provider_from_env
 
 CANARY = "ZEPHYRCANARY"
 
@@ -453,6 +454,25 @@ def test_layers_stack_decomposition_over_the_transform():
     gated = apply_query_layers(base, transform="fusion", provider=provider,
                                glossary=Glossary(external_entities=("globex",)))
     assert gated.gate.terms == ("globex",)
+
+
+def test_provider_from_env():
+    assert provider_from_env({}) is None
+    assert provider_from_env({"RAGSPINE_LLM_MODEL": "m"}) is None
+    env = {"RAGSPINE_LLM_URL": "http://127.0.0.1:8080/v1", "RAGSPINE_LLM_MODEL": "m",
+           "RAGSPINE_LLM_API_KEY": "sekrit", "RAGSPINE_LLM_TIMEOUT": "2.5"}
+    provider = provider_from_env(env)
+    assert provider.url == "http://127.0.0.1:8080/v1/chat/completions"
+    assert (provider.model, provider.timeout, provider.max_tokens) == ("m", 2.5, 256)
+    assert "sekrit" not in repr(provider)
+    flagged = provider_from_env(env, url="http://h:1", model="other")
+    assert (flagged.url, flagged.model) == ("http://h:1/chat/completions", "other")
+    with pytest.raises(ValueError, match="needs a model name"):
+        provider_from_env({"RAGSPINE_LLM_URL": "http://h:1"})
+    with pytest.raises(ValueError, match=r"RAGSPINE_LLM_TIMEOUT.*'soon'"):
+        provider_from_env({**env, "RAGSPINE_LLM_TIMEOUT": "soon"})
+    with pytest.raises(ValueError, match="timeout"):
+        provider_from_env({**env, "RAGSPINE_LLM_TIMEOUT": "-1"})
 
 
 # ---------------------------------------------------------------- RESTRICTED at the prompt

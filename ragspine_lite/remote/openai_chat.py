@@ -9,15 +9,31 @@ or the full ``…/chat/completions`` URL. The remote endpoint's listwise judge w
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
 from ragspine_lite.common.llm import ChatCompletion, Choice, ResponseMessage, Usage
 from ragspine_lite.remote.errors import RemoteError
 from ragspine_lite.remote.transport import Transport, default_transport, request_json
 
-__all__ = ["CHAT_COMPLETIONS_SUFFIX", "OpenAICompatibleProvider", "parse_chat_completion"]
+__all__ = [
+    "CHAT_COMPLETIONS_SUFFIX",
+    "LLM_API_KEY_ENV",
+    "LLM_MODEL_ENV",
+    "LLM_TIMEOUT_ENV",
+    "LLM_URL_ENV",
+    "OpenAICompatibleProvider",
+    "parse_chat_completion",
+    "provider_from_env",
+]
 
 CHAT_COMPLETIONS_SUFFIX = "/chat/completions"
+LLM_URL_ENV = "RAGSPINE_LLM_URL"
+LLM_MODEL_ENV = "RAGSPINE_LLM_MODEL"
+LLM_API_KEY_ENV = "RAGSPINE_LLM_API_KEY"
+LLM_TIMEOUT_ENV = "RAGSPINE_LLM_TIMEOUT"
+DEFAULT_LLM_TIMEOUT_S = 30.0
+DEFAULT_LLM_MAX_TOKENS = 256
 
 
 def _int(value: Any) -> int:
@@ -136,3 +152,31 @@ class OpenAICompatibleProvider:
                 kind="malformed",
                 url=self.url,
             ) from exc
+
+
+def provider_from_env(
+    environ: Mapping[str, str], *, url: str | None = None, model: str | None = None
+) -> OpenAICompatibleProvider | None:
+    """The query layers' provider at an edge: ``url``/``model`` (flags) else
+    ``RAGSPINE_LLM_URL`` / ``RAGSPINE_LLM_MODEL``, key ``RAGSPINE_LLM_API_KEY``, timeout
+    ``RAGSPINE_LLM_TIMEOUT`` (seconds, default 30), answers capped at 256 tokens.
+
+    No URL → ``None``; a URL without a model, a bad URL or timeout → ``ValueError``.
+    """
+    url = url or environ.get(LLM_URL_ENV) or None
+    if url is None:
+        return None
+    model = model or environ.get(LLM_MODEL_ENV) or ""
+    if not model.strip():
+        raise ValueError(
+            f"LLM URL {url!r} needs a model name (--llm-model or {LLM_MODEL_ENV})"
+        )
+    raw = environ.get(LLM_TIMEOUT_ENV) or str(DEFAULT_LLM_TIMEOUT_S)
+    try:
+        timeout = float(raw)
+    except ValueError:
+        raise ValueError(f"{LLM_TIMEOUT_ENV} must be a number of seconds, got {raw!r}") from None
+    return OpenAICompatibleProvider(
+        url, model, api_key=environ.get(LLM_API_KEY_ENV) or None, timeout=timeout,
+        max_tokens=DEFAULT_LLM_MAX_TOKENS,
+    )
