@@ -107,3 +107,61 @@ def test_built_retriever_defaults_equal_explicit_none_arguments(tmp_path):
     finally:
         s1.close()
         s2.close()
+
+
+# ---------------------------------------------------------------- the opt-in layers, off
+
+
+LAYER_ENVS = ("RAGSPINE_POSTPROCESSOR", "RAGSPINE_CORRECTIVE", "RAGSPINE_CONTEXTUAL",
+              "RAGSPINE_RAPTOR", "RAGSPINE_RAPTOR_SUMMARIZER")
+
+
+def _layers_off(link, spec):
+    """The link wrapped by every layer factory with ``spec`` (``None`` = the unset env)."""
+    from ragspine_lite.corrective import make_corrective_retriever
+    from ragspine_lite.raptor import make_raptor_retriever
+
+    wrapped = make_corrective_retriever(link, spec)
+    return make_raptor_retriever(wrapped, spec)
+
+
+@pytest.mark.parametrize("spec", [None, "none", " NONE "])
+def test_every_opt_in_layer_switched_off_is_byte_identical(tmp_path, monkeypatch, spec):
+    from ragspine_lite.contextual import make_index_text_fn
+    from ragspine_lite.postprocess import make_postprocessor
+    from ragspine_lite.raptor import make_raptor_summarizer
+
+    for env in LAYER_ENVS:
+        monkeypatch.delenv(env, raising=False)
+    plain, s1 = build_narrative_retriever(tmp_path / "a.db")
+    layered, s2 = build_narrative_retriever(
+        tmp_path / "b.db",
+        postprocessor=make_postprocessor(spec),
+        index_text_fn=make_index_text_fn(spec),
+    )
+    try:
+        assert make_raptor_summarizer(spec) is None
+        ingest(plain.index)
+        ingest(layered.index)
+        wrapped = _layers_off(layered, spec)
+        assert wrapped is layered  # the factories hand back the very same retriever
+        out = _run_link(plain)
+        assert _run_link(wrapped) == out
+        assert "'scores':" in out
+        # the index level too, over one store: the same RetrievalResults
+        off = NarrativeIndex(s2, index_text_fn=make_index_text_fn(spec))
+        assert repr([off.retrieve(q, **f) for q in QUERIES for f in FILTERS]) == repr(
+            [NarrativeIndex(s2).retrieve(q, **f) for q in QUERIES for f in FILTERS])
+    finally:
+        s1.close()
+        s2.close()
+
+
+def test_layers_off_through_a_hybrid_retriever_are_byte_identical(store):
+    from ragspine_lite.contextual import make_index_text_fn
+
+    index = NarrativeIndex(store)
+    ingest(index)
+    chunks = store.iter_chunks()
+    assert run_hybrid(HybridRetriever(chunks, index_text_fn=make_index_text_fn("none"))) == (
+        run_hybrid(HybridRetriever(chunks)))

@@ -35,6 +35,7 @@ PUBLIC_MODULES = [
     "ragspine_lite.postprocess",
     "ragspine_lite.corrective",
     "ragspine_lite.raptor",
+    "ragspine_lite.contextual",
     "ragspine_lite.bundle.manifest",
     "ragspine_lite.bundle.export",
     "ragspine_lite.bundle.runtime",

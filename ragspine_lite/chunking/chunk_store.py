@@ -54,6 +54,8 @@ SCHEMA_VERSION = 2
 _TABLE = "narrative_chunk"
 _META_TABLE = "ragspine_meta"
 _GENERATION_KEY = "generation"
+# Keys the store and its side indexes manage; write_meta refuses them.
+_RESERVED_META_KEYS = frozenset({"schema_version", _GENERATION_KEY, "lexical_index_format"})
 
 # (column, declaration) in table order. Columns with a DEFAULT can be added to an older table.
 _COLUMNS: tuple[tuple[str, str], ...] = (
@@ -437,6 +439,32 @@ class ChunkStore:
                 return 0
             raise
         return _parse_version(rows[0]["value"]) if rows else 0
+
+    def read_meta(self, key: str) -> str | None:
+        """A setting recorded with :meth:`write_meta` (``None`` if absent or no schema yet)."""
+        try:
+            rows = self._read(
+                f"SELECT value FROM {_META_TABLE} WHERE key = ?", (key,), "read_meta"
+            )
+        except ChunkStoreError as exc:
+            if "no such table" in str(exc):
+                return None
+            raise
+        return str(rows[0]["value"]) if rows else None
+
+    def write_meta(self, key: str, value: str) -> None:
+        """Record a setting in ``ragspine_meta`` (e.g. which index text built the store).
+
+        The store's own bookkeeping keys cannot be written.
+        """
+        if key in _RESERVED_META_KEYS:
+            raise ValueError(f"meta key {key!r} is reserved by the chunk store")
+        with self._transaction("write_meta") as conn:
+            conn.execute(
+                f"INSERT INTO {_META_TABLE} (key, value) VALUES (?, ?) "
+                "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                (key, str(value)),
+            )
 
     # -- writes ------------------------------------------------------------------------------
 

@@ -16,6 +16,7 @@ built, so nothing downstream (postprocessors, prompts, the agent) ever sees them
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -29,6 +30,7 @@ from ragspine_lite.lexical.retrieval import (
     RetrievableIndex,
     RetrievalResult,
 )
+from ragspine_lite.postprocess import NodePostprocessor
 from ragspine_lite.rerank.listwise_rerank import (
     ListwiseJudge,
     build_listwise_prompt,
@@ -124,7 +126,7 @@ class NarrativeIndexRetriever:
         index: RetrievableIndex,
         *,
         retry_without_filters: bool = True,
-        postprocessor: Any | None = None,
+        postprocessor: NodePostprocessor | None = None,
     ) -> None:
         self.index = index
         self.retry_without_filters = retry_without_filters
@@ -152,13 +154,15 @@ def build_narrative_retriever(
     vector_store: VectorStore | None = None,
     persistence_policy: PersistencePolicy | None = None,
     reranker: ListwiseJudge | None = None,
-    postprocessor: Any | None = None,
+    postprocessor: NodePostprocessor | None = None,
+    index_text_fn: Callable[[Any], str] | None = None,
 ) -> tuple[NarrativeIndexRetriever, ChunkStore]:
     """Open (and initialise) the chunk store and wire the agent-facing retriever.
 
     The judge is ``reranker`` if given, else a :class:`ProviderListwiseJudge` over
-    ``provider``, else none. The glossary rewriter is always on. The caller closes the
-    returned store.
+    ``provider``, else none. The glossary rewriter is always on. ``index_text_fn`` (e.g.
+    ``make_index_text_fn("contextual")``) changes what is indexed and embedded, never the
+    cited text. The caller closes the returned store.
     """
     store = ChunkStore(chunk_db)
     store.init_schema()
@@ -176,5 +180,6 @@ def build_narrative_retriever(
         judge=judge,
         vector_store=vector_store,
         persistence_policy=persistence_policy,
+        index_text_fn=index_text_fn,
     )
     return NarrativeIndexRetriever(index, postprocessor=postprocessor), store
