@@ -1,7 +1,8 @@
 """Clients of the remote endpoint (pure Python) and, in ``remote.server``, the endpoint itself.
 
 The clients implement the local Protocols (``ListwiseJudge``, ``EmbeddingBackend``,
-``VisualEmbedder``) over one transport seam; the server needs the ``[server]`` extra.
+``VisualEmbedder``, ``LLMProvider``) over one transport seam; the server needs the
+``[server]`` extra.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from ragspine_lite.remote.client import (
     DEFAULT_REMOTE_TIMEOUT_S,
     REMOTE_TOKEN_ENV,
     REMOTE_URL_ENV,
+    RemoteChatProvider,
     RemoteClient,
     RemoteEmbeddingBackend,
     RemoteListwiseJudge,
@@ -39,6 +41,7 @@ __all__ = [
     "RERANK_METHODS",
     "HttpResponse",
     "OpenAICompatibleProvider",
+    "RemoteChatProvider",
     "RemoteClient",
     "RemoteEmbeddingBackend",
     "RemoteError",

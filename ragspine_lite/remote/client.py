@@ -3,6 +3,8 @@
 - :class:`RemoteReranker` — a ``ListwiseJudge`` backed by ``/v1/rerank`` (cross-encoder,
   late interaction, SPLADE or the LLM judge); :class:`RemoteListwiseJudge` is the LLM one.
 - :class:`RemoteEmbeddingBackend` — an ``EmbeddingBackend`` backed by ``/v1/embed``.
+- :class:`RemoteChatProvider` — an ``LLMProvider`` backed by ``/v1/chat`` (the endpoint's LLM;
+  what the browser's query transforms call).
 - :class:`RemoteVisualEmbedder` — a ``VisualEmbedder`` backed by ``/v1/visual/*``, plus the
   endpoint's page registry (``register_pages`` / ``search``).
 
@@ -27,10 +29,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ragspine_lite.common.llm import ChatCompletion, Choice, ResponseMessage
 from ragspine_lite.common.sensitivity import is_restricted
 from ragspine_lite.remote.errors import RemoteError
 from ragspine_lite.remote.transport import Transport, default_transport, request_json
 from ragspine_lite.remote.wire import (
+    CHAT_PATH,
     DEFAULT_SENSITIVITY,
     EMBED_PATH,
     HEALTH_PATH,
@@ -56,6 +60,7 @@ __all__ = [
     "DEFAULT_REMOTE_TIMEOUT_S",
     "REMOTE_TOKEN_ENV",
     "REMOTE_URL_ENV",
+    "RemoteChatProvider",
     "RemoteClient",
     "RemoteEmbeddingBackend",
     "RemoteListwiseJudge",
@@ -280,6 +285,56 @@ class RemoteListwiseJudge(RemoteReranker):
             endpoint, "llm", token=token, timeout=timeout, transport=transport,
             default_sensitivity=default_sensitivity,
         )
+
+
+class RemoteChatProvider:
+    """An ``LLMProvider`` whose completions come from the endpoint's ``/v1/chat``.
+
+    Each message travels labelled (its own ``sensitivity`` key, else ``default_sensitivity``);
+    a RESTRICTED one is refused with ``ValueError`` before anything is sent, and the server
+    refuses it too. No tools. Failures raise ``RemoteError`` (a ``ProviderError``).
+    """
+
+    sends_text_off_host = True
+
+    def __init__(
+        self,
+        endpoint: str | RemoteClient,
+        *,
+        token: str | None = None,
+        timeout: float = 60.0,
+        transport: Transport | None = None,
+        default_sensitivity: str = DEFAULT_SENSITIVITY,
+    ) -> None:
+        self.client = _client(endpoint, token, timeout, transport)
+        self.default_sensitivity = default_sensitivity
+
+    def __repr__(self) -> str:
+        return f"RemoteChatProvider({self.client!r})"
+
+    def chat(
+        self, messages: list[dict[str, Any]], *, tools: list[dict[str, Any]] | None = None
+    ) -> ChatCompletion:
+        if tools:
+            raise ValueError("the endpoint's chat operation takes no tools")
+        wire = []
+        for i, message in enumerate(messages):
+            sens = str(message.get("sensitivity", self.default_sensitivity))
+            if is_restricted(sens):
+                raise ValueError(
+                    f"messages[{i}] is RESTRICTED: it is never sent to the remote endpoint"
+                )
+            wire.append({"role": message.get("role"), "content": message.get("content"),
+                         "sensitivity": sens})
+
+        def check(data: dict[str, Any]) -> ChatCompletion:
+            content = data.get("content")
+            if not isinstance(content, str):
+                raise WireError("content must be a string")
+            choice = Choice(index=0, message=ResponseMessage(content=content))
+            return ChatCompletion(choices=(choice,), model=str(data.get("model", "")))
+
+        return self.client.call("POST", CHAT_PATH, {"messages": wire}, check)
 
 
 def _labelled_texts(values: Sequence[Any], default_sensitivity: str, what: str) -> list[dict]:

@@ -15,6 +15,9 @@ Operations (all ``POST`` with a JSON object body, answers are JSON objects):
   permutation of the candidate indices, best first; ``method`` is one of
   :data:`RERANK_METHODS` (``llm`` is the listwise LLM judge, which has no scores).
 - ``/v1/embed`` ``{"inputs": [item]}`` → ``{"model", "dim", "vectors": [[float]]}``.
+- ``/v1/chat`` ``{"messages": [{"role", "content", "sensitivity"}]}`` → ``{"model", "content"}``:
+  one chat completion from the endpoint's LLM (the browser's query transforms); roles are
+  ``system``/``user``/``assistant``, at most :data:`MAX_CHAT_MESSAGES` messages.
 - ``/v1/visual/embed_query`` ``{"query"}`` → ``{"model", "vectors": [[float]]}`` (one vector
   per query token).
 - ``/v1/visual/embed_images`` ``{"images": [{"image_b64", "sensitivity"}]}`` →
@@ -40,11 +43,14 @@ from ragspine_lite.common.registry import normalize_spec
 from ragspine_lite.common.sensitivity import RESTRICTED, is_restricted
 
 __all__ = [
+    "CHAT_PATH",
+    "CHAT_ROLES",
     "DEFAULT_MAX_BODY_BYTES",
     "DEFAULT_MAX_CANDIDATES",
     "DEFAULT_SENSITIVITY",
     "EMBED_PATH",
     "HEALTH_PATH",
+    "MAX_CHAT_MESSAGES",
     "MODELS_PATH",
     "OPENAPI_PATH",
     "RERANK_METHODS",
@@ -68,6 +74,7 @@ __all__ = [
     "read_images",
     "read_int",
     "read_items",
+    "read_messages",
     "read_pages",
     "read_str",
 ]
@@ -77,6 +84,7 @@ MODELS_PATH = "/v1/models"
 OPENAPI_PATH = "/openapi.json"
 RERANK_PATH = "/v1/rerank"
 EMBED_PATH = "/v1/embed"
+CHAT_PATH = "/v1/chat"
 VISUAL_QUERY_PATH = "/v1/visual/embed_query"
 VISUAL_IMAGES_PATH = "/v1/visual/embed_images"
 VISUAL_PAGES_PATH = "/v1/visual/pages"
@@ -97,6 +105,8 @@ RERANK_METHOD_ALIASES: Mapping[str, str] = {
 DEFAULT_MAX_CANDIDATES = 256
 DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024
 DEFAULT_SENSITIVITY = "INTERNAL"
+CHAT_ROLES = ("system", "user", "assistant")
+MAX_CHAT_MESSAGES = 16
 
 
 class WireError(ValueError):
@@ -293,6 +303,26 @@ def read_items(payload: Mapping[str, Any], key: str, *, max_items: int) -> list[
             raise WireError(f"{where}.text must be a string")
         texts.append(text)
     return texts
+
+
+def read_messages(payload: Mapping[str, Any], key: str = "messages") -> list[dict[str, str]]:
+    """Labelled chat messages → ``[{"role", "content"}]``; a RESTRICTED label is refused."""
+    entries = _read_list(payload, key, MAX_CHAT_MESSAGES)
+    if not entries:
+        raise WireError(f"field {key!r} must hold at least one message")
+    messages = []
+    for i, entry in enumerate(entries):
+        where = f"{key}[{i}]"
+        if not isinstance(entry, dict):
+            raise WireError(f"{where} must be an object {{'role', 'content', 'sensitivity'}}")
+        _read_label(entry, where)
+        role, content = entry.get("role"), entry.get("content")
+        if role not in CHAT_ROLES:
+            raise WireError(f"{where}.role must be one of {', '.join(CHAT_ROLES)}, got {role!r}")
+        if not isinstance(content, str):
+            raise WireError(f"{where}.content must be a string")
+        messages.append({"role": role, "content": content})
+    return messages
 
 
 def read_images(payload: Mapping[str, Any], key: str, *, max_items: int) -> list[bytes]:

@@ -40,6 +40,7 @@ from ragspine_lite.remote.errors import RemoteError
 from ragspine_lite.remote.server.models import ModelSet, ModelUnavailable
 from ragspine_lite.remote.server.openapi import openapi_schema
 from ragspine_lite.remote.wire import (
+    CHAT_PATH,
     EMBED_PATH,
     HEALTH_PATH,
     MODELS_PATH,
@@ -54,6 +55,7 @@ from ragspine_lite.remote.wire import (
     read_images,
     read_int,
     read_items,
+    read_messages,
     read_pages,
     read_str,
 )
@@ -78,7 +80,8 @@ def _error(status: int, code: str, message: str, headers: dict | None = None) ->
 
 
 class LLMJudge:
-    """The listwise LLM judge: ``ProviderListwiseJudge`` over an OpenAI-compatible URL."""
+    """The LLM operation over an OpenAI-compatible URL: the listwise judge
+    (``ProviderListwiseJudge``) and plain chat completions through ``provider``."""
 
     operation = "llm"
 
@@ -89,7 +92,7 @@ class LLMJudge:
         self.provider = OpenAICompatibleProvider(url, model, api_key=api_key, timeout=timeout)
         self.judge = ProviderListwiseJudge(self.provider).judge
         self.model_id = model
-        self.description = f"listwise LLM judge {model} at {self.provider.url}"
+        self.description = f"LLM {model} at {self.provider.url} (listwise judge, chat)"
 
 
 def _visual_factory(spec: str) -> Callable[[], Any]:
@@ -189,6 +192,13 @@ class _Service:
             raise RuntimeError(f"{method} returned {len(scores)} scores for {len(texts)} texts")
         ranking = sorted(range(len(texts)), key=lambda i: (-scores[i], i))
         return {"method": method, "model": model.model_id, "ranking": ranking, "scores": scores}
+
+    def chat(self, payload: dict[str, Any]) -> dict[str, Any]:
+        from ragspine_lite.common.llm import completion_text
+
+        messages = read_messages(payload)
+        model = self.models.get("llm")
+        return {"model": model.model_id, "content": completion_text(model.provider.chat(messages))}
 
     def embed(self, payload: dict[str, Any]) -> dict[str, Any]:
         texts = read_items(payload, "inputs", max_items=self.config.max_candidates)
@@ -381,6 +391,7 @@ def create_app(config: ServerConfig | None = None, *, models: ModelSet | None = 
         Route(OPENAPI_PATH, guarded_get(lambda: openapi_schema(__version__)), methods=["GET"]),
         Route(RERANK_PATH, operation(service.rerank), methods=["POST"]),
         Route(EMBED_PATH, operation(service.embed), methods=["POST"]),
+        Route(CHAT_PATH, operation(service.chat), methods=["POST"]),
         Route(VISUAL_QUERY_PATH, operation(service.visual_query), methods=["POST"]),
         Route(VISUAL_IMAGES_PATH, operation(service.visual_images), methods=["POST"]),
         Route(VISUAL_PAGES_PATH, operation(service.visual_pages), methods=["POST"]),

@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from ragspine_lite.remote.wire import (
+    CHAT_PATH,
+    CHAT_ROLES,
     EMBED_PATH,
     HEALTH_PATH,
     MODELS_PATH,
@@ -70,6 +72,19 @@ _SCHEMAS: dict[str, Any] = {
         ["model", "dim", "vectors"], model=_STR, dim={"type": "integer"},
         vectors={"type": "array", "items": _VEC},
     ),
+    "ChatRequest": _obj(
+        ["messages"],
+        messages={
+            "type": "array",
+            "items": _obj(
+                ["role", "content", "sensitivity"],
+                role={"type": "string", "enum": list(CHAT_ROLES)},
+                content=_STR,
+                sensitivity={**_STR, "description": "RESTRICTED is refused (422)"},
+            ),
+        },
+    ),
+    "ChatResponse": _obj(["model", "content"], model=_STR, content=_STR),
     "QueryRequest": _obj(["query"], query=_STR),
     "QueryVectorsResponse": _obj(["model", "vectors"], model=_STR, vectors=_MULTI),
     "ImagesRequest": _obj(["images"], images={"type": "array", "items": _ref("Image")}),
@@ -172,6 +187,7 @@ def openapi_schema(version: str) -> dict[str, Any]:
                                       "responses": {"200": {"description": "ok"}}}},
             RERANK_PATH: _post("rerank candidates for a query", "RerankRequest", "RerankResponse"),
             EMBED_PATH: _post("sentence embeddings", "EmbedRequest", "EmbedResponse"),
+            CHAT_PATH: _post("one chat completion from the LLM", "ChatRequest", "ChatResponse"),
             VISUAL_QUERY_PATH: _post("query token vectors", "QueryRequest",
                                      "QueryVectorsResponse"),
             VISUAL_IMAGES_PATH: _post("page patch vectors", "ImagesRequest", "ImagesResponse"),
