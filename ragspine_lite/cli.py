@@ -84,6 +84,13 @@ class _Parser(argparse.ArgumentParser):
         raise _UsageError(message)
 
 
+def _optin() -> Any:
+    """The opt-in layers' command-line wiring (imported when a command needs it)."""
+    from ragspine_lite import _cli_optin
+
+    return _cli_optin
+
+
 def samples_dir() -> Path:
     """The bundled sample corpus (package data next to this module)."""
     return Path(__file__).resolve().parent / "samples"
@@ -194,6 +201,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="chunking strategy (default $RAGSPINE_CHUNKER, else the paragraph chunker)",
     )
     _add_retrieval_options(p)
+    _optin().add_ingest_options(p)
     p.set_defaults(handler=_cmd_ingest)
 
     p = sub.add_parser("search", help="search a chunk database", epilog=_SEARCH_EPILOG)
@@ -210,6 +218,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the snippet dicts as JSON")
     _add_retrieval_options(p)
     _add_query_layer_options(p)
+    _optin().add_search_options(p)
     p.set_defaults(handler=_cmd_search)
 
     p = sub.add_parser(
@@ -343,9 +352,10 @@ def _resolve_backend(mode_spec: str | None, embedding_spec: str | None) -> tuple
     return mode, backend
 
 
-def _open_vector_store(db: str, backend: Any) -> Any:
+def _open_vector_store(db: str, backend: Any, index_text_fn: Any = None) -> Any:
     """The persistent vector table of ``db`` for ``backend``'s model (created if absent);
-    an in-process store, with a warning, when the database cannot be written."""
+    an in-process store, with a warning, when the database cannot be written. A non-default
+    index text gets its own vector set, so the two never mix."""
     from ragspine_lite.vector.sqlite_store import (
         SqliteVectorStore,
         VectorStoreError,
@@ -354,7 +364,11 @@ def _open_vector_store(db: str, backend: Any) -> Any:
     from ragspine_lite.vector.store import InProcessVectorStore
 
     try:
-        return SqliteVectorStore(db, model_id=embedding_model_id(backend))
+        from ragspine_lite.contextual import index_text_setting
+
+        setting = index_text_setting(index_text_fn)
+        suffix = "" if setting == "none" else f"+{setting}"
+        return SqliteVectorStore(db, model_id=embedding_model_id(backend) + suffix)
     except VectorStoreError as exc:
         _note(f"warning: vectors cannot be persisted ({_one_line(exc)}); embedding in memory")
         return InProcessVectorStore()
@@ -463,23 +477,30 @@ class _QueryLayers:
 
 def _search_once(
     db: str, query: str, metadata_filter: Any, top_k: int, backend: Any,
-    layers: _QueryLayers | None = None,
+    layers: _QueryLayers | None = None, *, optin: Any = None, index_text_fn: Any = None,
 ) -> tuple[list[dict[str, object]], int, str]:
     from ragspine_lite.link.narrative_link import (
         NarrativeIndexRetriever,
         build_narrative_retriever,
     )
 
-    vector_store = _open_vector_store(db, backend) if backend is not None else None
+    vector_store = (
+        _open_vector_store(db, backend, index_text_fn) if backend is not None else None
+    )
     try:
         retriever, store = build_narrative_retriever(
-            db, embedding_backend=backend, vector_store=vector_store
+            db, embedding_backend=backend, vector_store=vector_store, index_text_fn=index_text_fn
         )
         try:
             if backend is not None:
                 _sync_or_fallback(retriever.index)
             wrapped = _CliIndex(retriever.index, metadata_filter)
-            link = NarrativeIndexRetriever(wrapped, retry_without_filters=False)
+            link = NarrativeIndexRetriever(
+                wrapped, retry_without_filters=False,
+                postprocessor=optin.postprocessor if optin else None,
+            )
+            if optin is not None:
+                link = optin.wrap(link, wrapped, store, backend)
             if layers is None:
                 snippets = link.retrieve(query, top_k=top_k)
             else:
@@ -489,7 +510,8 @@ def _search_once(
     finally:
         _close_quietly(vector_store)
     label = _channel_label(retriever.index.last_channel, backend)
-    return snippets, wrapped.held_back, label + (layers.label() if layers else "")
+    label += (layers.label() if layers else "") + (optin.label() if optin else "")
+    return snippets, wrapped.held_back, label
 
 
 def _channel_label(channel: str | None, backend: Any) -> str:
@@ -505,7 +527,7 @@ def _channel_label(channel: str | None, backend: Any) -> str:
 
 def _run_search(
     db: str, query: str, metadata_filter: Any, top_k: int, backend: Any,
-    layers: _QueryLayers | None = None,
+    layers: _QueryLayers | None = None, optin: Any = None,
 ) -> tuple[list[dict[str, object]], int, str]:
     """Search ``db`` through the link exit → (snippets, held-back count, channel label).
 
@@ -513,11 +535,12 @@ def _run_search(
     backend's vocabulary mostly does not know (the library gate,
     :func:`~ragspine_lite.vector.embedding_backends.outside_vocabulary`, e.g. Chinese for the
     English MiniLM) is searched with BM25 alone, since a dense lane of ``[UNK]`` vectors
-    would only add noise to the fusion.
+    would only add noise to the fusion. The database's recorded index-text setting is used.
     """
     store = _open_existing_store(db)
     try:
         active = store.count()
+        extra = {"optin": optin, "index_text_fn": _optin().recorded_index_text(store, repr(db))}
     finally:
         store.close()
     if active == 0:
@@ -533,16 +556,16 @@ def _run_search(
             # asked first so that neither the vector table nor any chunk vector is touched.
             if outside_vocabulary(backend, query):
                 snippets, held_back, channel = _search_once(
-                    db, query, metadata_filter, top_k, None, layers
+                    db, query, metadata_filter, top_k, None, layers, **extra
                 )
                 label = channel.replace("bm25", _OUTSIDE_VOCABULARY_LABEL, 1)
                 return snippets, held_back, label
-            return _search_once(db, query, metadata_filter, top_k, backend, layers)
+            return _search_once(db, query, metadata_filter, top_k, backend, layers, **extra)
         except (sqlite3.Error, OSError):
             raise
         except Exception as exc:  # a model/backend failure degrades, never crashes
             _note(f"warning: embedding backend failed ({_one_line(exc)}); using BM25 only")
-    return _search_once(db, query, metadata_filter, top_k, None, layers)
+    return _search_once(db, query, metadata_filter, top_k, None, layers, **extra)
 
 
 def _held_back_line(count: int) -> str:
@@ -550,9 +573,18 @@ def _held_back_line(count: int) -> str:
     return f"{count} matching {noun} held back (RESTRICTED, never shown)"
 
 
-def _print_results(snippets: list[dict[str, object]], *, indent: str = "") -> None:
+def _print_results(
+    snippets: list[dict[str, object]], *, indent: str = "", prompt: bool = False
+) -> None:
+    """Ranked snippets; a RAPTOR summary is shown as a theme, never as a citation."""
     for rank, snip in enumerate(snippets, 1):
         scores: Any = snip["scores"]
+        if snip.get("is_synthesis"):
+            _out(f"{indent}{rank:>2}. theme (level {snip['raptor_level']} summary, not a "
+                 f"citation)  raptor={scores['raptor']:.4f}")
+            _out(f"{indent}    sources: {snip['source_locator']}")
+            _out(f"{indent}    {_shorten(str(snip['text']))}")
+            continue
         _out(f"{indent}{rank:>2}. {snip['title']}  [{snip['doc_id']}]")
         _out(f"{indent}    cite: {snip['source_locator']}")
         _out(
@@ -560,6 +592,8 @@ def _print_results(snippets: list[dict[str, object]], *, indent: str = "") -> No
             f"  vector={scores['vector']:.4f}"
         )
         _out(f"{indent}    {_shorten(str(snip['text']))}")
+        if prompt and snip.get("prompt_text", snip["text"]) != snip["text"]:
+            _out(f"{indent}    prompt: {_shorten(str(snip['prompt_text']))}")
 
 
 # ---------------------------------------------------------------- commands
@@ -615,16 +649,22 @@ def _ingest_into(
     overlap_chars: int,
     chunker: Any,
     echo: bool,
+    index_text_fn: Any = None,
 ) -> tuple[int, int]:
-    """Ingest loaded documents → (documents, chunks written)."""
+    """Ingest loaded documents → (documents, chunks written); records the index text."""
     from ragspine_lite.lexical.retrieval import NarrativeIndex
 
     store = ChunkStore(db)
     try:
         store.init_schema()
         index = NarrativeIndex(
-            store, max_chars=max_chars, overlap_chars=overlap_chars, chunker=chunker
+            store, max_chars=max_chars, overlap_chars=overlap_chars, chunker=chunker,
+            index_text_fn=index_text_fn,
         )
+        before = _optin().record_index_text(store, index_text_fn)
+        if before is not None and store.count():
+            _note(f"note: index text changed from {before!r}: the whole database is now "
+                  "indexed and embedded with the new setting")
         total = 0
         for _path, text, meta in docs:
             n = index.ingest(text, meta)
@@ -649,6 +689,10 @@ def _cmd_ingest(args: argparse.Namespace) -> int:
             f"({args.overlap_chars!r} >= {args.max_chars!r})"
         )
     chunker = _make_chunker(args.chunker)
+    try:
+        index_text_fn = _optin().ingest_index_text(args.contextual)
+    except ValueError as exc:
+        raise _UsageError(f"argument --contextual: {exc}") from None
     _mode, backend = _resolve_backend(args.mode, args.embedding)
     docs = _load_all(args)
     n_docs, n_chunks = _ingest_into(
@@ -658,10 +702,11 @@ def _cmd_ingest(args: argparse.Namespace) -> int:
         overlap_chars=args.overlap_chars,
         chunker=chunker,
         echo=True,
+        index_text_fn=index_text_fn,
     )
     _out(f"ingested {n_docs} document(s), {n_chunks} chunk(s) into {args.db}")
     if backend is not None:
-        embedded = _embed_db(args.db, backend)
+        embedded = _embed_db(args.db, backend, index_text_fn)
         if embedded is not None:
             _out(f"embedded {embedded} chunk(s) with {_model_label(backend)}")
     return EXIT_OK
@@ -673,7 +718,7 @@ def _model_label(backend: Any) -> str:
     return embedding_model_id(backend)
 
 
-def _embed_db(db: str, backend: Any) -> int | None:
+def _embed_db(db: str, backend: Any, index_text_fn: Any = None) -> int | None:
     """Persist vectors for ``db``'s active chunks now, so searches embed only the query.
 
     Returns how many chunks were embedded, or ``None`` (with a warning) when the backend
@@ -681,10 +726,10 @@ def _embed_db(db: str, backend: Any) -> int | None:
     """
     from ragspine_lite.link.narrative_link import build_narrative_retriever
 
-    vector_store = _open_vector_store(db, backend)
+    vector_store = _open_vector_store(db, backend, index_text_fn)
     try:
         retriever, store = build_narrative_retriever(
-            db, embedding_backend=backend, vector_store=vector_store
+            db, embedding_backend=backend, vector_store=vector_store, index_text_fn=index_text_fn
         )
         try:
             return _sync_or_fallback(retriever.index)[0]
@@ -704,18 +749,26 @@ def _cmd_search(args: argparse.Namespace) -> int:
     if not args.query.strip():
         raise _UsageError("argument QUERY: must not be blank")
     layers = _QueryLayers(args)
+    try:
+        optin = _optin().LayerOptions(args)
+    except ValueError as exc:
+        raise _UsageError(str(exc)) from None
     _mode, backend = _resolve_backend(args.mode, args.embedding)
     snippets, held_back, channel = _run_search(
-        args.db, args.query, metadata_filter, args.top_k, backend, layers
+        args.db, args.query, metadata_filter, args.top_k, backend, layers, optin
     )
     if args.json:
         _out(json.dumps(snippets, ensure_ascii=False, indent=2))
+        for line in optin.notes():
+            _note(f"note: {line}")
         if held_back:
             _note(f"note: {_held_back_line(held_back)}")
         return EXIT_OK
     count = len(snippets)
     _out(f"{count} result(s) for {args.query!r} ({channel})")
-    _print_results(snippets)
+    _print_results(snippets, prompt=optin.postprocessor is not None)
+    for line in optin.notes():
+        _out(f"note: {line}")
     if held_back:
         _out(f"note: {_held_back_line(held_back)}")
     return EXIT_OK

@@ -31,11 +31,11 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from ragspine_lite.chunking.chunking import _SENTENCE_RE
 from ragspine_lite.common.errors import ProviderError
 from ragspine_lite.common.llm import LLMProvider, completion_text
 from ragspine_lite.common.registry import normalize_spec
@@ -79,6 +79,10 @@ SUMMARY_SYSTEM_PROMPT = (
     "Summarise the common theme of the passages in one or two sentences. "
     "Use only what the passages say. Do not state any number, amount, percentage or date."
 )
+
+# A first sentence: up to a CJK/ASCII ender, where '.' counts only before whitespace or the
+# end, so that "RMB 2.1 billion" is never cut into a wrong figure ("RMB 2.").
+_FIRST_SENTENCE_RE = re.compile(r"(?s).*?(?:[。！？；!?;]|\.(?=\s|$))")
 
 _SENSITIVITY_RANK = {"PUBLIC": 0, "INTERNAL": 1, "CONFIDENTIAL": 2, RESTRICTED: 3}
 _GRANULARITIES = ("all", "leaves", "summaries")
@@ -210,7 +214,10 @@ class RaptorSummarizer(Protocol):
 
 
 class ExtractiveRaptorSummarizer:
-    """Deterministic: the first sentence of each text (cut to ``max_chars``), space-joined."""
+    """Deterministic: the first sentence of each text (cut to ``max_chars``), space-joined.
+
+    A decimal point does not end a sentence, so no figure is cut short.
+    """
 
     def __init__(self, max_chars: int = EXCERPT_MAX_CHARS) -> None:
         if isinstance(max_chars, bool) or not isinstance(max_chars, int) or max_chars < 1:
@@ -221,7 +228,7 @@ class ExtractiveRaptorSummarizer:
         firsts = []
         for text in texts:
             stripped = text.strip()
-            match = _SENTENCE_RE.search(stripped)
+            match = _FIRST_SENTENCE_RE.match(stripped)
             sentence = (match.group(0) if match else stripped).strip()[: self.max_chars]
             if sentence:
                 firsts.append(sentence)

@@ -216,6 +216,9 @@ def test_extractive_summariser_first_sentences_capped_and_joined():
     assert s.summarize(["  First one. Second.", "", "   ", "短句。后面", "no ender"]) == (
         "First one. 短句。 no ender")
     assert ExtractiveRaptorSummarizer().summarize(["A b. C d."]) == "A b."
+    # a decimal point never ends the sentence: no figure is cut short
+    assert ExtractiveRaptorSummarizer().summarize(["Profit fell to RMB 2.1 billion. Next."]) == (
+        "Profit fell to RMB 2.1 billion.")
     assert ExtractiveRaptorSummarizer().summarize([]) == ""
     with pytest.raises(ValueError, match="max_chars"):
         ExtractiveRaptorSummarizer(max_chars=0)
