@@ -520,3 +520,57 @@ def _unfiltered(link, query):
 def test_doctests():
     for module in (transform_mod, decompose_mod, gate_mod):
         assert doctest.testmod(module).failed == 0
+
+
+# ---------------------------------------------------------------- the browser searcher
+
+SECRET_PAGE = """---
+sensitivity: RESTRICTED
+---
+ZEPHYRCANARY: the quokka merger of the Hong Kong broker is confidential.
+"""
+
+
+def test_searcher_without_llm_layers_is_unchanged(searcher):
+    plain = searcher.search("Hong Kong new sales").as_dict()
+    assert "query_layers" not in plain
+    info = searcher.configure_llm(transform="hyde")  # no URL, no provider: off
+    assert info == {"transform": "hyde", "decompose": "none", "adaptive": "none", "url": None,
+                    "enabled": False}
+    assert searcher.search("Hong Kong new sales").as_dict()["hits"] == plain["hits"]
+
+
+def test_searcher_runs_the_layers_and_reports_them(searcher):
+    searcher.ingest("secret.md", SECRET_PAGE)
+    provider = ScriptedProvider(fusion='["quokka merger broker", "AIA broker"]',
+                                decompose='["Hong Kong new sales?", "quokka merger?"]',
+                                classify="multi")
+    plain = searcher.search("Hong Kong broker new sales", top_k=5)
+    info = searcher.configure_llm(transform="RAG-Fusion", adaptive="llm", provider=provider)
+    assert info["enabled"] and info["transform"] == "RAG-Fusion"
+    outcome = searcher.search("Hong Kong broker new sales", top_k=5)
+    report = outcome.query_layers
+    assert report["applied"] == ["rag_fusion", "decompose"]
+    assert report["outcomes"][0]["refused"] == 1  # the AIA variant, never searched
+    assert outcome.as_dict()["query_layers"] == report
+    assert outcome.held_back == 1 and plain.held_back == 1  # distinct over every probe
+    assert len(outcome.snippets) == 5 and all(
+        s["sensitivity"] != "RESTRICTED" for s in outcome.snippets)
+    assert all(CANARY not in p and "quokka merger is" not in p for p in provider.prompts)
+    skipped = searcher.search("Hong Kong broker new sales", top_k=5, query_layers=False)
+    assert skipped.as_dict() | {"took_ms": 0} == plain.as_dict() | {"took_ms": 0}
+
+
+def test_searcher_layers_fall_back_and_bad_specs_keep_the_setting(searcher):
+    failing = ScriptedProvider(raises=ProviderError("endpoint down"))
+    plain = searcher.search("operating profit", top_k=3).snippets
+    searcher.configure_llm(transform="step_back", provider=failing)
+    outcome = searcher.search("operating profit", top_k=3)
+    assert outcome.snippets == plain
+    assert outcome.query_layers["applied"] == []
+    assert outcome.query_layers["outcomes"][0]["error"] == "endpoint down"
+    with pytest.raises(ValueError, match="unknown query transform 'sideways'"):
+        searcher.configure_llm(transform="sideways", provider=failing)
+    assert searcher.query_layers.transform == "step_back"
+    out = json.loads(searcher.dispatch("configure_llm", json.dumps({"transform": "none"})))
+    assert out["enabled"] is False and searcher.query_layers.provider is None

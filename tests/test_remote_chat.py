@@ -145,3 +145,19 @@ def test_no_restricted_byte_reaches_the_endpoint_or_the_llm(endpoint, llm, tmp_p
     assert len(llm.requests) - before_llm == 3 * 3 * 5  # classify, decompose, 3 transforms
     for data in (wire, upstream):
         assert not [m for m in markers if m in data]
+
+
+def test_the_browser_searcher_runs_the_layers_through_the_endpoint(endpoint, llm, searcher):
+    searcher.ingest("secret.md", "---\nsensitivity: RESTRICTED\n---\nZEPHYRCANARY broker memo.\n")
+    before = len(endpoint.received)
+    info = searcher.configure_llm(endpoint.url, transform="hyde", adaptive="heuristic")
+    assert info["enabled"] and info["url"] == endpoint.url and "models" in info
+    outcome = searcher.search("Compare Hong Kong and China broker revenue", top_k=5)
+    assert outcome.query_layers["applied"] == ["hyde", "decompose"]
+    assert outcome.snippets and outcome.held_back == 1
+    assert b"/v1/chat" in endpoint.received[before:]
+    assert b"ZEPHYRCANARY" not in endpoint.received[before:]
+    dead = searcher.configure_llm("http://127.0.0.1:9", transform="hyde", timeout=2)
+    assert dead["enabled"] and "error" in dead
+    plain = searcher.search("Hong Kong revenue", top_k=5, query_layers=False).snippets
+    assert searcher.search("Hong Kong revenue", top_k=5).snippets == plain

@@ -54,6 +54,8 @@ export interface DetailedResults {
   rerank: RerankReport | null;
   /** Set only for bundles with vectors whose model is loaded. */
   semantic: SemanticReport | null;
+  /** Set only while LLM query layers are configured (see configureLLM). */
+  queryLayers: QueryLayersReport | null;
   /** How the worker ran the model for this search (bundles with vectors only). */
   worker: { path: "jspi" | "primed"; totalMs: number; modelMs?: number } | null;
 }
@@ -75,6 +77,51 @@ export interface RerankReport {
   /** Why the reranker failed (null when applied). */
   error: string | null;
   ms: number;
+}
+
+export interface QueryLayerOutcome {
+  /** "hyde", "rag_fusion", "step_back" or "decompose". */
+  transform: string;
+  /** "applied", "provider_error", "unparsed", "refused" (the gate dropped every generated query) or "not_decomposed". */
+  status: string;
+  /** The generated queries that were searched (a HyDE passage is a probe, never a result). */
+  generated: string[];
+  /** Generated queries the gate refused (never searched). */
+  refused: number;
+  error: string | null;
+}
+
+export interface QueryLayersReport {
+  /** The layers that changed this search, outermost last; empty: the plain search ran. */
+  applied: string[];
+  outcomes: QueryLayerOutcome[];
+}
+
+export interface LLMOptions {
+  /** The endpoint's base URL (`ragspine-lite serve-remote` with an LLM); null switches the layers off. */
+  url?: string | null;
+  token?: string | null;
+  /** Per-request timeout in seconds (default 60). */
+  timeoutS?: number | null;
+  /** "none" (default), "hyde", "rag_fusion" ("fusion") or "step_back" ("stepback"). */
+  transform?: string;
+  /** "none" (default) or "llm": split questions into at most 4 sub-questions. */
+  decompose?: string;
+  /** "none" (default), "heuristic" or "llm": decompose only multi-part questions. */
+  adaptive?: string;
+  /** Ask the endpoint's /v1/models now (default true). */
+  check?: boolean;
+}
+
+export interface LLMInfo {
+  transform: string;
+  decompose: string;
+  adaptive: string;
+  url: string | null;
+  enabled: boolean;
+  models?: unknown;
+  /** Why the check failed; later searches run the plain search while it fails. */
+  error?: string;
 }
 
 export interface RerankerOptions {
@@ -119,6 +166,8 @@ export interface DetailedSearchOptions extends SearchOptions {
   rerank?: boolean;
   /** "hybrid" (default when the bundle has vectors) or "bm25". */
   mode?: SearchMode | null;
+  /** Apply the configured LLM query layers (default true). */
+  queryLayers?: boolean;
 }
 
 export type ProgressPhase = "manifest" | "boot" | "install" | "model" | "index" | "restore" | "ingest" | "ready";
@@ -241,6 +290,8 @@ export declare class RagSpineLite {
   search(query: string, options?: SearchOptions): Promise<Snippet[]>;
   searchDetailed(query: string, options?: DetailedSearchOptions): Promise<DetailedResults>;
   configureReranker(options?: RerankerOptions): Promise<RerankerInfo>;
+  /** Run HyDE / RAG-Fusion / step-back / decomposition through the endpoint's LLM on later searches. */
+  configureLLM(options?: LLMOptions): Promise<LLMInfo>;
   /** Vectors from the bundle's embedding model; rejects for bundles without one. */
   embed(texts: Iterable<string>): Promise<number[][]>;
   ingest(docs: Array<File | Blob | DocumentInput> | FileList | File | DocumentInput): Promise<{

@@ -174,9 +174,9 @@ export class RagSpineLite {
   }
 
   /** Search with everything the demo page shows: hits with sections and highlight spans. */
-  async searchDetailed(query, { filters = null, topK = 10, highlight = true, rerank = true, mode = null } = {}) {
+  async searchDetailed(query, { filters = null, topK = 10, highlight = true, rerank = true, mode = null, queryLayers = true } = {}) {
     if (typeof query !== "string") throw new RagSpineLiteError(`query must be a string, got ${typeof query}`);
-    const out = await this.#call("search", { query, filters, topK, highlight, rerank, mode });
+    const out = await this.#call("search", { query, filters, topK, highlight, rerank, mode, queryLayers });
     return {
       query,
       results: out.hits.map((hit) => hit.snippet),
@@ -185,6 +185,7 @@ export class RagSpineLite {
       tookMs: out.took_ms,
       rerank: out.rerank ?? null,
       semantic: out.semantic ?? null,
+      queryLayers: out.query_layers ?? null,
       worker: out.worker ?? null,
     };
   }
@@ -205,6 +206,18 @@ export class RagSpineLite {
     const name = String(reranker || "none").trim();
     const spec = name === "none" || name.includes(":") ? name : `remote:${name}`;
     return this.#call("configure", { reranker: spec, url, token, timeout: timeoutS, check });
+  }
+
+  /**
+   * Rewrite every later search's query with the remote endpoint's LLM (`POST /v1/chat` of
+   * `ragspine-lite serve-remote` with an LLM configured): `transform` "none" | "hyde" |
+   * "rag_fusion" | "step_back", `decompose` "none" | "llm", `adaptive` "none" | "heuristic" |
+   * "llm". Only the query is sent, never a chunk; a failing endpoint gives the plain search.
+   * No `url` switches it off. Resolves to {transform, decompose, adaptive, url, enabled,
+   * models?, error?}.
+   */
+  async configureLLM({ url = null, token = null, timeoutS = null, transform = "none", decompose = "none", adaptive = "none", check = true } = {}) {
+    return this.#call("configure_llm", { url, token, timeout: timeoutS, transform, decompose, adaptive, check });
   }
 
   /** Snippet objects for `query`, best first (at most `topK`). */

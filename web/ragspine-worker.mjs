@@ -71,7 +71,7 @@ async function handle(op, args) {
     case "search": {
       const request = {
         query: args.query, filters: args.filters ?? null, topK: args.topK ?? 10, highlight: args.highlight !== false,
-        rerank: args.rerank !== false,
+        rerank: args.rerank !== false, queryLayers: args.queryLayers !== false,
       };
       if (args.mode) request.mode = args.mode;
       return semanticCall("search", request, { query: args.query, mode: args.mode ?? null });
@@ -91,6 +91,13 @@ async function handle(op, args) {
       return call("configure", {
         reranker: args.reranker ?? "none", url: args.url ?? null, token: args.token ?? null,
         timeout: args.timeout ?? null, check: args.check !== false,
+      });
+    case "configure_llm":
+      // The LLM query layers call the endpoint's /v1/chat from Python, like the reranker.
+      return call("configure_llm", {
+        url: args.url ?? null, token: args.token ?? null, timeout: args.timeout ?? null,
+        transform: args.transform ?? "none", decompose: args.decompose ?? "none",
+        adaptive: args.adaptive ?? "none", check: args.check !== false,
       });
     case "ingest":
       return ingest(args.docs || []);

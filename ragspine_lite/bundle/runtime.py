@@ -234,7 +234,7 @@ class _FilteredIndex:
         self.index = index
         self.fallback = fallback
         self.metadata_filter: MetadataFilter | None = None
-        self.held_back = 0
+        self.held: set[str] = set()  # RESTRICTED chunk ids met since the search began
         self.failure: str | None = None
         self._logged = False
 
@@ -254,8 +254,12 @@ class _FilteredIndex:
                 self._logged = True
                 _LOGGER.warning("dense search failed (%s); using BM25 only", self.failure)
             results = self.fallback.retrieve(query, **kwargs)
-        self.held_back = sum(1 for r in results if is_restricted(r.chunk.sensitivity))
+        self.held.update(r.chunk.chunk_id for r in results if is_restricted(r.chunk.sensitivity))
         return results
+
+    @property
+    def held_back(self) -> int:
+        return len(self.held)
 
 
 @dataclass
@@ -274,6 +278,7 @@ class SearchOutcome:
     took_ms: float = 0.0
     rerank: dict[str, Any] | None = None
     semantic: dict[str, Any] | None = None
+    query_layers: dict[str, Any] | None = None
 
     @property
     def snippets(self) -> list[dict[str, object]]:
@@ -286,6 +291,8 @@ class SearchOutcome:
             out["rerank"] = self.rerank
         if self.semantic is not None:
             out["semantic"] = self.semantic
+        if self.query_layers is not None:
+            out["query_layers"] = self.query_layers
         return out
 
 
@@ -313,6 +320,43 @@ class RerankSetting:
 
     def describe(self) -> dict[str, Any]:
         return {"spec": self.spec, "url": self.url, "enabled": self.judge is not None}
+
+
+@dataclass(frozen=True)
+class QueryLayerSetting:
+    """The LLM query layers a :class:`BundleSearcher` applies (``provider`` ``None``: off)."""
+
+    transform: str = "none"
+    decompose: str = "none"
+    adaptive: str = "none"
+    provider: Any = None
+    url: str | None = None
+
+    def describe(self) -> dict[str, Any]:
+        return {"transform": self.transform, "decompose": self.decompose,
+                "adaptive": self.adaptive, "url": self.url, "enabled": self.provider is not None}
+
+    def wrap(self, retriever: Any) -> Any:
+        from ragspine_lite.query import apply_query_layers
+
+        return apply_query_layers(
+            retriever, transform=self.transform, decompose=self.decompose,
+            adaptive=self.adaptive, provider=self.provider,
+        )
+
+
+def _layer_report(top: Any, base: Any) -> dict[str, Any]:
+    """``{"applied": [names], "outcomes": [{transform, status, generated, refused, error}]}``."""
+    outcomes, layer = [], top
+    while layer is not base:
+        outcome = getattr(layer, "last_outcome", None)
+        if outcome is not None:
+            outcomes.insert(0, {"transform": outcome.transform, "status": outcome.status,
+                                "generated": list(outcome.generated), "refused": outcome.refused,
+                                "error": outcome.error or None})
+        layer = layer.base
+    return {"applied": [o["transform"] for o in outcomes if o["status"] == "applied"],
+            "outcomes": outcomes}
 
 
 def _section_rows(store: ChunkStore) -> dict[str, list[tuple[int, int, str, str, int]]]:
@@ -370,6 +414,7 @@ class BundleSearcher:
         self._page_docs: dict[str, dict[str, Any]] = {}
         self._page_sections: dict[str, list[tuple[int, int, str, str, int]]] = {}
         self.reranker = RerankSetting()
+        self.query_layers = QueryLayerSetting()
 
     @property
     def vector_count(self) -> int:
@@ -540,6 +585,46 @@ class BundleSearcher:
                 info["error"] = str(exc)
         return info
 
+    def configure_llm(
+        self,
+        url: str | None = None,
+        *,
+        token: str | None = None,
+        timeout: float | None = None,
+        transform: str = "none",
+        decompose: str = "none",
+        adaptive: str = "none",
+        check: bool = True,
+        provider: Any = None,
+    ) -> dict[str, Any]:
+        """Run the LLM query layers (``ragspine_lite.query``) on every later search, with the
+        remote endpoint's ``/v1/chat`` as the LLM (``provider`` overrides it, e.g. in tests).
+
+        The LLM sees only the query; a failing endpoint gives the plain search. No URL and no
+        provider → off. With ``check`` the endpoint's ``/v1/models`` is asked once →
+        ``{"transform", "decompose", "adaptive", "url", "enabled", "models"?, "error"?}``. Bad
+        specs or URLs raise ``ValueError`` and leave the previous setting in place.
+        """
+        if provider is None and url:
+            from ragspine_lite.remote.client import RemoteChatProvider
+
+            provider = RemoteChatProvider(url, token=token or None, timeout=timeout or 60.0)
+        specs = {"transform": transform or "none", "decompose": decompose or "none",
+                 "adaptive": adaptive or "none"}
+        setting = QueryLayerSetting(**specs, provider=provider, url=url or None)
+        setting.wrap(None)  # building the layers validates the specs before anything changes
+        self.query_layers = setting
+        info = self.query_layers.describe()
+        client = getattr(provider, "client", None)
+        if check and client is not None:
+            from ragspine_lite.remote.errors import RemoteError
+
+            try:
+                info["models"] = client.models()
+            except RemoteError as exc:
+                info["error"] = str(exc)
+        return info
+
     def _rerank(self, query: str, snippets: list[dict[str, Any]]) -> tuple[list, dict]:
         judge = self.reranker.judge
         client = getattr(judge, "client", None)
@@ -642,11 +727,13 @@ class BundleSearcher:
         highlight: bool = True,
         rerank: bool = True,
         mode: str | None = None,
+        query_layers: bool = True,
     ) -> SearchOutcome:
         """Fused hits over the bundle and the page documents; a blank query finds nothing.
 
         ``highlight=False`` leaves every hit's ``highlights`` empty (less work per query);
-        ``rerank=False`` skips a configured reranker for this search. ``mode`` ``"hybrid"``
+        ``rerank=False`` skips a configured reranker, ``query_layers=False`` the configured LLM
+        query layers (:meth:`configure_llm`), for this search. ``mode`` ``"hybrid"``
         (the default when the bundle has vectors and a backend) or ``"bm25"``; page documents
         are always searched with BM25.
         """
@@ -673,7 +760,7 @@ class BundleSearcher:
         libraries = []
         for library_id, wrapper in wrappers:
             wrapper.metadata_filter = metadata_filter
-            wrapper.held_back = 0
+            wrapper.held = set()
             libraries.append(
                 LibraryIndex(
                     library_id,
@@ -681,7 +768,13 @@ class BundleSearcher:
                     NarrativeIndexRetriever(wrapper, retry_without_filters=False),
                 )
             )
-        snippets = MultiIndexRetriever(libraries, top_k=top_k).retrieve(query, top_k=top_k)
+        retriever: Any = MultiIndexRetriever(libraries, top_k=top_k)
+        layered = retriever
+        if query_layers and self.query_layers.provider is not None:
+            layered = self.query_layers.wrap(retriever)
+        snippets = layered.retrieve(query, top_k=top_k)
+        if layered is not retriever:
+            outcome.query_layers = _layer_report(layered, retriever)
         outcome.held_back = sum(w.held_back for _, w in wrappers)
         if self._hybrid is not None:
             channel = self._hybrid.index.last_channel if hybrid else "bm25"
@@ -767,8 +860,9 @@ class BundleSearcher:
 
         Ops: ``search`` {query, filters?, topK?, highlight?, rerank?, mode?}; ``ingest``
         {name, text}; ``check`` {name, text}; ``forget`` {docIds?}; ``documents``; ``stats``;
-        ``configure`` {reranker, url?, token?, timeout?, check?}; ``embed_plan`` {query, mode?}
-        or {texts}; ``embed`` {texts}.
+        ``configure`` {reranker, url?, token?, timeout?, check?}; ``configure_llm`` {url?,
+        token?, timeout?, transform?, decompose?, adaptive?, check?}; ``embed_plan`` {query,
+        mode?} or {texts}; ``embed`` {texts}. ``search`` also takes ``queryLayers``.
         """
         args = json.loads(payload) if payload else {}
         if not isinstance(args, dict):
@@ -782,6 +876,7 @@ class BundleSearcher:
                 highlight=bool(args.get("highlight", True)),
                 rerank=bool(args.get("rerank", True)),
                 mode=args.get("mode"),
+                query_layers=bool(args.get("queryLayers", True)),
             ).as_dict()
         elif op == "embed_plan":
             if "texts" in args:
@@ -798,6 +893,16 @@ class BundleSearcher:
                 timeout=args.get("timeout"),
                 check=bool(args.get("check", True)),
             )
+        elif op == "configure_llm":
+            result = self.configure_llm(
+                args.get("url"),
+                token=args.get("token"),
+                timeout=args.get("timeout"),
+                transform=args.get("transform") or "none",
+                decompose=args.get("decompose") or "none",
+                adaptive=args.get("adaptive") or "none",
+                check=bool(args.get("check", True)),
+            )
         elif op == "ingest":
             result = self.ingest(args.get("name", ""), args.get("text", ""))
         elif op == "check":
@@ -811,7 +916,7 @@ class BundleSearcher:
             result = self.stats()
         else:
             raise ValueError(
-                f"unknown operation {op!r}; valid: check, configure, documents, embed, "
-                "embed_plan, forget, ingest, search, stats"
+                f"unknown operation {op!r}; valid: check, configure, configure_llm, documents, "
+                "embed, embed_plan, forget, ingest, search, stats"
             )
         return json.dumps(result, ensure_ascii=False)

@@ -162,8 +162,9 @@ def parse_single_text(text: str, *, first_line: bool = False) -> str:
 
 def _snippet_key(snippet: dict[str, Any], position: int) -> str:
     chunk_id = snippet.get("chunk_id")
-    if chunk_id:
-        return str(chunk_id)
+    if chunk_id:  # a multi-library search tags its snippets with library_id
+        library = snippet.get("library_id")
+        return f"{library}\x1f{chunk_id}" if library else str(chunk_id)
     doc, loc = snippet.get("doc_id"), snippet.get("source_locator")
     return f"{doc}\x1f{loc}" if doc and loc else f"\x1f#{position}"
 

@@ -25,7 +25,7 @@ from ragspine_lite.remote.server.config import (
 __all__ = ["SERVE_REMOTE_EPILOG", "add_serve_remote_arguments", "config_from_args", "serve"]
 
 SERVE_REMOTE_EPILOG = (
-    "Operations: POST /v1/rerank (cross_encoder, colbert, splade, llm), /v1/embed, "
+    "Operations: POST /v1/rerank (cross_encoder, colbert, splade, llm), /v1/embed, /v1/chat, "
     "/v1/visual/{embed_query,embed_images,pages,search}; GET /healthz, /v1/models, "
     "/openapi.json. Items labelled RESTRICTED are refused. Settings also come from "
     + ", ".join(sorted(SERVER_ENV.values()))
@@ -88,7 +88,8 @@ def add_serve_remote_arguments(p: argparse.ArgumentParser) -> None:
                    help="sentence-embedding ONNX directory (default: all-MiniLM-L6-v2)")
     p.add_argument("--visual-model", metavar="SPEC",
                    help="none (default) or colpali[:MODEL] (fastembed, [vision] extra)")
-    p.add_argument("--llm-url", help="OpenAI-compatible base URL for the listwise judge "
+    p.add_argument("--llm-url", help="OpenAI-compatible base URL for the listwise judge and "
+                   "/v1/chat "
                    "(vLLM, llama.cpp server, Ollama: http://host:port/v1)")
     p.add_argument("--llm-model", help="model name sent to the LLM back end")
     p.add_argument("--no-preload", action="store_true",
