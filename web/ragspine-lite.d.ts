@@ -23,6 +23,7 @@ export interface Snippet {
   scores: { bm25: number; vector: number; fused: number };
   /** "bundle" for the prebuilt corpus, "page" for documents added in the page. */
   library_id: "bundle" | "page" | string;
+  /** Generation context only (a window, or the `compress` postprocessor's extract); cite `text`. */
   prompt_text?: string;
   parent_locator?: string;
 }
@@ -157,6 +158,12 @@ export interface SearchOptions {
   filters?: Filters | null;
   /** 1 … 200, default 10. */
   topK?: number;
+  /**
+   * Snippet postprocessors run after the RESTRICTED exit (and the reranker), in order:
+   * "mmr" (diversity), "lost_in_middle" (best at both ends), "compress" (adds `prompt_text`,
+   * `text` unchanged), as a comma list or an array. Default none: results unchanged.
+   */
+  postprocess?: string | string[] | null;
 }
 
 export interface DetailedSearchOptions extends SearchOptions {

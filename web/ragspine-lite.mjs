@@ -174,9 +174,9 @@ export class RagSpineLite {
   }
 
   /** Search with everything the demo page shows: hits with sections and highlight spans. */
-  async searchDetailed(query, { filters = null, topK = 10, highlight = true, rerank = true, mode = null, queryLayers = true } = {}) {
+  async searchDetailed(query, { filters = null, topK = 10, highlight = true, rerank = true, mode = null, queryLayers = true, postprocess = null } = {}) {
     if (typeof query !== "string") throw new RagSpineLiteError(`query must be a string, got ${typeof query}`);
-    const out = await this.#call("search", { query, filters, topK, highlight, rerank, mode, queryLayers });
+    const out = await this.#call("search", { query, filters, topK, highlight, rerank, mode, queryLayers, postprocess });
     return {
       query,
       results: out.hits.map((hit) => hit.snippet),

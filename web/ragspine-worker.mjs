@@ -74,6 +74,7 @@ async function handle(op, args) {
         rerank: args.rerank !== false, queryLayers: args.queryLayers !== false,
       };
       if (args.mode) request.mode = args.mode;
+      if (args.postprocess) request.postprocess = args.postprocess;
       return semanticCall("search", request, { query: args.query, mode: args.mode ?? null });
     }
     case "embed": {

@@ -190,6 +190,7 @@ def export_store(
     progress: Progress | None = None,
     embedding_backend: Any | None = None,
     embedding_batch_size: int | None = None,
+    index_text_fn: Any | None = None,
 ) -> ExportReport:
     """Write the non-RESTRICTED ``docs`` into a new chunk store at ``db_path``.
 
@@ -204,7 +205,9 @@ def export_store(
     ``"embedding <chunk_id>"``) into a
     :class:`~ragspine_lite.vector.sqlite_store.SqliteVectorStore` in the same file, and the
     bundle facts record ``vectors``, ``embedding_model_id`` and ``embedding_dim``. Without
-    one, no vector table is created. Raises ``FileExistsError`` if ``db_path`` exists and
+    one, no vector table is created. An ``index_text_fn`` (e.g. the contextual header) is
+    what gets embedded, and the facts record its setting as ``index_text`` so the runtime
+    searches with the same one. Raises ``FileExistsError`` if ``db_path`` exists and
     :class:`RestrictedLeakError` if a RESTRICTED row or vector is found after writing (it
     cannot be, by construction; the check guards changes).
     """
@@ -220,7 +223,8 @@ def export_store(
     try:
         store.init_schema()
         index = NarrativeIndex(
-            store, max_chars=max_chars, overlap_chars=overlap_chars, chunker=chunker
+            store, max_chars=max_chars, overlap_chars=overlap_chars, chunker=chunker,
+            index_text_fn=index_text_fn,
         )
         for i, doc in enumerate(exported, 1):
             n = index.ingest(doc.body, doc.meta)
@@ -269,6 +273,10 @@ def export_store(
             "facets": json.dumps(facets, ensure_ascii=False, sort_keys=True),
             **{k: json.dumps(v, sort_keys=True) for k, v in report.as_dict().items()},
         }
+        if index_text_fn is not None:  # absent by default: a plain bundle is unchanged
+            from ragspine_lite.contextual import index_text_setting
+
+            facts["index_text"] = json.dumps(index_text_setting(index_text_fn))
         if report.embedding_model_id:
             facts["embedding_model_id"] = json.dumps(report.embedding_model_id)
             facts["embedding_dim"] = json.dumps(report.embedding_dim)
@@ -317,6 +325,7 @@ def _write_vectors(
             backend,
             vectors,
             persistence_policy=index.persistence_policy,
+            index_text_fn=index.index_text_fn,
             batch_size=DEFAULT_SYNC_BATCH_SIZE if batch_size is None else batch_size,
             progress=step,
         )

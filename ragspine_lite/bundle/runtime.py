@@ -262,6 +262,37 @@ class _FilteredIndex:
         return len(self.held)
 
 
+def _index_text_fn(facts: Mapping[str, Any], where: str) -> Any:
+    """The index text the bundle was exported with (its ``index_text`` fact; none if absent).
+
+    A contextual bundle is searched with the same header (BM25 over the active chunks in
+    memory, vectors as exported); a setting this runtime cannot reproduce is refused.
+    """
+    from ragspine_lite.contextual import make_index_text_fn
+
+    setting = str(facts.get("index_text") or "none")
+    if setting not in ("none", "contextual"):
+        raise BundleFormatError(
+            f"{where!r} was indexed with index text {setting!r}, which this runtime cannot "
+            "reproduce: rebuild the bundle with or without --contextual"
+        )
+    return make_index_text_fn(setting)
+
+
+def _postprocessor(spec: Any) -> Any:
+    """The snippet postprocessor a search asks for (``None``: none). Never read from the
+    environment: a page passes what it wants."""
+    from ragspine_lite.postprocess import make_postprocessor
+
+    if spec is None:
+        return None
+    if isinstance(spec, list | tuple) and all(isinstance(s, str) for s in spec):
+        spec = ",".join(spec)
+    if not isinstance(spec, str):
+        raise ValueError(f"postprocess must be a string or a list of names, got {spec!r}")
+    return make_postprocessor(spec)
+
+
 @dataclass
 class SearchOutcome:
     """Hits (``{"snippet", "section", "highlights"}``), the held-back count and timing.
@@ -392,24 +423,32 @@ class BundleSearcher:
         self._hybrid: _FilteredIndex | None = None
         self._vector_store: Any = None
         self.embedding_backend: Any = None
+        self.index_text_fn: Any = None
         if bundle_db is not None:
             store = open_read_only_store(bundle_db)
             try:
                 self.bundle_facts = self._check_bundle(store, str(bundle_db))
+                self.index_text_fn = _index_text_fn(self.bundle_facts, str(bundle_db))
                 self._sections = _section_rows(store)
             except Exception:
                 store.close()
                 raise
             self.bundle_store = store
             self._bundle = _FilteredIndex(
-                NarrativeIndex(store, query_rewriter=GlossaryQueryRewriter())
+                NarrativeIndex(
+                    store, query_rewriter=GlossaryQueryRewriter(), index_text_fn=self.index_text_fn
+                )
             )
             if embedding_backend is not None:
                 self._open_vectors(bundle_db, embedding_backend)
         self.page_store = ChunkStore(":memory:")
         self.page_store.init_schema()
         self._page = _FilteredIndex(
-            NarrativeIndex(self.page_store, query_rewriter=GlossaryQueryRewriter())
+            NarrativeIndex(
+                self.page_store,
+                query_rewriter=GlossaryQueryRewriter(),
+                index_text_fn=self.index_text_fn,
+            )
         )
         self._page_docs: dict[str, dict[str, Any]] = {}
         self._page_sections: dict[str, list[tuple[int, int, str, str, int]]] = {}
@@ -443,6 +482,7 @@ class BundleSearcher:
                 query_rewriter=GlossaryQueryRewriter(),
                 embedding_backend=backend,
                 vector_store=vector_store,
+                index_text_fn=self.index_text_fn,
             ),
             fallback=self._bundle.index,
         )
@@ -728,6 +768,7 @@ class BundleSearcher:
         rerank: bool = True,
         mode: str | None = None,
         query_layers: bool = True,
+        postprocess: str | Sequence[str] | None = None,
     ) -> SearchOutcome:
         """Fused hits over the bundle and the page documents; a blank query finds nothing.
 
@@ -735,7 +776,9 @@ class BundleSearcher:
         ``rerank=False`` skips a configured reranker, ``query_layers=False`` the configured LLM
         query layers (:meth:`configure_llm`), for this search. ``mode`` ``"hybrid"``
         (the default when the bundle has vectors and a backend) or ``"bm25"``; page documents
-        are always searched with BM25.
+        are always searched with BM25. ``postprocess`` (``"mmr,lost_in_middle"`` or a list of
+        names, see :func:`~ragspine_lite.postprocess.make_postprocessor`) runs on the
+        snippets after the RESTRICTED exit and the reranker.
         """
         started = time.perf_counter()
         if not isinstance(query, str):
@@ -745,6 +788,7 @@ class BundleSearcher:
         ):
             raise ValueError(f"topK must be an integer from 1 to {MAX_SEARCH_TOP_K}, got {top_k!r}")
         metadata_filter = parse_filters(filters)
+        postprocessor = _postprocessor(postprocess)
         hybrid = self._resolve_mode(mode) == "hybrid"
         outcome = SearchOutcome()
         if not query.strip():
@@ -787,6 +831,8 @@ class BundleSearcher:
             }
         if self.reranker.judge is not None and rerank:
             snippets, outcome.rerank = self._rerank(query, snippets)
+        if postprocessor is not None:
+            snippets = postprocessor.postprocess(query, snippets)
         outcome.hits = [
             {
                 "snippet": s,
@@ -858,8 +904,9 @@ class BundleSearcher:
     def dispatch(self, op: str, payload: str = "{}") -> str:
         """Run ``op`` with JSON arguments and return a JSON result (errors propagate).
 
-        Ops: ``search`` {query, filters?, topK?, highlight?, rerank?, mode?}; ``ingest``
-        {name, text}; ``check`` {name, text}; ``forget`` {docIds?}; ``documents``; ``stats``;
+        Ops: ``search`` {query, filters?, topK?, highlight?, rerank?, mode?, postprocess?};
+        ``ingest`` {name, text}; ``check`` {name, text}; ``forget`` {docIds?}; ``documents``;
+        ``stats``;
         ``configure`` {reranker, url?, token?, timeout?, check?}; ``configure_llm`` {url?,
         token?, timeout?, transform?, decompose?, adaptive?, check?}; ``embed_plan`` {query,
         mode?} or {texts}; ``embed`` {texts}. ``search`` also takes ``queryLayers``.
@@ -877,6 +924,7 @@ class BundleSearcher:
                 rerank=bool(args.get("rerank", True)),
                 mode=args.get("mode"),
                 query_layers=bool(args.get("queryLayers", True)),
+                postprocess=args.get("postprocess"),
             ).as_dict()
         elif op == "embed_plan":
             if "texts" in args:

@@ -224,6 +224,28 @@ def test_the_js_api_returns_python_snippets_and_clear_errors(demo):
     assert stats["facets"]["language"] == ["en", "zh"]
 
 
+def test_the_js_api_postprocesses_like_the_cpython_runtime(demo):
+    from ragspine_lite.postprocess import make_postprocessor
+
+    plain = demo.evaluate("window.ragspineDemo.rs.search('revenue growth', {topK: 8})")
+    chained = demo.evaluate(
+        "window.ragspineDemo.rs.search('revenue growth', {topK: 8, "
+        "postprocess: ['mmr', 'lost_in_middle']})"
+    )
+    assert chained == make_postprocessor("mmr,lost_in_middle").postprocess(
+        "revenue growth", plain)
+    assert [r["chunk_id"] for r in chained] != [r["chunk_id"] for r in plain]
+    compressed = demo.evaluate(
+        "window.ragspineDemo.rs.search('hong kong revenue', {topK: 3, postprocess: 'compress'})"
+    )
+    assert all(r["prompt_text"] and r["prompt_text"] in r["text"] for r in compressed)
+    error = demo.evaluate(
+        "window.ragspineDemo.rs.search('x', {postprocess: 'bogus'})"
+        ".then(() => 'resolved', (e) => e.name + ': ' + e.message)"
+    )
+    assert error.startswith("ValueError: unknown postprocessors 'bogus'")
+
+
 def test_no_results_state_is_shown(demo):
     assert search(demo, "xylophone quasar") == []
     assert demo.is_visible("#empty")
