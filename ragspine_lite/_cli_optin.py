@@ -131,7 +131,7 @@ class LayerOptions:
 
     def __init__(self, args: argparse.Namespace) -> None:
         self.postprocessor = make_postprocessor(args.postprocess)
-        probe = _Probe()
+        probe = object()  # a factory that hands it back unchanged: that layer is off
         crag = make_corrective_retriever(probe, args.corrective, emit=True)
         self.corrective_spec = args.corrective if crag is not probe else "none"
         raptor = make_raptor_retriever(probe, args.raptor, tree=RaptorTree(), embedder=probe)
@@ -177,13 +177,3 @@ class LayerOptions:
             f"corrective retrieval refused the context: best grade {best:.2f} < "
             f"{crag.min_grade:.2f} after {steps}; nothing is shown"
         ]
-
-
-class _Probe:
-    """A stand-in base: a factory that hands it back unchanged means the layer is off."""
-
-    def embed_texts(self, texts: list[str]) -> list[list[float]]:
-        return [[0.0] for _ in texts]
-
-    def retrieve(self, query: str, **kwargs: Any) -> list[dict[str, object]]:
-        return []

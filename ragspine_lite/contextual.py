@@ -24,12 +24,11 @@ Revenue grew.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from typing import Any
 
 from ragspine_lite.common.errors import RagspineError
-from ragspine_lite.common.registry import normalize_spec
+from ragspine_lite.common.registry import switch_spec
 
 __all__ = [
     "CONTEXTUAL_ENV",
@@ -79,14 +78,7 @@ def make_index_text_fn(spec: str | None = None) -> IndexTextFn | None:
     """``None``/``none`` → ``None`` (index ``chunk.text``); ``default``/``deterministic``/``on``/
     ``contextual`` → :func:`contextual_index_text`. ``spec=None`` reads ``$RAGSPINE_CONTEXTUAL``.
     """
-    if spec is None:
-        spec = os.environ.get(CONTEXTUAL_ENV, "none")
-    key = normalize_spec(spec, spaces=False)
-    if key in ("", "none"):
-        return None
-    if key in _ON:
-        return contextual_index_text
-    raise ValueError(f"unknown contextual spec {spec!r}; valid names: none, {', '.join(_ON)}")
+    return contextual_index_text if switch_spec(spec, CONTEXTUAL_ENV, _ON, "contextual") else None
 
 
 def index_text_setting(fn: IndexTextFn | None) -> str:

@@ -26,14 +26,13 @@ the output is always a subset of the base output.
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from ragspine_lite.common.groundedness import check_unit_interval, overlap_tokens
 from ragspine_lite.common.observability import emit_trace
-from ragspine_lite.common.registry import normalize_spec
+from ragspine_lite.common.registry import switch_spec
 from ragspine_lite.common.sensitivity import RESTRICTED, is_restricted
 
 __all__ = [
@@ -207,13 +206,6 @@ def make_corrective_retriever(
     ``none`` → ``base`` itself; ``crag``/``corrective``/``on`` → a
     :class:`CorrectiveRetriever` (``kwargs`` go to it); anything else → ``ValueError``.
     """
-    if spec is None:
-        spec = os.environ.get(CORRECTIVE_ENV, "none")
-    key = normalize_spec(spec, spaces=False)
-    if key in ("", "none"):
-        return base
-    if key in _ON:
+    if switch_spec(spec, CORRECTIVE_ENV, _ON, "corrective"):
         return CorrectiveRetriever(base, grader=grader, **kwargs)
-    raise ValueError(
-        f"unknown corrective spec {spec!r}; valid names: none, {', '.join(_ON)}"
-    )
+    return base

@@ -38,7 +38,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from ragspine_lite.common.errors import ProviderError
 from ragspine_lite.common.llm import LLMProvider, completion_text
-from ragspine_lite.common.registry import normalize_spec
+from ragspine_lite.common.registry import normalize_spec, switch_spec
 from ragspine_lite.common.sensitivity import RESTRICTED, is_restricted
 from ragspine_lite.vector.embedding_backends import EmbeddingBackend
 
@@ -415,17 +415,15 @@ class RaptorRetriever:
         return snippets + [_to_snippet(h) for h in hits if not is_restricted(h.node.sensitivity)]
 
 
-def _spec(spec: str | None, env: str) -> str:
-    return normalize_spec(os.environ.get(env, "none") if spec is None else spec, spaces=False)
-
-
 def make_raptor_summarizer(
     spec: str | None = None, *, provider: LLMProvider | None = None, **kwargs: Any
 ) -> RaptorSummarizer | None:
     """``none`` → ``None``; ``extractive``/``deterministic`` → extractive; ``llm``/``on`` →
     :class:`LLMRaptorSummarizer` over ``provider`` (``None`` without one). ``spec=None``
     reads ``$RAGSPINE_RAPTOR_SUMMARIZER``."""
-    key = _spec(spec, RAPTOR_SUMMARIZER_ENV)
+    if spec is None:
+        spec = os.environ.get(RAPTOR_SUMMARIZER_ENV, "none")
+    key = normalize_spec(spec, spaces=False)
     if key in ("", "none"):
         return None
     if key in ("extractive", "deterministic"):
@@ -448,11 +446,8 @@ def make_raptor_retriever(
 ) -> Any:
     """``none`` → ``base``; ``raptor``/``on`` → :class:`RaptorRetriever` when both ``tree``
     and ``embedder`` are given, else ``base``. ``spec=None`` reads ``$RAGSPINE_RAPTOR``."""
-    key = _spec(spec, RAPTOR_ENV)
-    if key in ("", "none"):
+    if not switch_spec(spec, RAPTOR_ENV, ("raptor", "on"), "raptor"):
         return base
-    if key in ("raptor", "on"):
-        if tree is None or embedder is None:
-            return base
-        return RaptorRetriever(base, tree, embedder=embedder, **kwargs)
-    raise ValueError(f"unknown raptor spec {spec!r}; valid names: none, raptor, on")
+    if tree is None or embedder is None:
+        return base
+    return RaptorRetriever(base, tree, embedder=embedder, **kwargs)
