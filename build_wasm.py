@@ -28,9 +28,15 @@ and the build fails (leaving the previous site untouched) if any is found.
 ``serve`` serves a built folder on 127.0.0.1 with the MIME types browsers insist on
 (``.mjs`` → ``text/javascript``, ``.wasm`` → ``application/wasm``; ``.onnx`` is binary).
 
-Needs the source checkout (``web/``, ``node_modules/pyodide`` from ``npm ci``) and, to build
-the wheel, the ``build`` package (``pip install build``); ``pip download`` fetches micropip
-once into ``.cache/wheels``. Exit codes: 0 ok, 1 build error, 2 usage error.
+A build works in ``.OUT.staging-PID-…`` beside ``--out`` and swaps it in only when finished;
+a build killed mid-way leaves such folders, and the next build into the same ``--out`` removes
+them. ``serve`` lists no folders (a folder answers with its ``index.html`` or 404) and answers
+a malformed path with 400.
+
+Needs the source checkout (``web/``, ``node_modules/pyodide`` from ``npm ci``); the wheel is
+built with ``pip wheel`` (isolated, so a ``build/`` folder in the current directory is
+harmless) and ``pip download`` fetches micropip once into ``.cache/wheels``.
+Exit codes: 0 ok, 1 build error, 2 usage error.
 """
 
 from __future__ import annotations
@@ -41,6 +47,7 @@ import hashlib
 import http.server
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -164,21 +171,28 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _run(cmd: Sequence[str], what: str) -> None:
-    proc = subprocess.run(list(cmd), capture_output=True, text=True, check=False)
+def _run(
+    cmd: Sequence[str], what: str, *, cwd: Path | None = None, env: dict[str, str] | None = None
+) -> None:
+    proc = subprocess.run(
+        list(cmd), capture_output=True, text=True, check=False, cwd=cwd, env=env
+    )
     if proc.returncode != 0:
         tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
         raise BuildError(f"{what} failed (exit {proc.returncode}):\n{tail}")
 
 
 def build_wheel(out_dir: Path, *, source: Path = REPO) -> Path:
-    """Build the ragspine_lite wheel with ``python -m build --wheel`` from a clean copy.
+    """Build the ragspine_lite wheel from a clean copy with ``pip wheel``.
 
     The copy leaves out the sample corpus, so no sample (RESTRICTED ones included) ships, and
-    keeps ``build/`` and ``*.egg-info`` out of the source tree.
+    keeps ``build/`` and ``*.egg-info`` out of the source tree. pip runs isolated (``-I``) from
+    a scratch folder inside ``out_dir`` (its temporary files too), so neither the current
+    directory (a stray ``build/`` folder there would shadow a ``build`` frontend) nor
+    ``PYTHONPATH`` changes what builds, and nothing is left in the system temp folder.
     """
     out_dir.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="ragspine-wheel-") as tmp:
+    with tempfile.TemporaryDirectory(prefix=".wheel-build-", dir=out_dir) as tmp:
         src = Path(tmp) / "src"
         src.mkdir()
         for name in WHEEL_SOURCES:
@@ -189,8 +203,13 @@ def build_wheel(out_dir: Path, *, source: Path = REPO) -> Path:
                 shutil.copy2(origin, src / name)
         dist = Path(tmp) / "dist"
         _run(
-            [sys.executable, "-m", "build", "--wheel", "--outdir", str(dist), str(src)],
-            "building the ragspine_lite wheel (python -m build --wheel)",
+            [
+                sys.executable, "-I", "-m", "pip", "wheel", "-q", "--disable-pip-version-check",
+                "--no-deps", "--wheel-dir", str(dist), str(src),
+            ],
+            "building the ragspine_lite wheel (pip wheel)",
+            cwd=Path(tmp),
+            env={**os.environ, "TMPDIR": tmp, "TEMP": tmp, "TMP": tmp},
         )
         wheels = sorted(dist.glob("ragspine_lite-*-py3-none-any.whl"))
         if len(wheels) != 1:
@@ -384,6 +403,49 @@ def _file_table(root: Path) -> dict[str, dict[str, Any]]:
 
 # ---------------------------------------------------------------- build
 
+#: What a build keeps beside ``--out`` while it runs (``.NAME.KIND-PID-…``): the new site
+#: (``staging``, wheel scratch inside), an exported model (``model``), the site it replaces
+#: (``old``).
+SCRATCH_KINDS = ("staging", "model", "old")
+
+
+def scratch_dir(target: Path, kind: str) -> Path:
+    """A new ``.NAME.KIND-PID-XXXX`` folder beside ``target`` (same file system: renames)."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    prefix = f".{target.name}.{kind}-{os.getpid()}-"
+    return Path(tempfile.mkdtemp(prefix=prefix, dir=target.parent))
+
+
+def _process_alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    if os.name != "posix":  # no harmless probe: assume it runs, keep its folders
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # e.g. another user's process
+        return True
+    return True
+
+
+def clean_stale_scratch(target: Path) -> list[Path]:
+    """Remove the scratch folders of builds into ``target`` whose process is gone (a build
+    killed mid-way); returns what was removed. Live builds' folders are left alone."""
+    if not target.parent.is_dir():
+        return []
+    kinds = "|".join(SCRATCH_KINDS)
+    pattern = re.compile(rf"\.{re.escape(target.name)}\.(?:{kinds})-(\d+)(?:-|$)")
+    removed = []
+    for entry in sorted(target.parent.iterdir()):
+        found = pattern.match(entry.name)
+        if found and entry.is_dir() and not _process_alive(int(found.group(1))):
+            shutil.rmtree(entry, ignore_errors=True)
+            removed.append(entry)
+    return removed
+
+
 
 def build_site(
     docs: Sequence[str | Path],
@@ -446,7 +508,9 @@ def build_site(
     if _embeddings_name(embeddings) != "none":
         _check_ort(ort_dir)
     name = _embeddings_name(embeddings)
-    export_dir = Path(tempfile.mkdtemp(prefix="ragspine-model-")) if name != "none" else None
+    for stale in clean_stale_scratch(target):
+        log(f"removed {stale.name!r}, left by an interrupted build")
+    export_dir = scratch_dir(target, "model") if name != "none" else None
     try:
         backend = make_embedding_backend(name, export_dir)
         return _build(
@@ -512,8 +576,7 @@ def _build(
     excluded = sum(1 for d in corpus if d.restricted)
     log(f"loaded {len(corpus)} document(s), {excluded} RESTRICTED (excluded from the bundle)")
 
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.staging-", dir=target.parent))
+    staging = scratch_dir(target, "staging")
     staging.chmod(0o755)
     try:
         indexing = phase("indexing")
@@ -617,8 +680,8 @@ def _build(
 
         old = None
         if target.exists():
-            old = target.with_name(f".{target.name}.old-{os.getpid()}")
-            target.rename(old)
+            old = scratch_dir(target, "old")
+            target.rename(old / target.name)
         staging.rename(target)
         if old is not None:
             shutil.rmtree(old, ignore_errors=True)
@@ -633,10 +696,25 @@ def _build(
 
 
 class BundleRequestHandler(http.server.SimpleHTTPRequestHandler):
-    """Static files with browser-correct MIME types; revalidated on every load."""
+    """Static files with browser-correct MIME types; revalidated on every load.
+
+    A folder answers with its ``index.html``, or 404: no directory listings. A path that
+    cannot name a file (a NUL byte, undecodable bytes) is a 400, never a traceback.
+    """
 
     extensions_map = MIME_TYPES
     quiet = False
+
+    def send_head(self) -> Any:
+        try:
+            return super().send_head()
+        except ValueError:  # "embedded null byte", surrogates from undecodable %XX escapes
+            self.send_error(400, "Bad request path")
+            return None
+
+    def list_directory(self, path: str | os.PathLike[str]) -> None:
+        self.send_error(404, "File not found")
+        return None
 
     def end_headers(self) -> None:
         self.send_header("Cache-Control", "no-cache")

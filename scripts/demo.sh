@@ -12,9 +12,6 @@ source "$(dirname "${BASH_SOURCE[0]}")/_env.sh"
 if [ ! -d node_modules/pyodide ] || [ ! -d node_modules/onnxruntime-web ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
   npm ci --no-audit --no-fund --loglevel=error
 fi
-if ! python -c "import build" 2>/dev/null; then
-  python -m pip install -q --disable-pip-version-check build >/dev/null
-fi
 ragspine-lite build-site ragspine_lite/samples --out site --canary ZEPHYRCANARY \
   --title "ragspine_lite demo" --embeddings "$EMBEDDINGS"
 exec python build_wasm.py serve site --quiet "$@"

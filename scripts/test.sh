@@ -24,6 +24,7 @@ mkdir -p "$wheels"
 rm -rf build "$wheels"/ragspine_lite-*.whl
 python -m pip download -q --disable-pip-version-check --no-deps --python-version 3.14 \
   --only-binary=:all: -d "$wheels" -r tests/pyodide/requirements.txt
-python -m build -q --wheel -o "$wheels" . >/dev/null
+# -I: a build/ folder in the checkout must not shadow the build package
+python -I -m build -q --wheel -o "$wheels" . >/dev/null
 rm -rf build
 node tests/pyodide/run.mjs --wheels "$wheels" -- -q "$@"

@@ -1,6 +1,6 @@
 """Test helper: load ``build_wasm.py`` from the checkout and build the demo site once a session.
 
-CPython only (the builder runs ``python -m build`` and copies ``node_modules/pyodide``); the
+CPython only (the builder runs ``pip wheel`` and copies ``node_modules/pyodide``); the
 callers are ``cpython_only`` tests, which skip cleanly when a piece of the toolchain is missing.
 """
 
@@ -57,8 +57,6 @@ def load_build_wasm() -> ModuleType:
 def require_toolchain(bw: ModuleType) -> None:
     if not (bw.PYODIDE_DIR / "pyodide.mjs").is_file():
         pytest.skip("node_modules/pyodide is missing (run npm ci)")
-    if importlib.util.find_spec("build") is None:
-        pytest.skip("the 'build' package is missing (pip install build)")
 
 
 def shared_wheels(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:

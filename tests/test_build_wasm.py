@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import os
 import re
 import sqlite3
 import sys
@@ -241,6 +242,99 @@ def test_serve_uses_browser_mime_types_on_loopback(site):
 def test_serve_refuses_a_folder_that_is_not_a_site(bw, tmp_path):
     with pytest.raises(bw.BuildError, match="build it first"):
         bw.serve(tmp_path)
+
+
+def _raw_get(base: str, path: str) -> tuple[int, bytes]:
+    """GET ``path`` exactly as written (urllib would re-quote it); (status, body)."""
+    import http.client
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(base)
+    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=10)
+    try:
+        conn.request("GET", path)
+        response = conn.getresponse()
+        return response.status, response.read()
+    finally:
+        conn.close()
+
+
+def test_serve_answers_bad_paths_with_400_and_lists_no_folder(tmp_path, capfd):
+    site = tmp_path / "site"
+    write(site / "manifest.json", "{}")
+    write(site / "docs" / "index.html", "<p>docs home</p>")
+    write(site / "wheels" / "secret-name.whl", "zip")
+    with serving(site) as base:
+        for bad, expected in (("/%00", 400), ("/a%00b.txt", 400), ("/%ff%fe.txt", 404),
+                              ("/docs/%00/", 404)):
+            status, body = _raw_get(base, bad)
+            assert status == expected, bad
+            assert b"Traceback" not in body
+        status, body = _raw_get(base, "/wheels/")
+        assert status == 404 and b"secret-name" not in body
+        assert _raw_get(base, "/docs/") == (200, b"<p>docs home</p>")
+        assert _raw_get(base, "/docs")[0] == 301  # to the folder's index, as before
+    assert "Traceback" not in capfd.readouterr().err
+
+
+def test_a_stray_build_folder_in_the_current_directory_does_not_break_the_wheel(
+    bw, tmp_path, monkeypatch
+):
+    # What `pip install .` leaves in a checkout: a build/ folder that `import build` finds
+    # when the real package is missing; a regular package here, so that it shadows even the
+    # installed one.
+    (tmp_path / "build" / "lib" / "ragspine_lite").mkdir(parents=True)
+    (tmp_path / "build" / "bdist.linux-x86_64").mkdir()
+    (tmp_path / "build" / "__init__.py").write_text("", "utf-8")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    wheel = bw.build_wheel(tmp_path / "out")
+    assert wheel.parent == tmp_path / "out"
+    assert [p.name for p in wheel.parent.iterdir()] == [wheel.name]  # no scratch left
+    with zipfile.ZipFile(wheel) as archive:
+        assert "ragspine_lite/bundle/runtime.py" in archive.namelist()
+
+
+def test_a_build_killed_mid_way_is_cleaned_up_by_the_next_build(bw, wheels, tmp_path):
+    import signal
+    import subprocess
+    import time
+
+    write(tmp_path / "docs" / "a.md", "Quokkas live on Rottnest Island.")
+    out = tmp_path / "sites" / "site"
+    # no --wheel: the build runs pip, which gives a window to kill it in
+    cmd = [sys.executable, str(REPO / "build_wasm.py"), "build", str(tmp_path / "docs"),
+           "--out", str(out), "--micropip", str(wheels[1]), "--quiet"]
+    proc = subprocess.Popen(cmd, start_new_session=True, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while not list(out.parent.glob(".site.staging-*/wheels/.wheel-build-*/src")):
+            assert proc.poll() is None, "the build ended before it could be killed"
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        os.killpg(proc.pid, signal.SIGKILL)
+    finally:
+        proc.wait()
+    left = [p.name for p in out.parent.iterdir()]
+    assert [n for n in left if n.startswith(f".site.staging-{proc.pid}-")] == left
+    assert not list(Path(tempfile.gettempdir()).glob(f"*{proc.pid}*wheel*"))
+    logged: list[str] = []
+    bw.build_site([tmp_path / "docs"], out, wheel=wheels[0], micropip=wheels[1],
+                  log=logged.append)
+    assert [p.name for p in out.parent.iterdir()] == ["site"]
+    assert any("interrupted build" in line for line in logged)
+
+
+def test_stale_scratch_of_a_live_build_is_kept(bw, tmp_path):
+    target = tmp_path / "site"
+    mine = bw.scratch_dir(target, "staging")
+    other = tmp_path / f".site.model-{os.getppid()}-abc"  # the parent process is alive
+    other.mkdir()
+    unrelated = tmp_path / ".site.staging-notapid"
+    unrelated.mkdir()
+    assert bw.clean_stale_scratch(target) == []
+    assert mine.is_dir() and other.is_dir() and unrelated.is_dir()
 
 
 # ---------------------------------------------------------------- --embeddings minilm
