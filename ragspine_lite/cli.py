@@ -12,7 +12,10 @@ Environment variables are read here, at the edge, and nowhere in the library cla
 for ``search``'s LLM query layers ``RAGSPINE_QUERY_TRANSFORM`` (``--query-transform``),
 ``RAGSPINE_QUERY_DECOMPOSE`` (``--decompose``), ``RAGSPINE_ADAPTIVE`` (``--adaptive``),
 ``RAGSPINE_LLM_URL`` / ``RAGSPINE_LLM_MODEL`` (``--llm-url`` / ``--llm-model``),
-``RAGSPINE_LLM_API_KEY``, ``RAGSPINE_LLM_TIMEOUT`` and ``RAGSPINE_COMPANY_CONFIG``.
+``RAGSPINE_LLM_API_KEY``, ``RAGSPINE_LLM_TIMEOUT``; ``RAGSPINE_RERANKER`` (``--reranker``),
+``RAGSPINE_PERSISTENCE_POLICY``, ``RAGSPINE_COMPANY_CONFIG`` (glossary of the rewriter, the
+filter extractor and the query layers), ``RAGSPINE_FILTER_EXTRACTOR``,
+``RAGSPINE_VECTOR_STORE`` and ``RAGSPINE_LIBRARY_ROUTER`` (several ``--db``): README's table.
 
 Hybrid mode keeps chunk vectors in the chunk database itself (table ``ragspine_vector``, one
 set per embedding model; RESTRICTED chunks are never persisted): ``ingest`` embeds the new
@@ -206,7 +209,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("search", help="search a chunk database", epilog=_SEARCH_EPILOG)
     p.add_argument("query", metavar="QUERY")
-    p.add_argument("--db", required=True, metavar="FILE", help="an existing chunk database")
+    p.add_argument(
+        "--db", required=True, action="append", metavar="FILE",
+        help="an existing chunk database; repeat to search several as libraries (fused, or "
+        "routed by $RAGSPINE_LIBRARY_ROUTER)",
+    )
     p.add_argument(
         "--filter", action="append", default=[], dest="filters", metavar="FIELD=[OP:]VALUE",
         help="metadata filter (repeatable)",
@@ -216,6 +223,12 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"number of results (default {DEFAULT_CLI_TOP_K})",
     )
     p.add_argument("--json", action="store_true", help="print the snippet dicts as JSON")
+    p.add_argument(
+        "--reranker", metavar="SPEC",
+        help="rerank the fused results: none, auto, cross_encoder/ce/ms_marco, colbert/"
+        "late_interaction, splade/learned_sparse, remote:<name> (endpoint from "
+        "$RAGSPINE_REMOTE_URL); default $RAGSPINE_RERANKER, else none",
+    )
     _add_retrieval_options(p)
     _add_query_layer_options(p)
     _optin().add_search_options(p)
@@ -352,10 +365,54 @@ def _resolve_backend(mode_spec: str | None, embedding_spec: str | None) -> tuple
     return mode, backend
 
 
+def _edge_settings() -> dict[str, Any]:
+    """The retriever settings read from the environment here, at the edge (see README):
+    ``RAGSPINE_PERSISTENCE_POLICY``, ``RAGSPINE_COMPANY_CONFIG`` (the glossary, also the
+    filter extractor's), ``RAGSPINE_FILTER_EXTRACTOR``. A bad value is a usage error naming
+    the variable; commands call this first, so nothing is written before it is checked."""
+    from ragspine_lite.common.glossary import COMPANY_CONFIG_ENV, load_glossary
+    from ragspine_lite.filtering.automatic import FILTER_EXTRACTOR_ENV, make_filter_extractor
+    from ragspine_lite.vector.persistence_policy import (
+        PERSISTENCE_POLICY_ENV,
+        make_persistence_policy,
+    )
+
+    settings: dict[str, Any] = {}
+    env = PERSISTENCE_POLICY_ENV
+    try:
+        settings["persistence_policy"] = make_persistence_policy(os.environ.get(env) or None)
+        env = COMPANY_CONFIG_ENV
+        profile = os.environ.get(env, "").strip()
+        settings["glossary"] = load_glossary(profile) if profile else None
+        env = FILTER_EXTRACTOR_ENV
+        settings["filter_extractor"] = make_filter_extractor(None, glossary=settings["glossary"])
+        _vector_store_spec()
+    except ValueError as exc:
+        raise _UsageError(f"{env}: {exc}") from None
+    return settings
+
+
+def _vector_store_spec() -> str:
+    """``RAGSPINE_VECTOR_STORE``: ``sqlite`` (unset, ``none``: the chunk database's own
+    vector table) or ``in_process``/``memory`` (nothing persisted); else a usage error."""
+    from ragspine_lite.vector.store import VECTOR_STORE_ENV
+
+    spec = os.environ.get(VECTOR_STORE_ENV, "").strip().lower().replace("-", "_") or "sqlite"
+    if spec in ("none", "sqlite"):
+        return "sqlite"
+    if spec in ("in_process", "inprocess", "memory"):
+        return "in_process"
+    raise _UsageError(
+        f"{VECTOR_STORE_ENV}: the command line keeps vectors in the chunk database (sqlite) "
+        f"or in memory (in_process/memory), got {os.environ[VECTOR_STORE_ENV]!r}"
+    )
+
+
 def _open_vector_store(db: str, backend: Any, index_text_fn: Any = None) -> Any:
     """The persistent vector table of ``db`` for ``backend``'s model (created if absent);
-    an in-process store, with a warning, when the database cannot be written. A non-default
-    index text gets its own vector set, so the two never mix."""
+    an in-process store when ``RAGSPINE_VECTOR_STORE`` asks for one, or, with a warning,
+    when the database cannot be written. A non-default index text gets its own vector set,
+    so the two never mix."""
     from ragspine_lite.vector.sqlite_store import (
         SqliteVectorStore,
         VectorStoreError,
@@ -363,12 +420,16 @@ def _open_vector_store(db: str, backend: Any, index_text_fn: Any = None) -> Any:
     )
     from ragspine_lite.vector.store import InProcessVectorStore
 
+    if _vector_store_spec() == "in_process":
+        return InProcessVectorStore()
+    policy = _edge_settings()["persistence_policy"]
     try:
         from ragspine_lite.contextual import index_text_setting
 
         setting = index_text_setting(index_text_fn)
         suffix = "" if setting == "none" else f"+{setting}"
-        return SqliteVectorStore(db, model_id=embedding_model_id(backend) + suffix)
+        return SqliteVectorStore(db, model_id=embedding_model_id(backend) + suffix,
+                                 persistence_policy=policy)
     except VectorStoreError as exc:
         _note(f"warning: vectors cannot be persisted ({_one_line(exc)}); embedding in memory")
         return InProcessVectorStore()
@@ -430,6 +491,22 @@ class _CliIndex:
         return results
 
 
+def _make_reranker(spec: str | None) -> Any:
+    """``--reranker`` (else ``$RAGSPINE_RERANKER``) → a judge or ``None``; a remote spec
+    takes its endpoint from ``$RAGSPINE_REMOTE_URL`` / ``$RAGSPINE_REMOTE_TOKEN``."""
+    from ragspine_lite.rerank.factory import REMOTE_PREFIX, make_reranker
+
+    kwargs = {}
+    if spec is not None and spec.strip().lower().startswith(REMOTE_PREFIX):
+        for name, env in (("url", "RAGSPINE_REMOTE_URL"), ("token", "RAGSPINE_REMOTE_TOKEN")):
+            if os.environ.get(env):
+                kwargs[name] = os.environ[env]
+    try:
+        return make_reranker(spec, **kwargs)
+    except ValueError as exc:
+        raise _UsageError(f"argument --reranker: {exc}") from None
+
+
 class _QueryLayers:
     """The LLM query layers of a search, built (and so validated) once over the link.
 
@@ -438,22 +515,18 @@ class _QueryLayers:
     """
 
     def __init__(self, args: argparse.Namespace) -> None:
-        from ragspine_lite.common.glossary import (
-            COMPANY_CONFIG_ENV,
-            DEFAULT_GLOSSARY,
-            load_glossary,
-        )
+        from ragspine_lite.common.glossary import DEFAULT_GLOSSARY
         from ragspine_lite.query import apply_query_layers
         from ragspine_lite.remote.openai_chat import provider_from_env
 
-        profile = os.environ.get(COMPANY_CONFIG_ENV)
+        glossary = _edge_settings()["glossary"] or DEFAULT_GLOSSARY
         self.link: Any = None
         try:
             provider = provider_from_env(os.environ, url=args.llm_url, model=args.llm_model)
             self.top = apply_query_layers(
                 self, transform=args.query_transform, decompose=args.decompose,
                 adaptive=args.adaptive, provider=provider,
-                glossary=load_glossary(profile) if profile else DEFAULT_GLOSSARY,
+                glossary=glossary,
             )
         except ValueError as exc:
             raise _UsageError(str(exc)) from None
@@ -478,6 +551,7 @@ class _QueryLayers:
 def _search_once(
     db: str, query: str, metadata_filter: Any, top_k: int, backend: Any,
     layers: _QueryLayers | None = None, *, optin: Any = None, index_text_fn: Any = None,
+    reranker: Any = None,
 ) -> tuple[list[dict[str, object]], int, str]:
     from ragspine_lite.link.narrative_link import (
         NarrativeIndexRetriever,
@@ -489,8 +563,10 @@ def _search_once(
     )
     try:
         retriever, store = build_narrative_retriever(
-            db, embedding_backend=backend, vector_store=vector_store, index_text_fn=index_text_fn
+            db, embedding_backend=backend, vector_store=vector_store, index_text_fn=index_text_fn,
+            reranker=reranker, **_edge_settings(),
         )
+        retriever.index.rerank_top_n = top_k
         try:
             if backend is not None:
                 _sync_or_fallback(retriever.index)
@@ -510,6 +586,8 @@ def _search_once(
     finally:
         _close_quietly(vector_store)
     label = _channel_label(retriever.index.last_channel, backend)
+    if reranker is not None:
+        label += f", reranked by {type(reranker).__name__}"
     label += (layers.label() if layers else "") + (optin.label() if optin else "")
     return snippets, wrapped.held_back, label
 
@@ -527,7 +605,7 @@ def _channel_label(channel: str | None, backend: Any) -> str:
 
 def _run_search(
     db: str, query: str, metadata_filter: Any, top_k: int, backend: Any,
-    layers: _QueryLayers | None = None, optin: Any = None,
+    layers: _QueryLayers | None = None, optin: Any = None, reranker: Any = None,
 ) -> tuple[list[dict[str, object]], int, str]:
     """Search ``db`` through the link exit → (snippets, held-back count, channel label).
 
@@ -540,7 +618,8 @@ def _run_search(
     store = _open_existing_store(db)
     try:
         active = store.count()
-        extra = {"optin": optin, "index_text_fn": _optin().recorded_index_text(store, repr(db))}
+        extra = {"optin": optin, "index_text_fn": _optin().recorded_index_text(store, repr(db)),
+                 "reranker": reranker}
     finally:
         store.close()
     if active == 0:
@@ -694,6 +773,7 @@ def _cmd_ingest(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise _UsageError(f"argument --contextual: {exc}") from None
     _mode, backend = _resolve_backend(args.mode, args.embedding)
+    _edge_settings()
     docs = _load_all(args)
     n_docs, n_chunks = _ingest_into(
         args.db,
@@ -729,7 +809,8 @@ def _embed_db(db: str, backend: Any, index_text_fn: Any = None) -> int | None:
     vector_store = _open_vector_store(db, backend, index_text_fn)
     try:
         retriever, store = build_narrative_retriever(
-            db, embedding_backend=backend, vector_store=vector_store, index_text_fn=index_text_fn
+            db, embedding_backend=backend, vector_store=vector_store, index_text_fn=index_text_fn,
+            **_edge_settings(),
         )
         try:
             return _sync_or_fallback(retriever.index)[0]
@@ -744,6 +825,59 @@ def _embed_db(db: str, backend: Any, index_text_fn: Any = None) -> int | None:
         _close_quietly(vector_store)
 
 
+class _DbLibrary:
+    """One chunk database as a library of a multi-database search (held-back count kept)."""
+
+    def __init__(self, db: str, search: Any) -> None:
+        self.db, self.search, self.held_back, self.searched = db, search, 0, False
+
+    def retrieve(self, query: str, *, filters: Any = None, top_k: int = 50) -> list[Any]:
+        snippets, held_back, _label = self.search(self.db, query, top_k)
+        self.held_back += held_back
+        self.searched = True
+        return snippets
+
+
+def _describe_library(db: str) -> str:
+    """A library's description for the router: its documents' titles, topics and entities."""
+    store = _open_existing_store(db)
+    try:
+        rows = store.execute_read(
+            f"SELECT DISTINCT title, topic, entity FROM {_TABLE} WHERE active = 1 "
+            "AND UPPER(sensitivity) != 'RESTRICTED' ORDER BY title, topic, entity"
+        )
+    finally:
+        store.close()
+    return " ".join(dict.fromkeys(v for row in rows for v in row if v))
+
+
+def _search_libraries(
+    dbs: list[str], query: str, top_k: int, search: Any
+) -> tuple[list[dict[str, object]], int, str]:
+    """Several ``--db``: one library each (id = file name), fused by RRF; with
+    ``RAGSPINE_LIBRARY_ROUTER`` only the libraries the router picks are searched."""
+    from ragspine_lite.routing.multi_index import LibraryIndex, MultiIndexRetriever
+    from ragspine_lite.routing.router import LIBRARY_ROUTER_ENV, make_library_router
+
+    try:
+        router = make_library_router()
+    except ValueError as exc:
+        raise _UsageError(f"{LIBRARY_ROUTER_ENV}: {exc}") from None
+    libraries, seen = [], set()
+    for db in dbs:
+        name = Path(db).name
+        library_id = name if name not in seen else f"{name}#{len(seen)}"
+        seen.add(library_id)
+        libraries.append(LibraryIndex(library_id, _describe_library(db), _DbLibrary(db, search)))
+    multi = MultiIndexRetriever(libraries, router=router, top_k=top_k)
+    snippets = multi.retrieve(query, top_k=top_k)
+    searched = [lib.library_id for lib in libraries if lib.retriever.searched]
+    label = f"libraries searched: {', '.join(searched)} of {len(libraries)}"
+    if router is not None:
+        label += f", routed by {type(router).__name__}"
+    return snippets, sum(lib.retriever.held_back for lib in libraries), label
+
+
 def _cmd_search(args: argparse.Namespace) -> int:
     metadata_filter = _parse_filters(args.filters)
     if not args.query.strip():
@@ -754,9 +888,18 @@ def _cmd_search(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise _UsageError(str(exc)) from None
     _mode, backend = _resolve_backend(args.mode, args.embedding)
-    snippets, held_back, channel = _run_search(
-        args.db, args.query, metadata_filter, args.top_k, backend, layers, optin
-    )
+    reranker = _make_reranker(args.reranker)
+
+    def search(db: str, query: str, top_k: int) -> tuple[list[dict[str, object]], int, str]:
+        return _run_search(db, query, metadata_filter, top_k, backend, layers, optin, reranker)
+
+    if len(args.db) == 1:
+        snippets, held_back, channel = search(args.db[0], args.query, args.top_k)
+    else:
+        snippets, held_back, channel = _search_libraries(args.db, args.query, args.top_k, search)
+    failure = getattr(reranker, "last_error", None)
+    if failure:
+        _note(f"warning: reranker failed ({' '.join(failure.split())}); kept the fused order")
     if args.json:
         _out(json.dumps(snippets, ensure_ascii=False, indent=2))
         for line in optin.notes():
@@ -883,6 +1026,7 @@ def _demo(db: str, backend: Any) -> None:
 
 def _cmd_demo(args: argparse.Namespace) -> int:
     _mode, backend = _resolve_backend(args.mode, args.embedding)
+    _edge_settings()
     if args.db:
         _demo(args.db, backend)
         return EXIT_OK

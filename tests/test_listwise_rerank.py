@@ -244,11 +244,19 @@ def test_truncation_happens_after_merging_and_judge_sees_all_open_items():
     assert texts(out) == ["t5", "t4"]
 
 
-def test_top_n_zero_returns_nothing_and_negative_is_rejected():
+def test_top_n_zero_returns_nothing_and_negative_is_clamped_to_zero():
     results = [item("a")]
     assert listwise_rerank("q", results, RecordingJudge(), top_n=0) == []
-    with pytest.raises(ValueError, match="top_n"):
-        listwise_rerank("q", results, RecordingJudge(), top_n=-1)
+    assert listwise_rerank("q", results, RecordingJudge(), top_n=-1) == []
+
+
+@pytest.mark.parametrize("bad", [None, "3", 2.5, True])
+def test_a_top_n_that_is_not_an_int_never_raises_and_means_the_default(bad, caplog):
+    results = [item(f"t{i}") for i in range(DEFAULT_TOP_N + 2)]
+    with caplog.at_level(logging.WARNING, logger="ragspine_lite.rerank.listwise_rerank"):
+        out = listwise_rerank("q", results, RecordingJudge(), top_n=bad)
+    assert texts(out) == [f"t{i}" for i in range(DEFAULT_TOP_N + 1, 1, -1)]
+    assert "top_n" in caplog.text
 
 
 def test_input_sequence_is_not_mutated():

@@ -211,3 +211,34 @@ def test_semantic_chunker_never_sends_restricted_paragraphs_to_a_remote_embedder
     for text, meta in docs:
         chunker.chunk(text, meta)
     _assert_clean(relay.received[before:], _markers(docs), "the endpoint")
+
+
+def test_sync_chunk_vectors_never_sends_restricted_off_host(stack, docs, tmp_path):
+    """persist-everything + an off-host embedder (the endpoint's native route, and its
+    OpenAI-compatible one through OpenAIEmbeddingBackend): RESTRICTED gets no vector."""
+    from ragspine_lite.vector.chunk_vectors import sync_chunk_vectors
+    from ragspine_lite.vector.embedding_backends import DeterministicEmbeddingBackend
+    from ragspine_lite.vector.openai_backend import OpenAIEmbeddingBackend
+    from ragspine_lite.vector.store import InProcessVectorStore
+
+    relay, _llm = stack
+    index = _index(tmp_path, docs)
+    chunks = index.store.iter_chunks()
+    index.store.close()
+    n_open = sum(not is_restricted(c.sensitivity) for c in chunks)
+    assert 0 < n_open < len(chunks)
+    everything = PersistEverythingPolicy()
+    for backend in (RemoteEmbeddingBackend(relay.url),
+                    OpenAIEmbeddingBackend(base_url=relay.url + "/v1", model="default")):
+        before = len(relay.received)
+        store = InProcessVectorStore()
+        embedded, _ = sync_chunk_vectors(chunks, backend, store, persistence_policy=everything)
+        sent = relay.received[before:]
+        assert embedded == n_open == store.count()
+        assert chunks[0].text[:20].encode() in sent or chunks[1].text[:20].encode() in sent
+        _assert_clean(sent, _markers(docs), f"the endpoint through {type(backend).__name__}")
+    # reverse proof: an on-host backend under persist-everything does embed RESTRICTED
+    store = InProcessVectorStore()
+    embedded, _ = sync_chunk_vectors(chunks, DeterministicEmbeddingBackend(dim=8), store,
+                                     persistence_policy=everything)
+    assert embedded == len(chunks)

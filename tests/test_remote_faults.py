@@ -134,5 +134,5 @@ def test_too_many_candidates(caplog):
 
 def test_default_models_are_built_for_the_config():
     assert set(build_models(ServerConfig()).names()) == {
-        "cross_encoder", "colbert", "splade", "llm", "embed", "visual",
+        "cross_encoder", "colbert", "splade", "llm", "embed", "e5", "visual",
     }

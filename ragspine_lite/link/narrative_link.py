@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from ragspine_lite.chunking.chunk_store import ChunkStore
+from ragspine_lite.common.glossary import Glossary
 from ragspine_lite.common.llm import LLMProvider, completion_text
 from ragspine_lite.common.sensitivity import is_restricted
 from ragspine_lite.lexical.retrieval import (
@@ -156,13 +157,18 @@ def build_narrative_retriever(
     reranker: ListwiseJudge | None = None,
     postprocessor: NodePostprocessor | None = None,
     index_text_fn: Callable[[Any], str] | None = None,
+    filter_extractor: Any | None = None,
+    glossary: Glossary | None = None,
 ) -> tuple[NarrativeIndexRetriever, ChunkStore]:
     """Open (and initialise) the chunk store and wire the agent-facing retriever.
 
     The judge is ``reranker`` if given, else a :class:`ProviderListwiseJudge` over
     ``provider``, else none. The glossary rewriter is always on. ``index_text_fn`` (e.g.
     ``make_index_text_fn("contextual")``) changes what is indexed and embedded, never the
-    cited text. The caller closes the returned store.
+    cited text. ``filter_extractor`` (e.g. ``make_filter_extractor("keyword")``) turns glossary
+    terms of a query into metadata filters when no explicit filter is given; ``glossary`` (a
+    company profile, ``load_glossary(path)``) replaces the built-in one for the rewriter.
+    The caller closes the returned store.
     """
     store = ChunkStore(chunk_db)
     store.init_schema()
@@ -176,10 +182,11 @@ def build_narrative_retriever(
     index = NarrativeIndex(
         store,
         embedding_backend=embedding_backend,
-        query_rewriter=GlossaryQueryRewriter(),
+        query_rewriter=GlossaryQueryRewriter(glossary=glossary),
         judge=judge,
         vector_store=vector_store,
         persistence_policy=persistence_policy,
         index_text_fn=index_text_fn,
+        filter_extractor=filter_extractor,
     )
     return NarrativeIndexRetriever(index, postprocessor=postprocessor), store

@@ -52,6 +52,7 @@ __all__ = [
     "HEALTH_PATH",
     "MAX_CHAT_MESSAGES",
     "MODELS_PATH",
+    "OPENAI_EMBEDDINGS_PATH",
     "OPENAPI_PATH",
     "RERANK_METHODS",
     "RERANK_METHOD_ALIASES",
@@ -85,6 +86,7 @@ OPENAPI_PATH = "/openapi.json"
 RERANK_PATH = "/v1/rerank"
 EMBED_PATH = "/v1/embed"
 CHAT_PATH = "/v1/chat"
+OPENAI_EMBEDDINGS_PATH = "/v1/embeddings"  # OpenAI-compatible, for any OpenAI client
 VISUAL_QUERY_PATH = "/v1/visual/embed_query"
 VISUAL_IMAGES_PATH = "/v1/visual/embed_images"
 VISUAL_PAGES_PATH = "/v1/visual/pages"

