@@ -4,12 +4,12 @@ filter extractor, vector store, library router, embedding model and device."""
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 import sys
 import types
 
 import pytest
+from _cli import clean_edge_env, run
 
 from ragspine_lite import cli
 from ragspine_lite.common.sensitivity import is_restricted
@@ -19,16 +19,7 @@ SAMPLES = cli.samples_dir()
 
 @pytest.fixture(autouse=True)
 def _clean_env(monkeypatch):
-    for name in list(os.environ):
-        if name.startswith("RAGSPINE_"):
-            monkeypatch.delenv(name)
-    monkeypatch.setenv("RAGSPINE_EMBEDDING_BACKEND", "none")
-
-
-def run(capsys, *argv: str) -> tuple[int, str, str]:
-    code = cli.main(list(argv))
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
+    clean_edge_env(monkeypatch)
 
 
 def ingest(capsys, db, *extra: str, source=SAMPLES) -> None:

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import json
-import os
 
 import pytest
+from _cli import clean_edge_env, run
 
 from ragspine_lite import cli
 from ragspine_lite.common.sensitivity import is_restricted
@@ -15,16 +15,7 @@ QUERY = "Hong Kong revenue growth in 2024"
 
 @pytest.fixture(autouse=True)
 def _clean_env(monkeypatch):
-    for name in list(os.environ):
-        if name.startswith("RAGSPINE_"):
-            monkeypatch.delenv(name)
-    monkeypatch.setenv("RAGSPINE_EMBEDDING_BACKEND", "none")
-
-
-def run(capsys, *argv: str) -> tuple[int, str, str]:
-    code = cli.main(list(argv))
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
+    clean_edge_env(monkeypatch)
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ from ragspine_lite.rerank.listwise_rerank import listwise_rerank
 from ragspine_lite.rerank.splade import SpladeReranker
 
 QUERY = "hong kong revenue growth"
-DOCS = [
+DOCS = [  # words of the tiny models' vocabulary (tests/_remote_models.py)
     "the apple pie recipe with apple",
     "hong kong revenue grew strongly in 2024.",
     "profit fell in china",

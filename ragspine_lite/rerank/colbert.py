@@ -14,10 +14,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from pathlib import Path
-from typing import Any
 
-from ragspine_lite.rerank.models import LateInteractionModel, ModelReranker, model_directory
+from ragspine_lite.rerank.models import LateInteractionModel, ModelReranker
 
 __all__ = [
     "COLBERT_MODEL_ENV",
@@ -31,8 +29,6 @@ COLBERT_MODEL_ENV = "RAGSPINE_COLBERT_MODEL"
 #: The original's checkpoint: plugs in as an ONNX export directory (never downloaded).
 DEFAULT_COLBERT_MODEL = "colbert-ir/colbertv2.0"
 DEFAULT_COLBERT_BATCH_SIZE = 32
-# Names that select the packaged MiniLM (compared after strip().lower()).
-_MINILM_NAMES = ("minilm", "all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2")
 
 
 def _cosine(a: Sequence[float], b: Sequence[float]) -> float:
@@ -61,24 +57,10 @@ def maxsim(
 class ColbertReranker(ModelReranker):
     """``ListwiseJudge`` by MaxSim over token vectors: ``model_name=None`` (or ``"minilm"``)
     → MiniLM token embeddings (``[rerank]`` extra; not a trained ColBERT); a directory → that
-    late-interaction ONNX model. See :class:`~ragspine_lite.rerank.models.ModelReranker`."""
+    late-interaction ONNX model. Arguments ``(model_name, *, cache_dir, batch_size=32,
+    threads)`` as :class:`~ragspine_lite.rerank.models.ModelReranker`."""
 
     family = "colbert"
-
-    def __init__(
-        self,
-        model_name: str | Path | None = None,
-        *,
-        cache_dir: str | Path | None = None,
-        batch_size: int = DEFAULT_COLBERT_BATCH_SIZE,
-        threads: int | None = None,
-    ) -> None:
-        super().__init__(model_name, cache_dir=cache_dir, batch_size=batch_size, threads=threads)
-
-    def _build(self) -> Any:
-        name = self.model_name
-        if name is None or str(name).strip().lower() in _MINILM_NAMES:
-            folder = None
-        else:
-            folder = model_directory(name, self.cache_dir, "late-interaction")
-        return LateInteractionModel(folder, batch_size=self.batch_size, threads=self.threads)
+    model_class = LateInteractionModel
+    default_batch_size = DEFAULT_COLBERT_BATCH_SIZE
+    packaged_names = ("minilm", "all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2")

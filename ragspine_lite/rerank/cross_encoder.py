@@ -14,11 +14,8 @@ code is the remote endpoint's own (:class:`~ragspine_lite.rerank.models.CrossEnc
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any
-
 from ragspine_lite.rerank.factory import RERANKER_ENV, make_reranker
-from ragspine_lite.rerank.models import CrossEncoderModel, ModelReranker, model_directory
+from ragspine_lite.rerank.models import CrossEncoderModel, ModelReranker
 
 __all__ = [
     "CROSS_ENCODER_MODEL_ENV",
@@ -35,22 +32,12 @@ DEFAULT_RERANK_BATCH_SIZE = 64
 
 
 class CrossEncoderReranker(ModelReranker):
-    """``ListwiseJudge`` over a cross-encoder ONNX directory (``model_name``, or
-    ``cache_dir/model_name``); see :class:`~ragspine_lite.rerank.models.ModelReranker`."""
+    """``ListwiseJudge`` over a cross-encoder ONNX directory (``model_name``, default
+    :data:`DEFAULT_CROSS_ENCODER_MODEL`, or ``cache_dir/model_name``); arguments
+    ``(model_name, *, cache_dir, batch_size=64, threads)`` as
+    :class:`~ragspine_lite.rerank.models.ModelReranker`."""
 
     family = "cross_encoder"
-
-    def __init__(
-        self,
-        model_name: str | Path = DEFAULT_CROSS_ENCODER_MODEL,
-        *,
-        cache_dir: str | Path | None = None,
-        batch_size: int = DEFAULT_RERANK_BATCH_SIZE,
-        threads: int | None = None,
-    ) -> None:
-        super().__init__(model_name, cache_dir=cache_dir, batch_size=batch_size, threads=threads)
-
-    def _build(self) -> Any:
-        name = self.model_name or DEFAULT_CROSS_ENCODER_MODEL
-        folder = model_directory(name, self.cache_dir, "cross-encoder")
-        return CrossEncoderModel(folder, batch_size=self.batch_size, threads=self.threads)
+    model_class = CrossEncoderModel
+    default_model = DEFAULT_CROSS_ENCODER_MODEL
+    default_batch_size = DEFAULT_RERANK_BATCH_SIZE

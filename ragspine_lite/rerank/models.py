@@ -591,36 +591,49 @@ def model_directory(model_name: str | Path, cache_dir: str | Path | None, what: 
 class ModelReranker:
     """A ``ListwiseJudge`` that scores candidates with a reranking model built on first use.
 
-    The constructor only validates (``batch_size``/``threads`` ints >= 1); ``judge([])`` is
-    ``[]`` without importing anything; the first real ``judge`` builds the model (numpy /
-    onnxruntime imported then). A model that cannot be built raises its error on every call
-    (kept in ``last_error``; ``listwise_rerank`` then keeps the fused order). ``judge``
-    returns indices by score, highest first, ties in input order.
+    ``model_name`` ``None`` means the family's ``default_model``; a name in
+    ``packaged_names`` (or ``None`` as the default) selects the packaged offline model, any
+    other name is a model directory (or ``cache_dir/model_name``). The constructor only
+    validates (``batch_size``, default ``default_batch_size``, and ``threads``: ints >= 1);
+    ``judge([])`` is ``[]`` without importing anything; the first real ``judge`` builds
+    ``model_class`` (numpy / onnxruntime imported then). A model that cannot be built raises
+    its error on every call (kept in ``last_error``; ``listwise_rerank`` then keeps the fused
+    order). ``judge`` returns indices by score, highest first, ties in input order.
     """
 
     family = "model"
+    model_class: Any = None
+    default_model: str | None = None
+    default_batch_size = 32
+    packaged_names: tuple[str, ...] = ()
 
     def __init__(
         self,
         model_name: str | Path | None = None,
         *,
         cache_dir: str | Path | None = None,
-        batch_size: int = 32,
+        batch_size: int | None = None,
         threads: int | None = None,
     ) -> None:
-        self.model_name = model_name
+        self.model_name = model_name if model_name is not None else self.default_model
         self.cache_dir = cache_dir
-        self.batch_size = _check_count("batch_size", batch_size)
+        self.batch_size = _check_count(
+            "batch_size", self.default_batch_size if batch_size is None else batch_size
+        )
         self.threads = _check_count("threads", threads, optional=True)
         self._model: Any = None
         self._failure: Exception | None = None
         self.last_error: str | None = None
 
+    def _build(self) -> Any:
+        name = self.model_name
+        folder = None
+        if name is not None and str(name).strip().lower() not in self.packaged_names:
+            folder = model_directory(name, self.cache_dir, self.family.replace("_", "-"))
+        return self.model_class(folder, batch_size=self.batch_size, threads=self.threads)
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}(model_name={self.model_name!r})"
-
-    def _build(self) -> Any:
-        raise NotImplementedError
 
     @property
     def model(self) -> Any:

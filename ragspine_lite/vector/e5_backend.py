@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from ragspine_lite.common.registry import lazy_extra_import
+from ragspine_lite.vector.embedding_backends import check_texts
 
 __all__ = ["E5_EXTRA", "E5_MODEL_ID", "E5EmbeddingBackend"]
 
@@ -63,14 +64,9 @@ class E5EmbeddingBackend:
         return self._encode(texts, is_query=True)
 
     def _encode(self, texts: list[str], *, is_query: bool) -> list[list[float]]:
-        if isinstance(texts, str):
-            raise ValueError(f"texts must be a list of str, got the str {texts!r}")
-        texts = list(texts)
+        texts = check_texts(texts)
         if not texts:
             return []
-        for text in texts:
-            if not isinstance(text, str):
-                raise ValueError(f"every text must be a str, got {text!r}")
         raw = self._engine().encode(texts, is_query)
         rows = raw.reshape(len(texts), -1) if hasattr(raw, "reshape") else raw
         vectors = [[float(x) for x in row] for row in rows]

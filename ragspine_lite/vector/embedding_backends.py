@@ -40,6 +40,7 @@ __all__ = [
     "DeterministicEmbeddingBackend",
     "EmbeddingBackend",
     "check_min_coverage",
+    "check_texts",
     "embed_query_texts",
     "make_embedding_backend",
     "outside_vocabulary",
@@ -72,6 +73,17 @@ class EmbeddingBackend(Protocol):
     """Turns texts into dense vectors, one per text, in input order."""
 
     def embed_texts(self, texts: list[str]) -> list[list[float]]: ...
+
+
+def check_texts(texts: Any) -> list[str]:
+    """``texts`` as a list of str; a bare str or a non-str item → ``ValueError``."""
+    if isinstance(texts, str):
+        raise ValueError(f"texts must be a list of str, got the str {texts!r}")
+    texts = list(texts)
+    for text in texts:
+        if not isinstance(text, str):
+            raise ValueError(f"every text must be a str, got {text!r}")
+    return texts
 
 
 def embed_query_texts(backend: Any, texts: list[str]) -> list[list[float]]:

@@ -32,6 +32,7 @@ from ragspine_lite.common.registry import lazy_extra_import
 from ragspine_lite.vector.embedding_backends import (
     DEFAULT_EMBEDDING_BATCH_SIZE,
     DEFAULT_MIN_COVERAGE,  # defined beside the gate, outside_vocabulary; re-exported here
+    check_texts,
 )
 from ragspine_lite.vector.wordpiece import WordPieceTokenizer
 
@@ -438,12 +439,7 @@ class OnnxEmbeddingBackend:
 
     def embed_texts(self, texts: list[str]) -> list[list[float]]:
         """One vector per text, in input order (``[]`` → ``[]``)."""
-        if isinstance(texts, str):
-            raise ValueError(f"texts must be a list of str, got the str {texts!r}")
-        texts = list(texts)
-        for text in texts:
-            if not isinstance(text, str):
-                raise ValueError(f"every text must be a str, got {text!r}")
+        texts = check_texts(texts)
         if not texts:
             return []
         limit = self.config.max_length

@@ -28,6 +28,7 @@ from typing import Any
 from ragspine_lite.remote.client import RemoteClient
 from ragspine_lite.remote.errors import RemoteError
 from ragspine_lite.remote.transport import Transport
+from ragspine_lite.vector.embedding_backends import check_texts
 
 __all__ = [
     "DEFAULT_OPENAI_BASE_URL",
@@ -130,12 +131,7 @@ class OpenAIEmbeddingBackend:
         return self._embed(texts, self.query_input_type)
 
     def _embed(self, texts: list[str], input_type: str | None) -> list[list[float]]:
-        if isinstance(texts, str):
-            raise ValueError(f"texts must be a list of str, got the str {texts!r}")
-        texts = list(texts)
-        for text in texts:
-            if not isinstance(text, str):
-                raise ValueError(f"every text must be a str, got {text!r}")
+        texts = check_texts(texts)
         out: list[list[float]] = []
         for start in range(0, len(texts), self.batch_size):
             batch = texts[start : start + self.batch_size]

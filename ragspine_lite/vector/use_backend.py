@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ragspine_lite.common.registry import lazy_extra_import
-from ragspine_lite.vector.embedding_backends import DEFAULT_EMBEDDING_BATCH_SIZE
+from ragspine_lite.vector.embedding_backends import DEFAULT_EMBEDDING_BATCH_SIZE, check_texts
 from ragspine_lite.vector.sentencepiece import SentencePieceTokenizer
 
 __all__ = [
@@ -78,16 +78,6 @@ def locate_use_files() -> tuple[Path, Path]:
     return weights, sp_model
 
 
-def _check_texts(texts: Any) -> list[str]:
-    if isinstance(texts, str):
-        raise ValueError(f"texts must be a list of str, got the str {texts!r}")
-    texts = list(texts)
-    for text in texts:
-        if not isinstance(text, str):
-            raise ValueError(f"every text must be a str, got {text!r}")
-    return texts
-
-
 class UseEmbeddingBackend:
     """USE multilingual v3 through the package's numpy forward pass (CPython).
 
@@ -112,7 +102,7 @@ class UseEmbeddingBackend:
         return f"UseEmbeddingBackend(threads={self.threads}, batch_size={self.batch_size})"
 
     def embed_texts(self, texts: list[str]) -> list[list[float]]:
-        texts = _check_texts(texts)
+        texts = check_texts(texts)
         out: list[list[float]] = []
         for start in range(0, len(texts), self.batch_size):
             out.extend(self._model.encode(texts[start : start + self.batch_size]).tolist())
@@ -319,7 +309,7 @@ class UseOnnxEmbeddingBackend:
 
     def embed_texts(self, texts: list[str]) -> list[list[float]]:
         np = self._np
-        texts = _check_texts(texts)
+        texts = check_texts(texts)
         encoded = [self.tokenizer.encode(t, add_bos=True, add_eos=True) for t in texts]
         order = sorted(range(len(texts)), key=lambda i: (len(encoded[i]), i))
         out: list[Any] = [None] * len(texts)
