@@ -11,6 +11,8 @@ import pytest
 from ragspine_lite import cli
 from ragspine_lite.common.sensitivity import is_restricted
 
+pytestmark = pytest.mark.cpython_only  # the Pyodide lane mounts the tests, not README.md
+
 README = Path(__file__).resolve().parents[1] / "README.md"
 SECTION = "### Wiring, as the design note writes it"
 

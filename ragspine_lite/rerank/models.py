@@ -329,6 +329,8 @@ class LateInteractionModel:
 
     def __init__(self, model: str | Path | None = None, *, batch_size: int = 32,
                  threads: int | None = None) -> None:
+        _np()  # the [rerank] extra first: its absence is the likelier cause
+        _ort()
         if model is None:
             from ragspine_lite.vector.onnx_backend import locate_minilm_files
 
@@ -510,6 +512,7 @@ class SpladeModel:
 
     def __init__(self, model: str | Path | None = None, *, max_length: int = 256,
                  batch_size: int = 16, threads: int | None = None) -> None:
+        _np()  # the [rerank] extra first: its absence is the likelier cause
         folder = locate_splade_tiny() if model is None else Path(model)
         if not folder.is_dir():
             raise FileNotFoundError(f"SPLADE model directory {str(folder)!r} not found")
