@@ -710,13 +710,8 @@ class BundleSearcher:
             return empty
         if self._resolve_mode(mode) != "hybrid":
             return empty
-        index = self._hybrid.index
-        from ragspine_lite.vector.embedding_backends import outside_vocabulary
-
-        if outside_vocabulary(self.embedding_backend, query, index.min_query_coverage):
-            return empty
-        variants = index.query_rewriter.rewrite(query) if index.query_rewriter else [query]
-        return self.embedding_backend.plan(list(dict.fromkeys(variants)))
+        queries = self._hybrid.index.dense_queries(query)
+        return self.embedding_backend.plan(queries) if queries else empty
 
     def _backend_for(self, texts: Sequence[str]) -> Any:
         """The loaded backend, after checking ``texts`` is a list of strings."""

@@ -40,6 +40,25 @@ from ragspine_lite.lexical.inverted_index import (
     StaleIndexError,
     StoreBM25Index,
 )
+from ragspine_lite.lexical.pipeline import (
+    CHANNEL_BM25,
+    CHANNEL_HYBRID,
+    CHANNEL_OUTSIDE_VOCABULARY,
+    FILTER_DIMS,
+    Fusion,
+    PostRetrievalStep,
+    RetrievalResult,
+    channel_hits,
+    choose_channel,
+    default_fusion,
+    embed_queries,
+    equality_filters,
+    filtered_positions,
+    fused_results,
+    index_text,
+    query_variants,
+    run_post_chain,
+)
 from ragspine_lite.lexical.scoring import (
     DEFAULT_BM25_B,
     DEFAULT_BM25_K1,
@@ -54,7 +73,6 @@ from ragspine_lite.vector.embedding_backends import (
     DEFAULT_MIN_COVERAGE,
     EmbeddingBackend,
     check_min_coverage,
-    outside_vocabulary,
 )
 from ragspine_lite.vector.persistence_policy import IsolationFirstPolicy, PersistencePolicy
 from ragspine_lite.vector.store import InProcessVectorStore, VectorRecord, VectorStore
@@ -85,17 +103,8 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_TOP_K = 50
 
-# What ``last_channel`` says after a search: BM25 + dense fused, BM25 alone (no dense lane
-# configured), or BM25 alone because the query is outside the embedding vocabulary.
-CHANNEL_HYBRID = "hybrid"
-CHANNEL_BM25 = "bm25"
-CHANNEL_OUTSIDE_VOCABULARY = "bm25:outside-vocabulary"
-
 # How many filter sets NarrativeIndex keeps a retriever over the active rows for.
 _ROWS_CACHE_SIZE = 4
-
-# The five chunk attributes that act as equality filters (and as vector metadata).
-_FILTER_DIMS = ("topic", "entity", "geography", "period", "language")
 
 
 @runtime_checkable
@@ -103,20 +112,6 @@ class QueryRewriter(Protocol):
     """Expands a query into variants; the result must include the original query."""
 
     def rewrite(self, query: str) -> list[str]: ...
-
-
-@dataclass
-class RetrievalResult:
-    """One retrieved chunk with its scores.
-
-    ``fused_score`` is the RRF score (the sort key); ``bm25_score`` and ``vector_score``
-    are the best score of that chunk over all query variants (``0.0`` when none).
-    """
-
-    chunk: StoredChunk | Chunk
-    bm25_score: float
-    vector_score: float
-    fused_score: float
 
 
 @runtime_checkable
@@ -194,7 +189,7 @@ def _as_str(value: Any) -> str:
 
 def _vector_metadata(chunk: Any) -> dict[str, str]:
     """Store metadata: the five filter dimensions (``None`` → ``""``) plus ``doc_id``."""
-    meta = {dim: _as_str(getattr(chunk, dim, None)) for dim in _FILTER_DIMS}
+    meta = {dim: _as_str(getattr(chunk, dim, None)) for dim in FILTER_DIMS}
     meta["doc_id"] = _as_str(getattr(chunk, "doc_id", None))
     return meta
 
@@ -206,68 +201,6 @@ def _embed(backend: EmbeddingBackend, texts: list[str]) -> list[Any]:
             f"embedding backend returned {len(vectors)!r} vectors for {len(texts)!r} texts"
         )
     return vectors
-
-
-def _filtered_positions(
-    chunks: Sequence[Any],
-    filters: Mapping[str, str | None],
-    metadata_filter: MetadataFilter | None,
-) -> list[int] | None:
-    """Positions of the chunks passing the filters, in order; ``None`` when nothing filters."""
-    active = {k: v for k, v in filters.items() if v is not None}
-    if not active and metadata_filter is None:
-        return None
-    positions = [
-        i for i, c in enumerate(chunks) if all(getattr(c, k, None) == v for k, v in active.items())
-    ]
-    if metadata_filter is None:
-        return positions
-    objs = [chunks[i] for i in positions]
-    kept = metadata_filter.apply(objs)
-    # apply() returns a subsequence of the very objects it got: walk both to map back.
-    out: list[int] = []
-    j = 0
-    for obj in kept:
-        while objs[j] is not obj:
-            j += 1
-        out.append(positions[j])
-        j += 1
-    return out
-
-
-def _fuse(
-    bm25: list[list[tuple[str, float]]],
-    vectors: list[list[tuple[str, float]]] | None,
-    rrf_k: float,
-    limit: int,
-) -> tuple[list[tuple[str, float]], dict[str, float], dict[str, float]]:
-    """RRF over BM25 q1, vector q1, BM25 q2, … → (top ``(id, fused)``, best BM25, best cosine)."""
-    rankings: list[list[str]] = []
-    best_bm25: dict[str, float] = {}
-    best_vec: dict[str, float] = {}
-    for i, hits in enumerate(bm25):
-        rankings.append([cid for cid, _ in hits])
-        for cid, s in hits:
-            if s > best_bm25.get(cid, 0.0):
-                best_bm25[cid] = s
-        if vectors is not None:
-            vec_hits = vectors[i]
-            rankings.append([cid for cid, _ in vec_hits])
-            for cid, s in vec_hits:
-                if cid not in best_vec or s > best_vec[cid]:
-                    best_vec[cid] = s
-    fused = rrf_fuse(rankings, k=rrf_k)
-    ordered = sorted(fused.items(), key=lambda kv: (-kv[1], kv[0]))[:limit]
-    return ordered, best_bm25, best_vec
-
-
-def _channel(dense: bool, backend: Any, query: str, min_coverage: float | None) -> str:
-    """The channel a search takes: hybrid when ``dense`` and the query passes the gate."""
-    if not dense:
-        return CHANNEL_BM25
-    if outside_vocabulary(backend, query, min_coverage):
-        return CHANNEL_OUTSIDE_VOCABULARY
-    return CHANNEL_HYBRID
 
 
 def _records(chunks: list[Any], vectors: list[Any]) -> list[VectorRecord]:
@@ -282,7 +215,11 @@ def _records(chunks: list[Any], vectors: list[Any]) -> list[VectorRecord]:
 
 
 class HybridRetriever:
-    """BM25 (+ optional dense) retrieval fused with RRF over a fixed list of chunks.
+    """BM25 (+ optional dense) retrieval over a fixed list of chunks, through the pipeline.
+
+    The stages are :mod:`ragspine_lite.lexical.pipeline`'s; ``fusion`` defaults to
+    :func:`~ragspine_lite.lexical.pipeline.default_fusion` (RRF with ``rrf_k`` unless the
+    backend ships a calibration) and ``post_retrieval`` steps run on every search's results.
 
     ``vector_store`` is the injected store, else a new :class:`InProcessVectorStore` iff
     an ``embedding_backend`` is given, else ``None`` (pure BM25). With
@@ -315,6 +252,8 @@ class HybridRetriever:
         manage_vectors: bool = True,
         index_text_fn: Callable[[Any], str] | None = None,
         min_query_coverage: float | None = DEFAULT_MIN_COVERAGE,
+        fusion: Fusion | None = None,
+        post_retrieval: Iterable[PostRetrievalStep] = (),
     ) -> None:
         self.chunks = list(chunks)
         self.embedding_backend = embedding_backend
@@ -332,10 +271,11 @@ class HybridRetriever:
         self.manage_vectors = manage_vectors
         self.index_text_fn = index_text_fn
         self.min_query_coverage = check_min_coverage(min_query_coverage)
+        self.fusion: Fusion = fusion if fusion is not None else default_fusion(
+            embedding_backend, rrf_k
+        )
+        self.post_retrieval: list[PostRetrievalStep] = list(post_retrieval)
         self.last_channel: str | None = None
-        # index text → tokens; tokenize is a pure function of the text, so this never
-        # changes a result, it only avoids re-tokenising the corpus on every search.
-        self._token_cache: dict[str, list[str]] = {}
         # The BM25 index: built from ``chunks`` on the first search (the chunks are taken as
         # they are then), or an injected store index with one docno per chunk.
         self._lexical: BM25Index | None = None
@@ -343,45 +283,6 @@ class HybridRetriever:
         self._lexical_positions: dict[int, int] = {}
 
     # -- pieces -----------------------------------------------------------------------
-
-    def _index_text(self, chunk: Any) -> str:
-        return self.index_text_fn(chunk) if self.index_text_fn is not None else chunk.text
-
-    def _candidates(
-        self, filters: Mapping[str, str | None], metadata_filter: MetadataFilter | None
-    ) -> list[Any]:
-        positions = _filtered_positions(self.chunks, filters, metadata_filter)
-        if positions is None:
-            return list(self.chunks)
-        return [self.chunks[i] for i in positions]
-
-    def _queries(self, query: str) -> list[str]:
-        variants = self.query_rewriter.rewrite(query) if self.query_rewriter else [query]
-        return list(dict.fromkeys(variants))
-
-    def _tokens(self, text: str) -> list[str]:
-        tokens = self._token_cache.get(text)
-        if tokens is None:
-            tokens = self._token_cache[text] = tokenize(text)
-        return tokens
-
-    def _bm25_rankings(
-        self, queries: list[str], candidates: list[Any], texts: list[str]
-    ) -> list[list[tuple[str, float]]]:
-        """Per query, the candidates with BM25 > 0 as ``(chunk_id, score)``, by (-score, id).
-
-        The reference BM25 path: Okapi statistics (idf, avgdl) are over the candidates only.
-        :meth:`search` uses :meth:`_indexed_rankings`, which returns exactly these lists.
-        """
-        docs_tokens = [self._tokens(t) for t in texts]
-        ids = [c.chunk_id for c in candidates]
-        out = []
-        for q in queries:
-            scores = bm25_scores(tokenize(q), docs_tokens, k1=self.k1, b=self.b)
-            hits = [(cid, s) for cid, s in zip(ids, scores, strict=True) if s > 0]
-            hits.sort(key=lambda hit: (-hit[1], hit[0]))
-            out.append(hits)
-        return out
 
     def _attach_lexical_index(self, index: BM25Index, docnos: Sequence[int]) -> None:
         """Score BM25 with ``index`` (e.g. a store's), where ``chunks[i]`` is ``docnos[i]``."""
@@ -397,16 +298,18 @@ class HybridRetriever:
         if self._lexical is None:
             self._lexical = InvertedIndex(
                 [c.chunk_id for c in self.chunks],
-                (tokenize(self._index_text(c)) for c in self.chunks),
+                (tokenize(index_text(self.index_text_fn, c)) for c in self.chunks),
             )
         return self._lexical
 
     def _indexed_rankings(
         self, queries: list[str], positions: list[int] | None, limit: int | None
     ) -> list[list[tuple[int, str, float]]]:
-        """:meth:`_bm25_rankings` through the index, as ``(position, chunk_id, score)``.
+        """Per query, the BM25 hits as ``(position, chunk_id, score)`` by (-score, chunk_id).
 
-        ``positions`` ``None`` means every chunk; with ``limit`` only the first ``limit``.
+        Okapi statistics (idf, avgdl) are over the candidates only, exactly as
+        :func:`bm25_scores` over them. ``positions`` ``None`` means every chunk; with ``limit``
+        only the first ``limit``.
         """
         index = self._lexical_index()
         docnos = self._lexical_docnos
@@ -468,33 +371,24 @@ class HybridRetriever:
         BM25 hit; hybrid mode ranks every candidate on the vector lane too.
         """
         limit = self.top_k if top_k is None else _check_top_k(top_k)
-        filters = {
-            "topic": topic,
-            "entity": entity,
-            "geography": geography,
-            "period": period,
-            "language": language,
-        }
-        positions = _filtered_positions(self.chunks, filters, metadata_filter)
-        n_candidates = len(self.chunks) if positions is None else len(positions)
+        filters = equality_filters(topic, entity, geography, period, language)
+        positions = filtered_positions(self.chunks, filters, metadata_filter)
         backend, store = self.embedding_backend, self.vector_store
-        vectors_on = backend is not None and store is not None
-        self.last_channel = _channel(vectors_on, backend, query, self.min_query_coverage)
-        vectors_on = self.last_channel == CHANNEL_HYBRID
-        if n_candidates == 0:
+        self.last_channel = choose_channel(
+            backend is not None and store is not None, backend, query, self.min_query_coverage
+        )
+        if (len(self.chunks) if positions is None else len(positions)) == 0:
             return []
-        queries = self._queries(query)
+        dense = self.last_channel == CHANNEL_HYBRID
+        queries = query_variants(self.query_rewriter, query)
         index = self._lexical_index()
-        # One BM25 ranking fused alone keeps its order, so its top ``limit`` is all RRF
+        # One BM25 ranking fused alone keeps its order, so its top ``limit`` is all fusion
         # needs; with several rankings, or duplicate ids adding up, every hit counts.
-        prune = len(queries) == 1 and not vectors_on and not index.has_duplicate_chunk_ids
+        prune = len(queries) == 1 and not dense and not index.has_duplicate_chunk_ids
         hits = self._indexed_rankings(queries, positions, limit if prune else None)
-        bm25_rankings = [[(cid, s) for _, cid, s in h] for h in hits]
-
         by_id: dict[str, Any] = {}  # id → the first candidate with it
-        vector_rankings: list[list[tuple[str, float]]] | None = None
         candidates: list[Any] = []
-        if vectors_on or index.has_duplicate_chunk_ids:
+        if dense or index.has_duplicate_chunk_ids:
             candidates = (
                 list(self.chunks) if positions is None else [self.chunks[i] for i in positions]
             )
@@ -504,35 +398,35 @@ class HybridRetriever:
             for ranking in hits:
                 for pos, cid, _ in ranking:
                     by_id[cid] = self.chunks[pos]
-        if vectors_on and backend is not None and store is not None:
-            candidate_ids = {c.chunk_id for c in candidates}
-            where = {k: str(v) for k, v in filters.items() if v is not None} or None
-            if self.manage_vectors:
-                texts = [self._index_text(c) for c in candidates]
-                self._sync_vectors(backend, store, candidates, texts)
-            vector_rankings = []
-            # All query variants in one call: one model run (one JS round trip in a browser).
-            for qvec in backend.embed_texts(list(queries)):
-                qv = tuple(float(x) for x in qvec)
-                k = len(candidates)
-                # A store with query_scores gives query()'s hits without the metadata copies.
-                scores = getattr(store, "query_scores", None)
-                if scores is not None:
-                    found = scores(qv, k=k, where=where)
-                else:
-                    found = [(h.id, h.score) for h in store.query(qv, k=k, where=where)]
-                vector_rankings.append([hit for hit in found if hit[0] in candidate_ids])
+        vectors = self._dense_rankings(queries, candidates, filters) if dense else None
+        lexical = [[(cid, s) for _, cid, s in ranking] for ranking in hits]
+        results = fused_results(
+            channel_hits(queries, lexical, vectors), self.fusion, limit, lambda _ids: by_id
+        )
+        return run_post_chain(query, results, self.post_retrieval)
 
-        ordered, best_bm25, best_vec = _fuse(bm25_rankings, vector_rankings, self.rrf_k, limit)
-        return [
-            RetrievalResult(
-                chunk=by_id[cid],
-                bm25_score=best_bm25.get(cid, 0.0),
-                vector_score=best_vec.get(cid, 0.0),
-                fused_score=score,
-            )
-            for cid, score in ordered
-        ]
+    def _dense_rankings(
+        self, queries: list[str], candidates: list[Any], filters: Mapping[str, str | None]
+    ) -> list[list[tuple[str, float]]]:
+        """Per query, every candidate with a vector as ``(chunk_id, cosine)``, best first."""
+        backend, store = self.embedding_backend, self.vector_store
+        assert backend is not None and store is not None
+        candidate_ids = {c.chunk_id for c in candidates}
+        where = {k: str(v) for k, v in filters.items() if v is not None} or None
+        if self.manage_vectors:
+            texts = [index_text(self.index_text_fn, c) for c in candidates]
+            self._sync_vectors(backend, store, candidates, texts)
+        # A store with query_scores gives query()'s hits without the metadata copies.
+        scores = getattr(store, "query_scores", None)
+        out = []
+        for qvec in embed_queries(backend, list(queries)):
+            qv = tuple(float(x) for x in qvec)
+            if scores is not None:
+                found = scores(qv, k=len(candidates), where=where)
+            else:
+                found = [(h.id, h.score) for h in store.query(qv, k=len(candidates), where=where)]
+            out.append([hit for hit in found if hit[0] in candidate_ids])
+        return out
 
 
 class NarrativeIndex:
@@ -548,8 +442,9 @@ class NarrativeIndex:
     built on the first retrieve). With an ``index_text_fn`` the indexed text differs from
     ``chunk.text``, so BM25 then runs over the active chunks in memory, as it always did.
 
-    ``min_query_coverage`` and ``last_channel`` work as in :class:`HybridRetriever`: a query
-    outside the backend's vocabulary takes exactly the pure-BM25 path.
+    ``min_query_coverage``, ``last_channel``, ``fusion`` and ``post_retrieval`` work as in
+    :class:`HybridRetriever` (a query outside the backend's vocabulary takes exactly the
+    pure-BM25 path); a judge's listwise rerank runs before the ``post_retrieval`` steps.
     """
 
     def __init__(
@@ -569,6 +464,8 @@ class NarrativeIndex:
         filter_extractor: FilterExtractor | None = None,
         chunker: Any | None = None,
         min_query_coverage: float | None = DEFAULT_MIN_COVERAGE,
+        fusion: Fusion | None = None,
+        post_retrieval: Iterable[PostRetrievalStep] = (),
     ) -> None:
         self.store = store
         self.embedding_backend = embedding_backend
@@ -588,6 +485,8 @@ class NarrativeIndex:
         self.filter_extractor = filter_extractor
         self.chunker = chunker
         self.min_query_coverage = check_min_coverage(min_query_coverage)
+        self.fusion: Fusion = fusion if fusion is not None else default_fusion(embedding_backend)
+        self.post_retrieval: list[PostRetrievalStep] = list(post_retrieval)
         self.last_channel: str | None = None
         self._bm25: StoreBM25Index | None = (
             StoreBM25Index.attach(store) if index_text_fn is None else None
@@ -597,7 +496,7 @@ class NarrativeIndex:
         # generation and one set of the settings it was built from.
         self._rows_cache: dict[tuple[Any, ...], HybridRetriever] = {}
         self._rows_generation: int | None = None
-        self._rows_settings: tuple[Any, ...] = (None,) * 6
+        self._rows_settings: tuple[Any, ...] = (None,) * 7
 
     def _persisted_bm25(self) -> StoreBM25Index | None:
         """The store's BM25 index, up to date, or ``None`` if it cannot be used."""
@@ -622,9 +521,6 @@ class NarrativeIndex:
             return None
         return self._bm25
 
-    def _index_text(self, chunk: Any) -> str:
-        return self.index_text_fn(chunk) if self.index_text_fn is not None else chunk.text
-
     def ingest(self, text: str, meta: DocumentMeta, valid_as_of: str = "") -> int:
         """Chunk ``text``, make it the document's active version, swap its vectors."""
         if self.chunker is not None:
@@ -647,7 +543,8 @@ class NarrativeIndex:
                     and not (offhost and is_restricted(c.sensitivity))
                 ]
                 if keep:
-                    vectors = _embed(self.embedding_backend, [self._index_text(c) for c in keep])
+                    texts = [index_text(self.index_text_fn, c) for c in keep]
+                    vectors = _embed(self.embedding_backend, texts)
                     self.vector_store.upsert(_records(keep, vectors))
         return count
 
@@ -676,15 +573,11 @@ class NarrativeIndex:
         if mf is None:
             # A failing or empty extractor gives None: candidates stay the explicit filters.
             mf = extract_filter(self.filter_extractor, query)
-        filters = {
-            "topic": topic,
-            "entity": entity,
-            "geography": geography,
-            "period": period,
-            "language": language,
-        }
+        filters = equality_filters(topic, entity, geography, period, language)
         dense = self.embedding_backend is not None and self.vector_store is not None
-        self.last_channel = _channel(dense, self.embedding_backend, query, self.min_query_coverage)
+        self.last_channel = choose_channel(
+            dense, self.embedding_backend, query, self.min_query_coverage
+        )
         # Gated out: the very path (and objects) of an index without a dense lane.
         gated = self.last_channel == CHANNEL_OUTSIDE_VOCABULARY
         bm25 = self._persisted_bm25()
@@ -701,9 +594,16 @@ class NarrativeIndex:
             candidates = self.store.iter_chunks(**filters)
             retriever = self._retriever(candidates, gated=gated)
             results = retriever.search(query, top_k=limit, metadata_filter=mf)
+        steps = self.post_retrieval
         if rerank and self.judge is not None:
-            results = listwise_rerank(query, results, self.judge, top_n=n or self.rerank_top_n)
-        return results
+            steps = [_ListwiseRerankStep(self.judge, n or self.rerank_top_n), *steps]
+        return run_post_chain(query, results, steps)
+
+    def dense_queries(self, query: str) -> list[str]:
+        """The texts a :meth:`retrieve` of ``query`` embeds (``[]``: it takes a BM25 channel)."""
+        dense = self.embedding_backend is not None and self.vector_store is not None
+        channel = choose_channel(dense, self.embedding_backend, query, self.min_query_coverage)
+        return query_variants(self.query_rewriter, query) if channel == CHANNEL_HYBRID else []
 
     def _retriever(self, chunks: list[StoredChunk], *, gated: bool = False) -> HybridRetriever:
         """A one-search retriever; ``gated`` leaves the dense lane out (the gate already ran)."""
@@ -716,6 +616,7 @@ class NarrativeIndex:
             manage_vectors=False,
             index_text_fn=self.index_text_fn,
             min_query_coverage=None,
+            fusion=self.fusion,
         )
 
     def _search_rows(
@@ -752,6 +653,7 @@ class NarrativeIndex:
             self.vector_store,
             self.index_text_fn,
             self.top_k,
+            self.fusion,
         )
         cached = self._rows_cache
         if generation != self._rows_generation or any(
@@ -786,7 +688,7 @@ class NarrativeIndex:
         eq = {k: v for k, v in filters.items() if v is not None}
         if mf is not None:
             rows = self.store.iter_chunk_rows(**filters)
-            kept = _filtered_positions([c for _, c in rows], {}, mf) or []
+            kept = filtered_positions([c for _, c in rows], {}, mf) or []
             cand = bm25.candidates(rows[i][0] for i in kept)
         elif eq:
             cand = bm25.candidates(self.store.active_rowids(**filters))
@@ -794,22 +696,25 @@ class NarrativeIndex:
             cand = None
         if cand is not None and cand.count == 0:
             return []
-        queries = list(dict.fromkeys(
-            self.query_rewriter.rewrite(query) if self.query_rewriter else [query]
-        ))
+        queries = query_variants(self.query_rewriter, query)
         prune = limit if len(queries) == 1 else None
         hits = [bm25.rank(tokenize(q), candidates=cand, limit=prune) for q in queries]
         rowid_of = {cid: d for ranking in hits for d, cid, _ in ranking}
-        ordered, best_bm25, _ = _fuse(
-            [[(cid, s) for _, cid, s in ranking] for ranking in hits], None, DEFAULT_RRF_K, limit
-        )
-        chunks = self.store.chunks_by_rowid(rowid_of[cid] for cid, _ in ordered)
-        return [
-            RetrievalResult(
-                chunk=chunks[rowid_of[cid]],
-                bm25_score=best_bm25.get(cid, 0.0),
-                vector_score=0.0,
-                fused_score=score,
-            )
-            for cid, score in ordered
-        ]
+        lexical = [[(cid, s) for _, cid, s in ranking] for ranking in hits]
+
+        def chunks_for(ids: list[str]) -> dict[str, Any]:
+            rows = self.store.chunks_by_rowid(rowid_of[cid] for cid in ids)
+            return {cid: rows[rowid_of[cid]] for cid in ids}
+
+        return fused_results(channel_hits(queries, lexical), self.fusion, limit, chunks_for)
+
+
+@dataclass(frozen=True)
+class _ListwiseRerankStep:
+    """NarrativeIndex's judge as the first post-retrieval step."""
+
+    judge: ListwiseJudge
+    top_n: int
+
+    def __call__(self, query: str, results: list[RetrievalResult]) -> list[RetrievalResult]:
+        return listwise_rerank(query, results, self.judge, top_n=self.top_n)

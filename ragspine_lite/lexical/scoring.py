@@ -1,10 +1,10 @@
-"""Pure scoring primitives: Okapi BM25, fsum cosine, Reciprocal Rank Fusion."""
+"""Pure scoring primitives: Okapi BM25, fsum cosine, Reciprocal Rank Fusion, the tie rule."""
 
 from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 __all__ = [
     "DEFAULT_BM25_B",
@@ -12,6 +12,7 @@ __all__ = [
     "DEFAULT_RRF_K",
     "bm25_scores",
     "cosine_similarity",
+    "rank_scores",
     "rrf_fuse",
 ]
 
@@ -83,3 +84,12 @@ def rrf_fuse(rankings: Sequence[Sequence[str]], k: float = DEFAULT_RRF_K) -> dic
         for rank, item in enumerate(ranking, start=1):
             fused[item] = fused.get(item, 0.0) + 1.0 / (k + rank)
     return fused
+
+
+def rank_scores(scores: Mapping[str, float], limit: int | None = None) -> list[tuple[str, float]]:
+    """``(id, score)`` by score descending, ties by id ascending (the tie rule), ≤ ``limit``.
+
+    >>> rank_scores({"b": 1.0, "a": 1.0, "c": 2.0}, 2)
+    [('c', 2.0), ('a', 1.0)]
+    """
+    return sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))[:limit]

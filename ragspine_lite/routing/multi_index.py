@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from ragspine_lite.lexical.scoring import DEFAULT_RRF_K, rrf_fuse
+from ragspine_lite.lexical.scoring import DEFAULT_RRF_K, rank_scores, rrf_fuse
 from ragspine_lite.routing.router import LibraryRouter
 
 __all__ = [
@@ -113,6 +113,4 @@ class MultiIndexRetriever:
                 by_key[key] = tagged
                 ranking.append(key)
             rankings.append(ranking)
-        fused = rrf_fuse(rankings, k=self.rrf_k)
-        ordered = sorted(fused, key=lambda key: (-fused[key], key))
-        return [by_key[key] for key in ordered[:limit]]
+        return [by_key[key] for key, _ in rank_scores(rrf_fuse(rankings, k=self.rrf_k), limit)]
