@@ -54,7 +54,7 @@ from ragspine_lite.vector.onnx_backend import DEFAULT_MIN_COVERAGE  # noqa: E402
 from ragspine_lite.vector.store import InProcessVectorStore, VectorRecord  # noqa: E402
 
 sys.path.insert(0, str(REPO / "bench"))
-from quality import DEFAULT_DATA, K, load_set, metrics  # noqa: E402
+from quality import DEFAULT_DATA, K, load_set, metrics, print_table  # noqa: E402
 
 
 class Embedded:
@@ -218,17 +218,6 @@ def run_set(
                  "HybridRetriever": chk}
             )
     return rows
-
-
-def print_table(rows: list[dict[str, object]]) -> None:
-    cols = list(rows[0])
-    cells = [[f"{r[c]:.3f}" if isinstance(r[c], float) else str(r[c]) for c in cols]
-             for r in rows]
-    widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(cols)]
-    print(" | ".join(c.ljust(w) for c, w in zip(cols, widths, strict=True)))
-    print("-|-".join("-" * w for w in widths))
-    for row in cells:
-        print(" | ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -18,6 +18,7 @@ import math
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -53,6 +54,24 @@ def metrics(ranked: list[str], relevant: str) -> tuple[float, float, float]:
         return 0.0, 0.0, 0.0
     rank = ranked.index(relevant) + 1
     return float(rank == 1), 1.0, 1.0 / math.log2(rank + 1)
+
+
+def print_table(rows: list[dict[str, object]], fmt: Any = None) -> None:
+    """Rows of one dict each as a plain-text table; ``fmt(column, value)`` formats a cell
+    (default: floats to 3 decimals)."""
+    cols = list(rows[0])
+
+    def cell(col: str, value: object) -> str:
+        if fmt is not None:
+            return fmt(col, value)
+        return f"{value:.3f}" if isinstance(value, float) else str(value)
+
+    cells = [[cell(c, r[c]) for c in cols] for r in rows]
+    widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(cols)]
+    print(" | ".join(c.ljust(w) for c, w in zip(cols, widths, strict=True)))
+    print("-|-".join("-" * w for w in widths))
+    for row in cells:
+        print(" | ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)))
 
 
 def run_set(name: str, path: Path, n_queries: int | None) -> dict[str, object]:
@@ -105,13 +124,7 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         print(f"running {name} …", file=sys.stderr)
         rows.append(run_set(name, path, args.queries))
-    cols = list(rows[0])
-    cells = [[f"{r[c]:.3f}" if isinstance(r[c], float) else str(r[c]) for c in cols] for r in rows]
-    widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(cols)]
-    print(" | ".join(c.ljust(w) for c, w in zip(cols, widths, strict=True)))
-    print("-|-".join("-" * w for w in widths))
-    for row in cells:
-        print(" | ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)))
+    print_table(rows)
     return 0 if all(r["identical"].split("/")[0] == str(r["queries"]) for r in rows) else 1
 
 

@@ -10,7 +10,8 @@ llama.cpp from source) and stops it at the end. Each paragraph of a developer se
 chunk (BM25 through ``HybridRetriever``, as ``bench/quality.py``); the first N questions
 with a judgement are searched plainly and through each layer. One table: LLM calls and
 latency per query (mean, p95), how often the layer applied (the model's answer parsed and
-passed the gate) or fell back (unparsed answer / provider error / all refused), and
+passed the gate) or fell back (no usable answer, failed LLM calls, every generated query
+refused by the gate; "kept whole": the adaptive classifier did not call it multi), and
 Recall@1, Recall@10, nDCG@10 next to the plain search's. Not part of the test suite.
 """
 
@@ -34,7 +35,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
-from quality import DEFAULT_DATA, K, load_set, metrics, to_chunks  # noqa: E402
+from quality import DEFAULT_DATA, K, load_set, metrics, print_table, to_chunks  # noqa: E402
 
 from ragspine_lite.lexical.retrieval import HybridRetriever  # noqa: E402
 from ragspine_lite.query import apply_query_layers  # noqa: E402
@@ -66,15 +67,20 @@ class BM25Link:
 
 
 class CountingProvider:
-    """Counts the chat calls a layer makes (and their failures)."""
+    """Counts the chat calls a layer makes and how many failed (HTTP, timeout, malformed)."""
 
     def __init__(self, inner: OpenAICompatibleProvider) -> None:
         self.inner = inner
         self.calls = 0
+        self.failures = 0
 
     def chat(self, messages: list[dict], *, tools: Any = None) -> Any:
         self.calls += 1
-        return self.inner.chat(messages, tools=tools)
+        try:
+            return self.inner.chat(messages, tools=tools)
+        except Exception:
+            self.failures += 1
+            raise
 
 
 def default_gguf() -> Path:
@@ -132,7 +138,7 @@ def run(sets: list[str], data: Path, n: int, provider: CountingProvider) -> list
             layered = apply_query_layers(base, provider=provider, **{
                 "transform": "none", "decompose": "none", "adaptive": "none", **specs})
             sums, times, statuses = [0.0, 0.0, 0.0], [], Counter()
-            calls_before = provider.calls
+            calls_before, failures_before = provider.calls, provider.failures
             for q in queries:
                 t0 = time.perf_counter()
                 hits = layered.retrieve(q["text"], top_k=K)
@@ -148,27 +154,19 @@ def run(sets: list[str], data: Path, n: int, provider: CountingProvider) -> list
                 "ms/q p95": sorted(times)[max(0, round(0.95 * count) - 1)],
                 "applied": statuses["applied"],
                 "no usable answer": statuses["unparsed"] + statuses["not_decomposed"],
-                "errors": statuses["provider_error"], "refused": statuses["refused"],
+                "LLM failures": provider.failures - failures_before,
+                "refused": statuses["refused"],
                 "kept whole": statuses["kept_whole"],
                 "R@1": sums[0] / count, "R@10": sums[1] / count, "nDCG@10": sums[2] / count,
             })
     return rows
 
 
-def print_table(rows: list[dict]) -> None:
-    cols = list(rows[0])
-
-    def cell(col: str, v: Any) -> str:
-        if not isinstance(v, float):
-            return str(v)
-        return f"{v:.0f}" if col.startswith("ms") else f"{v:.2f}" if "calls" in col else f"{v:.3f}"
-
-    cells = [[cell(c, r[c]) for c in cols] for r in rows]
-    widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(cols)]
-    print(" | ".join(c.ljust(w) for c, w in zip(cols, widths, strict=True)))
-    print("-|-".join("-" * w for w in widths))
-    for row in cells:
-        print(" | ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)))
+def cell(col: str, value: Any) -> str:
+    if not isinstance(value, float):
+        return str(value)
+    return f"{value:.0f}" if col.startswith("ms") else (
+        f"{value:.2f}" if "calls" in col else f"{value:.3f}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -204,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
             proc.wait(timeout=30)
     print(f"server {url} model {args.model}; max_tokens {args.max_tokens}; "
           f"{provider.calls} LLM calls in {time.perf_counter() - started:.0f} s", file=sys.stderr)
-    print_table(rows)
+    print_table(rows, cell)
     return 0
 
 
