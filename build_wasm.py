@@ -8,11 +8,18 @@
 sections with anchors) into a chunk store through the normal ingest path, and assembles:
 
     manifest.json           format version, runtime versions, sha256 + size of every file, counts
-    data/chunks.db          the chunk store (RESTRICTED documents never enter it)
+    data/chunks.db          the chunk store (RESTRICTED documents never enter it), with each
+                            document's result URL (--base-url + its path; + #section per hit)
     wheels/                 micropip 0.11.1 and the ragspine_lite wheel (pure, no samples)
     pyodide/                the Pyodide runtime, copied from node_modules/pyodide
     ragspine-lite.mjs/.d.ts the JS API; ragspine-worker.mjs the module Web Worker
-    index.html demo.mjs demo.css   the demo page (unless --no-demo)
+    ragspine-search.mjs     the <ragspine-search> element (inline, or a Ctrl/Cmd-K modal)
+    index.html              the site's search page (--title, --examples; none with --no-page),
+                            or with --demo the ACME demo page (+ demo.mjs, demo.css)
+    pages/                  Markdown/text sources rendered as pages, so their results link too
+
+The output folder may sit inside the documents folder (``build public/ --out public/_search/``):
+it is never indexed itself.
 
 and with ``--embeddings minilm`` (needs the ``[embed-onnx]`` extra) also a vector per chunk
 in ``data/chunks.db``, computed at build time with all-MiniLM-L6-v2 (int8), plus what the
@@ -44,6 +51,7 @@ from __future__ import annotations
 import argparse
 import functools
 import hashlib
+import html
 import http.server
 import json
 import os
@@ -65,8 +73,12 @@ WHEEL_CACHE = REPO / ".cache" / "wheels"
 MICROPIP_VERSION = "0.11.1"
 MICROPIP_WHEEL = f"micropip-{MICROPIP_VERSION}-py3-none-any.whl"
 
-RUNTIME_FILES = ("ragspine-lite.mjs", "ragspine-lite.d.ts", "ragspine-worker.mjs")
+RUNTIME_FILES = (
+    "ragspine-lite.mjs", "ragspine-lite.d.ts", "ragspine-worker.mjs", "ragspine-search.mjs",
+)
 DEMO_FILES = ("index.html", "demo.mjs", "demo.css")
+#: The default search page's template (written as index.html with the site's title).
+PAGE_TEMPLATE = "search.html"
 PYODIDE_FILES = (
     "pyodide.mjs",
     "pyodide.asm.mjs",
@@ -447,11 +459,49 @@ def clean_stale_scratch(target: Path) -> list[Path]:
 
 
 
+def default_title(docs: Sequence[str | Path], corpus: Sequence[Any]) -> str:
+    """The site's own title: its top ``index.html``'s ``<title>``, else the folder's name."""
+    for doc in corpus:
+        if doc.rel_path.lower() in ("index.html", "index.htm") and not doc.restricted:
+            return doc.meta.title
+    first = Path(docs[0]).resolve()
+    return (first if first.is_dir() else first.parent).name or "Search"
+
+
+def render_search_page(template: str, *, title: str, examples: Sequence[str]) -> str:
+    """The default search page: ``template`` with the site's title and example queries."""
+    return template.replace("{{title}}", html.escape(title, quote=True)).replace(
+        "{{examples}}", html.escape(json.dumps(list(examples), ensure_ascii=False), quote=True)
+    )
+
+
+def _write_pages(staging: Path, to_render: dict[str, Any], *, page: bool) -> None:
+    """Render every Markdown/text source into ``staging`` (see ragspine_lite.bundle.pages)."""
+    from ragspine_lite.bundle.pages import render_page
+
+    for rel, doc in to_render.items():
+        target = staging / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        depth = rel.count("/")
+        home = "../" * depth + "index.html" if page else ""
+        markdown = not doc.rel_path.lower().endswith(".txt")
+        target.write_text(
+            render_page(
+                title=doc.meta.title, body=doc.body, sections=doc.sections, markdown=markdown,
+                language=doc.meta.language, home=home,
+            ),
+            "utf-8",
+        )
+
+
 def build_site(
     docs: Sequence[str | Path],
     out: str | Path,
     *,
-    title: str = "ragspine_lite demo",
+    title: str | None = None,
+    base_url: str = "/",
+    examples: Sequence[str] = (),
+    page: bool = True,
     canaries: Sequence[str] = (),
     wheel: Path | None = None,
     micropip: Path | None = None,
@@ -459,7 +509,7 @@ def build_site(
     web_dir: Path = WEB_DIR,
     ort_dir: Path = ORT_DIR,
     embeddings: str | None = None,
-    demo: bool = True,
+    demo: bool = False,
     max_chars: int | None = None,
     overlap_chars: int | None = None,
     chunker: str | None = None,
@@ -471,6 +521,13 @@ def build_site(
     contextual: bool = False,
 ) -> dict[str, Any]:
     """Build the site into ``out`` (replaced only when the new build fully succeeded).
+
+    Every result links to its page: ``base_url`` + the HTML source's path relative to its
+    documents folder + ``#anchor``; Markdown/text sources are rendered as pages in the site.
+    ``out`` may lie inside a documents folder (it is not indexed). ``index.html`` is the
+    site's own search page (``title``, default: the documents' ``index.html`` title or the
+    folder name; ``examples`` as query chips), or with ``demo`` the ACME demo page, or none
+    with ``page=False``.
 
     ``contextual`` indexes (and embeds) every chunk with its context header
     (:mod:`ragspine_lite.contextual`); the bundle records it and the page searches with it.
@@ -507,6 +564,10 @@ def build_site(
         )
     if _embeddings_name(embeddings) != "none":
         _check_ort(ort_dir)
+    from ragspine_lite.bundle.pages import normalise_base_url
+
+    base_url = normalise_base_url(base_url)
+    examples = [str(e).strip() for e in examples if str(e).strip()]
     name = _embeddings_name(embeddings)
     for stale in clean_stale_scratch(target):
         log(f"removed {stale.name!r}, left by an interrupted build")
@@ -515,7 +576,8 @@ def build_site(
         backend = make_embedding_backend(name, export_dir)
         return _build(
             docs, target, title=title, canaries=canaries, wheel=wheel, micropip=micropip,
-            pyodide_dir=pyodide_dir, web_dir=web_dir, demo=demo, max_chars=max_chars,
+            pyodide_dir=pyodide_dir, web_dir=web_dir, demo=demo, page=page, base_url=base_url,
+            examples=examples, max_chars=max_chars,
             overlap_chars=overlap_chars, chunker=chunker, sensitivity=sensitivity,
             language=language, backend=backend, embeddings=name, ort_dir=ort_dir,
             progress=progress, log=log, contextual=contextual,
@@ -529,13 +591,16 @@ def _build(
     docs: Sequence[str | Path],
     target: Path,
     *,
-    title: str,
+    title: str | None,
     canaries: Sequence[str],
     wheel: Path | None,
     micropip: Path | None,
     pyodide_dir: Path,
     web_dir: Path,
     demo: bool,
+    page: bool,
+    base_url: str,
+    examples: Sequence[str],
     max_chars: int,
     overlap_chars: int,
     chunker: str | None,
@@ -552,6 +617,7 @@ def _build(
     from ragspine_lite import __version__
     from ragspine_lite.bundle.export import (
         EMBEDDING_PHASE,
+        assign_urls,
         export_store,
         load_corpus,
         restricted_needles,
@@ -571,10 +637,13 @@ def _build(
 
     corpus = load_corpus(
         [Path(d) for d in docs], progress=phase("reading"), sensitivity=sensitivity,
-        language=language,
+        language=language, exclude=[target],
     )
     excluded = sum(1 for d in corpus if d.restricted)
     log(f"loaded {len(corpus)} document(s), {excluded} RESTRICTED (excluded from the bundle)")
+    to_render = assign_urls(corpus, base_url)
+    if title is None:
+        title = default_title(docs, corpus)
 
     staging = scratch_dir(target, "staging")
     staging.chmod(0o755)
@@ -633,8 +702,19 @@ def _build(
 
         _copy_files(PYODIDE_FILES, pyodide_dir, staging / "pyodide", "the Pyodide runtime")
         _copy_files(RUNTIME_FILES, web_dir, staging, "the web runtime")
+        _write_pages(staging, to_render, page=page or demo)
+        if to_render:
+            log(f"rendered {len(to_render)} Markdown/text page(s) into pages/")
         if demo:
             _copy_files(DEMO_FILES, web_dir, staging, "the demo page")
+        elif page:
+            _copy_files((PAGE_TEMPLATE,), web_dir, staging, "the search page")
+            template = staging / PAGE_TEMPLATE
+            (staging / "index.html").write_text(
+                render_search_page(template.read_text("utf-8"), title=title, examples=examples),
+                "utf-8",
+            )
+            template.unlink()
 
         needles = restricted_needles(corpus, canaries=canaries)
         manifest: dict[str, Any] = {
@@ -657,7 +737,9 @@ def _build(
                 },
                 "api": "ragspine-lite.mjs",
                 "worker": "ragspine-worker.mjs",
+                "element": "ragspine-search.mjs",
                 **({"demo": "index.html"} if demo else {}),
+                **({"page": "index.html"} if page and not demo else {}),
                 **({"embeddings": embeddings_entry} if embeddings_entry else {}),
             },
             "chunking": {
@@ -666,6 +748,7 @@ def _build(
                 "chunker": chunker or "default",
                 **({"index_text": "contextual"} if contextual else {}),
             },
+            "site": {"base_url": base_url, "rendered_pages": len(to_render)},
             "counts": report.as_dict(),
             "restricted_check": {"needles": len(needles), "passed": False},
             "files": _file_table(staging),
@@ -777,7 +860,13 @@ class _UsageError(Exception):
 def _add_build_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("docs", nargs="+", metavar="DOCS", help="a documents folder or file(s)")
     p.add_argument("--out", required=True, metavar="DIR", help="output folder (replaced if built)")
-    p.add_argument("--title", default="ragspine_lite demo", help="site title on the demo page")
+    p.add_argument("--title", help="title of the search page (default: the documents' "
+                   "index.html title, else the folder name)")
+    p.add_argument("--base-url", default="/", metavar="URL",
+                   help="URL the documents folder is served at; results link to URL + the "
+                   "page's path + #section (default /)")
+    p.add_argument("--examples", action="append", default=[], metavar="QUERY",
+                   help="an example query shown on the search page (repeatable; none by default)")
     p.add_argument(
         "--canary", action="append", default=[], metavar="TEXT",
         help="a string that must not appear anywhere in the output (repeatable)",
@@ -797,7 +886,9 @@ def _add_build_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--contextual", action="store_true",
                    help="index and embed each chunk with a context header (title · entity · "
                    "period · heading); cited text unchanged")
-    p.add_argument("--no-demo", action="store_true", help="leave out the demo page")
+    p.add_argument("--demo", action="store_true",
+                   help="write the ACME demo page (filters, drop zone, scores) as index.html")
+    p.add_argument("--no-page", action="store_true", help="write no index.html search page")
     p.add_argument("--max-chars", type=int, metavar="N", help="chunk size budget")
     p.add_argument("--overlap-chars", type=int, metavar="N", help="paragraph overlap budget")
     p.add_argument("--chunker", metavar="NAME", help="chunking strategy (default: paragraphs)")
@@ -832,13 +923,16 @@ def _cmd_build(args: argparse.Namespace) -> int:
         args.docs,
         args.out,
         title=args.title,
+        base_url=args.base_url,
+        examples=args.examples,
         canaries=args.canary,
         wheel=args.wheel,
         micropip=args.micropip,
         pyodide_dir=args.pyodide,
         ort_dir=args.ort,
         embeddings=args.embeddings,
-        demo=not args.no_demo,
+        demo=args.demo,
+        page=not args.no_page,
         max_chars=args.max_chars,
         overlap_chars=args.overlap_chars,
         chunker=args.chunker,

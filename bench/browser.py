@@ -173,7 +173,7 @@ def build_set(name: str, corpus: list[dict], site: Path, language: str, wheels: 
         )
     print(f"building the {name} bundle ({len(corpus)} documents)…", file=sys.stderr, flush=True)
     build_wasm.build_site(
-        [docs], site, title=name, wheel=wheels[0], micropip=wheels[1],
+        [docs], site, title=name, wheel=wheels[0], micropip=wheels[1], demo=True,
         progress=build_wasm.ProgressBar(f"  {name}", min_total=20),
     )
     shutil.rmtree(docs)

@@ -189,7 +189,7 @@ def build(
     started = time.perf_counter()
     try:
         manifest = build_wasm.build_site(
-            [docs], site, title=name, wheel=wheels[0], micropip=wheels[1],
+            [docs], site, title=name, wheel=wheels[0], micropip=wheels[1], demo=True,
             embeddings="minilm", progress=progress,
         )
     finally:

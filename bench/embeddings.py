@@ -288,7 +288,7 @@ def browser_query_line(set_name: str, queries: list[str]) -> str:
 
     with tempfile.TemporaryDirectory() as tmp:
         site = Path(tmp) / "site"
-        be.build_wasm.build_site([samples_dir()], site, embeddings="minilm")
+        be.build_wasm.build_site([samples_dir()], site, embeddings="minilm", demo=True)
         server = be.build_wasm.make_server(Path(tmp))
         threading.Thread(target=server.serve_forever, daemon=True).start()
         host, port = server.server_address[:2]

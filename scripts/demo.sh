@@ -13,5 +13,5 @@ if [ ! -d node_modules/pyodide ] || [ ! -d node_modules/onnxruntime-web ] || [ p
   npm ci --no-audit --no-fund --loglevel=error
 fi
 ragspine-lite build-site ragspine_lite/samples --out site --canary ZEPHYRCANARY \
-  --title "ragspine_lite demo" --embeddings "$EMBEDDINGS"
+  --title "ragspine_lite demo" --demo --embeddings "$EMBEDDINGS"
 exec python build_wasm.py serve site --quiet "$@"

@@ -79,7 +79,8 @@ def demo_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
         from ragspine_lite.cli import samples_dir
 
         out = tmp_path_factory.mktemp("demo-site") / "site"
-        bw.build_site([samples_dir()], out, canaries=[CANARY], wheel=wheel, micropip=micropip)
+        bw.build_site([samples_dir()], out, canaries=[CANARY], wheel=wheel, micropip=micropip,
+                      title="ragspine_lite demo", demo=True)
         _cache["site"] = out
     return _cache["site"]
 
@@ -108,7 +109,7 @@ def semantic_site(
 
         out = tmp_path_factory.mktemp("semantic-site") / "site"
         bw.build_site([samples_dir()], out, canaries=[CANARY], wheel=wheel, micropip=micropip,
-                      embeddings=embeddings)
+                      title="ragspine_lite demo", demo=True, embeddings=embeddings)
         _cache[key] = out
     return _cache[key]
 
@@ -159,3 +160,110 @@ def serving(directory: Path, *, gzip_encoding: bool = False) -> Iterator[str]:
         server.shutdown()
         server.server_close()
         thread.join(timeout=5)
+
+
+# A small static site of HTML pages (plus one Markdown page and one RESTRICTED page), as a
+# site owner has it: page chrome, headings with and without ids, English and Chinese.
+SITE_PAGES = {
+    "index.html": """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>Quokka Handbook</title></head>
+<body>
+<header><a href="/">Quokka Handbook</a></header>
+<nav><a href="/guide/">Guide</a> <a href="/zh/">中文</a></nav>
+<main>
+<h1 id="welcome">Welcome to the Quokka Handbook</h1>
+<p>This handbook explains how volunteers count quokkas on Rottnest Island.</p>
+</main>
+<footer>Copyright Quokka Society. Contact the membership office.</footer>
+</body></html>
+""",
+    "guide/index.html": """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>Field guide</title>
+<meta name="topic" content="FIELDWORK"></head>
+<body>
+<nav><a href="/">Home</a></nav>
+<main id="guide">
+<h1 id="field-guide">Field guide</h1>
+<p>Read this before your first survey.</p>
+<h2 id="transects">Walking a transect</h2>
+<p>Each volunteer walks a fixed transect at dawn and records every quokka seen within five
+metres.</p>
+<section id="weather">
+<h2>Weather and heat</h2>
+<p>Surveys are cancelled when the forecast exceeds 35 degrees; quokkas shelter under shrubs in
+the heat.</p>
+</section>
+<h2>Equipment list</h2>
+<p>Bring a clipboard, a GPS unit and plenty of water.</p>
+<div data-ragspine-ignore><p>Share this page on social media.</p></div>
+</main>
+</body></html>
+""",
+    "guide/tagging.html": """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>Tagging quokkas</title></head>
+<body>
+<nav><a href="/">Home</a></nav>
+<article data-ragspine-body>
+<h1 id="tagging">Tagging quokkas</h1>
+<p>Only licensed staff may fit ear tags; volunteers record the tag number of each animal.</p>
+<h2 id="numbers">Reading tag numbers</h2>
+<p>Tag numbers have four digits; a torch helps at dawn.</p>
+</article>
+<aside><p>Related: the sidebar about membership fees.</p></aside>
+</body></html>
+""",
+    "zh/index.html": """<!doctype html>
+<html lang="zh"><head><meta charset="utf-8"><title>短尾矮袋鼠手册</title></head>
+<body>
+<nav><a href="/">首页</a></nav>
+<main>
+<h1 id="zh-top">短尾矮袋鼠调查</h1>
+<p>志愿者每天清晨在罗特尼斯岛上统计短尾矮袋鼠的数量。</p>
+<h2 id="zh-heat">高温天气</h2>
+<p>气温超过三十五度时，调查取消，短尾矮袋鼠会躲在灌木下面。</p>
+</main>
+</body></html>
+""",
+    "notes/changelog.md": """---
+title: Survey changelog
+language: en
+---
+# Survey changelog
+
+## 2026 season
+
+The 2026 season added a second dawn transect on the western cliffs.
+
+## 2025 season
+
+The 2025 season introduced digital clipboards.
+""",
+    "private/board.html": """<!doctype html>
+<html><head><meta name="sensitivity" content="RESTRICTED"><title>Board minutes</title></head>
+<body><p>The wallaby acquisition budget is confidential until the board signs.</p></body></html>
+""",
+}
+SITE_TITLE = "Quokka Handbook"
+
+
+def write_site_pages(root: Path) -> Path:
+    for rel, text in SITE_PAGES.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    return root
+
+
+def html_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The HTML site above with its search built in place (``public/_search/``), once.
+
+    Returns the site root (``public/``): serve it and open ``/_search/``.
+    """
+    if "html-site" not in _cache:
+        bw = load_build_wasm()
+        wheel, micropip = shared_wheels(tmp_path_factory)
+        root = write_site_pages(tmp_path_factory.mktemp("html-site") / "public")
+        bw.build_site([root], root / "_search", wheel=wheel, micropip=micropip,
+                      examples=["quokka heat"], canaries=[CANARY])
+        _cache["html-site"] = root
+    return _cache["html-site"]

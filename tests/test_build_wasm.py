@@ -161,7 +161,7 @@ def test_a_non_bundle_output_folder_is_not_replaced_without_force(bw, wheels, tm
     with pytest.raises(bw.BuildError, match="--force"):
         bw.build_site([tmp_path / "docs"], tmp_path / "precious", **kwargs)
     assert (tmp_path / "precious" / "thesis.txt").is_file()
-    bw.build_site([tmp_path / "docs"], tmp_path / "precious", force=True, demo=False, **kwargs)
+    bw.build_site([tmp_path / "docs"], tmp_path / "precious", force=True, page=False, **kwargs)
     files = files_of(tmp_path / "precious")
     assert "thesis.txt" not in files and "index.html" not in files
     assert "ragspine-lite.mjs" in files

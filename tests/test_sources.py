@@ -291,7 +291,6 @@ def test_html_is_supported_next_to_text_and_markdown():
 def test_extract_html_gives_one_line_per_block_and_markdown_headings():
     extracted = extract_html(PAGE)
     assert extracted.text.split("\n") == [
-        "Home",
         "# Annual review",
         "Revenue grew 12% in 2024.",
         "## Growth & channels",
@@ -306,7 +305,7 @@ def test_extract_html_gives_one_line_per_block_and_markdown_headings():
     assert extracted.title == "ACME annual review"
     assert extracted.language == "zh"
     assert extracted.meta == {"entity": "ACME_HK", "sensitivity": "public"}
-    assert extracted.anchors == {2: "top", 4: "growth"}
+    assert extracted.anchors == {1: "top", 3: "growth"}
 
 
 def test_extract_html_drops_scripts_styles_and_templates():
@@ -352,13 +351,74 @@ def test_html_chunks_are_contiguous_substrings_of_the_extracted_text(tmp_path):
         assert chunk.text in span
 
 
-def test_heading_sections_use_html_ids_then_unique_slugs(tmp_path):
+def test_html_sections_use_real_ids_only(tmp_path):
     sections = load_sections(write(tmp_path / "review.html", PAGE))
     assert [(s.heading, s.level, s.anchor, s.para_start, s.para_end) for s in sections] == [
-        ("Annual review", 1, "top", 2, 3),
-        ("Growth & channels", 2, "growth", 4, 8),
-        ("No id here", 2, "no-id-here", 9, 11),
+        ("Annual review", 1, "top", 1, 2),
+        ("Growth & channels", 2, "growth", 3, 7),
+        ("No id here", 2, "", 8, 10),  # no id in or around it: the page itself
     ]
+
+
+def test_html_heading_anchor_falls_back_to_a_preceding_anchor_then_an_enclosing_id():
+    markup = (
+        '<main id="content"><a name="intro"></a><h2>Intro</h2><p>a</p>'
+        '<section id="setup"><div><h2>Setup</h2><p>b</p></div></section>'
+        "<h2>Plain</h2><p>c</p></main><h2>Outside</h2><p>d</p>"
+    )
+    assert extract_html(markup).anchors == {1: "intro", 3: "setup", 5: "content"}
+
+
+def test_html_skips_page_chrome_and_ignored_elements():
+    markup = (
+        "<header><h1>Site name</h1></header><nav><ul><li>Home<li>Blog</ul></nav>"
+        "<article><h1 id=t>Post</h1><p>Kept text.</p>"
+        "<div data-ragspine-ignore><p>Share this</p><div><p>nested</p></div></div>"
+        "<p>After.</p></article><footer>© 2026</footer>"
+        '<footer data-ragspine-body><p>Footer kept when marked</p></footer>'
+    )
+    assert extract_html(markup).text == "Footer kept when marked"
+    unmarked = markup.replace(" data-ragspine-body", "")
+    assert extract_html(unmarked).text.split("\n") == ["# Post", "Kept text.", "After."]
+
+
+def test_html_body_attribute_limits_the_text_and_keeps_headings_and_anchors():
+    markup = (
+        "<div class=sidebar><p>Sidebar</p></div>"
+        '<main data-ragspine-body><h2 id="a">A</h2><p>one</p></main>'
+        "<p>between</p><section data-ragspine-body><h2>B</h2><p>two</p></section>"
+    )
+    extracted = extract_html(markup)
+    assert extracted.text.split("\n") == ["## A", "one", "## B", "two"]
+    assert extracted.anchors == {1: "a"}
+    # The attribute name as mere text does not switch body-only mode on.
+    assert extract_html("<p>use data-ragspine-body on main</p>").text == (
+        "use data-ragspine-body on main"
+    )
+
+
+def test_html_data_meta_sets_metadata_from_text_pairs_and_attributes():
+    markup = (
+        '<meta name="topic" content="FROM_META">'
+        '<h1 data-ragspine-meta="title">Real <b>title</b></h1>'
+        '<span hidden data-ragspine-meta="period:2024, entity:ACME_HK, colour:red"></span>'
+        '<img data-ragspine-meta="topic[alt]" alt="ignored: meta tag came first" src=x.png>'
+        '<div data-ragspine-ignore data-ragspine-meta="geography">HK</div>'
+    )
+    extracted = extract_html(markup)
+    assert extracted.meta == {
+        "topic": "FROM_META",
+        "title": "Real title",
+        "period": "2024",
+        "entity": "ACME_HK",
+        "geography": "HK",
+    }
+    assert extracted.text == "# Real title"
+
+
+def test_html_unclosed_elements_do_not_swallow_the_rest_of_the_page():
+    markup = "<nav><ul><li>a<li>b</ul></nav><p>content</p><div data-ragspine-ignore><p>x</div><p>y"
+    assert extract_html(markup).text.split("\n") == ["content", "y"]
 
 
 def test_markdown_sections_get_github_style_slugs_deduplicated():

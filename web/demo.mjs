@@ -20,8 +20,16 @@ function setState(state) {
   document.body.dataset.state = state;
 }
 
-function setProgress({ phase, message, loaded, total }) {
+function setProgress({ phase, message, loaded, total, overall }) {
   const [start, end] = PHASES[phase] || [null, null];
+  if (overall && overall.total && phase !== "ready") {
+    // Real bytes of every file the boot downloads (the bar never claims more than that).
+    const percent = Math.min(99, Math.round((95 * overall.loaded) / overall.total));
+    $("#progress-bar").style.width = `${percent}%`;
+    $("#boot .progress").setAttribute("aria-valuenow", String(percent));
+    $("#boot-status").textContent = `${message} — ${(overall.loaded / 1048576).toFixed(1)} / ${(overall.total / 1048576).toFixed(1)} MB`;
+    return;
+  }
   if (start !== null) {
     const part = total ? Math.min(1, (loaded || 0) / total) : 0;
     const percent = Math.round(start + (end - start) * part);
@@ -234,6 +242,12 @@ function wire() {
     });
   }
   const zone = $("#dropzone");
+  // A file dropped anywhere else must not replace the page with the file.
+  for (const type of ["dragover", "drop"]) {
+    window.addEventListener(type, (event) => {
+      if (!zone.contains(event.target)) event.preventDefault();
+    });
+  }
   zone.addEventListener("dragover", (event) => {
     event.preventDefault();
     zone.classList.add("over");

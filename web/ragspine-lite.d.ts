@@ -31,7 +31,7 @@ export interface Snippet {
 export interface Section {
   /** Heading text (without Markdown # markers). */
   heading: string;
-  /** The heading's HTML id, else a GitHub-style slug. */
+  /** The heading's HTML id (or an enclosing element's); a Markdown heading's slug; "" = the page. */
   anchor: string;
   level: number;
 }
@@ -42,6 +42,14 @@ export interface Hit {
   section: Section | null;
   /** [start, end) ranges of snippet.text (UTF-16 units) that match query terms. */
   highlights: Array<[number, number]>;
+  /**
+   * Where the hit lives: the page URL (+ "#anchor" of its section), relative to the bundle
+   * URL (resolve it with `new URL(url, bundleURL)`); null for documents added in the page.
+   */
+  url: string | null;
+  /** About 30 words around the best match, markup stripped, with highlight ranges (glossary
+   * synonyms in other languages too); absent when searched with highlight: false. */
+  excerpt?: { text: string; highlights: Array<[number, number]> };
 }
 
 export interface DetailedResults {
@@ -185,6 +193,8 @@ export interface ProgressEvent {
   /** Bytes (downloads) or documents (restore/ingest) done so far, when known. */
   loaded?: number;
   total?: number;
+  /** While opening: bytes of every file the boot downloads, done so far and in all. */
+  overall?: { loaded: number; total: number };
 }
 
 export interface OpenOptions {

@@ -120,7 +120,10 @@ export class RagSpineLite {
       this.#phase = message.phase;
       if (this.#onProgress) {
         try {
-          this.#onProgress({ phase: message.phase, message: message.message, loaded: message.loaded, total: message.total });
+          this.#onProgress({
+            phase: message.phase, message: message.message, loaded: message.loaded, total: message.total,
+            overall: message.overall,
+          });
         } catch {
           // a failing progress callback must not break the runtime
         }

@@ -6,7 +6,9 @@
 // message protocol:
 //   page → worker  {id, op, args}
 //   worker → page  {type: "reply", id, ok, result | error}
-//                  {type: "progress", phase, message, loaded?, total?}
+//                  {type: "progress", phase, message, loaded?, total?, overall?}
+// `overall` ({loaded, total} bytes) counts every file the boot downloads (sizes from the
+// manifest), credited as the bytes arrive (streamed files) or as each file completes.
 //                  {type: "log", level, message}
 // Every request is answered; failures come back as {ok: false, error: {message, name}}.
 
@@ -17,11 +19,61 @@ const PAGE_EXTENSIONS = [".txt", ".md", ".html", ".htm"];
 const DB_STORE = "documents";
 
 let state = null; // {py, dispatch, manifest, bundleURL, idb, timings, ...}
+let tracker = null; // the boot's byte counter (trackBytes)
 let openError = null;
 let queue = Promise.resolve();
 
 const post = (message) => self.postMessage(message);
-const progress = (phase, message, extra = {}) => post({ type: "progress", phase, message, ...extra });
+function progress(phase, message, extra = {}) {
+  const overall = tracker ? tracker.overall() : undefined;
+  if (tracker && extra.loaded === undefined) Object.assign(tracker, { phase, message });
+  post({ type: "progress", phase, message, ...extra, ...(overall ? { overall } : {}) });
+}
+
+// Counts the boot's downloads against the manifest's file sizes: `credit(url, bytes)` from a
+// streamed fetch, and a PerformanceObserver for the files Pyodide and micropip fetch.
+function trackBytes(manifest, bundleURL, paths) {
+  const sizes = new Map();
+  for (const path of paths) if (manifest.files && manifest.files[path]) sizes.set(bundleURL + path, manifest.files[path].bytes);
+  const done = new Map();
+  let total = 0;
+  for (const size of sizes.values()) total += size;
+  const t = {
+    phase: "manifest",
+    message: "",
+    credit(url, bytes) {
+      if (!sizes.has(url)) return false;
+      const before = done.get(url) || 0;
+      const now = Math.min(sizes.get(url), Math.max(before, bytes));
+      done.set(url, now);
+      return now !== before;
+    },
+    overall() {
+      let loaded = 0;
+      for (const bytes of done.values()) loaded += bytes;
+      return { loaded, total };
+    },
+    stop() {
+      if (t.observer) t.observer.disconnect();
+    },
+  };
+  if (typeof PerformanceObserver === "function") {
+    t.observer = new PerformanceObserver((list) => {
+      let changed = false;
+      for (const entry of list.getEntries()) {
+        const url = entry.name.split("#")[0];
+        if (sizes.has(url)) changed = t.credit(url, sizes.get(url)) || changed;
+      }
+      if (changed) progress(t.phase, t.message);
+    });
+    try {
+      t.observer.observe({ type: "resource", buffered: true });
+    } catch {
+      t.observer = null;
+    }
+  }
+  return t;
+}
 const log = (level, message) => post({ type: "log", level, message });
 
 class BundleError extends Error {
@@ -241,7 +293,11 @@ async function fetchBytes(url, what, phase) {
   // Content-Length is only a hint for the progress bar: with Content-Encoding (gzip on many
   // static hosts) it counts compressed bytes, while the body stream yields decoded ones.
   const hint = Number(response.headers.get("content-length")) || 0;
-  if (!response.body || !phase) return new Uint8Array(await response.arrayBuffer());
+  if (!response.body || !phase) {
+    const bytes = new Uint8Array(await response.arrayBuffer());
+    if (tracker) tracker.credit(url, bytes.length);
+    return bytes;
+  }
   const reader = response.body.getReader();
   const parts = [];
   let loaded = 0;
@@ -251,6 +307,7 @@ async function fetchBytes(url, what, phase) {
     if (done) break;
     parts.push(value);
     loaded += value.length;
+    if (tracker) tracker.credit(url, loaded);
     if (loaded - lastReport > 256 * 1024) {
       lastReport = loaded;
       const total = Math.max(hint, loaded);
@@ -384,6 +441,8 @@ async function open({ bundle, formatVersion, embeddings = true, jspi = true }) {
     };
   } catch (err) {
     openError = describe(err).message;
+    if (tracker) tracker.stop();
+    tracker = null;
     throw err;
   }
 }
@@ -410,6 +469,13 @@ async function boot(bundle, options = {}) {
   checkFormat(manifest, manifestURL);
   const entry = manifest.entry;
   let t = mark("manifest", t0);
+  const withModel = Boolean(entry.embeddings && options.embeddings !== false);
+  const downloads = Object.keys(manifest.files || {}).filter((path) =>
+    path === entry.store || path.startsWith(entry.pyodide) ||
+    Object.values(entry.wheels).includes(path) ||
+    (withModel && [entry.embeddings.model, entry.embeddings.vocab, entry.embeddings.config].includes(path)) ||
+    (withModel && entry.embeddings.ort && path.startsWith(entry.embeddings.ort.dir)));
+  tracker = trackBytes(manifest, bundleURL, downloads);
 
   // Start the downloads and their sha256 checks now; they overlap with the Pyodide boot.
   const fetchChecked = (path, what, phase) =>
@@ -423,7 +489,7 @@ async function boot(bundle, options = {}) {
   wheelBytes.catch(() => {});
   // JSPI (WebAssembly.Suspending): Python can then block on onnxruntime-web's promises.
   const useJspi = options.jspi !== false && typeof WebAssembly.Suspending === "function";
-  const model = entry.embeddings && options.embeddings !== false
+  const model = withModel
     ? loadModel(manifest, bundleURL, fetchChecked, useJspi)
     : null;
   if (model) model.catch(() => {});
@@ -551,6 +617,8 @@ async function boot(bundle, options = {}) {
   mark("restore", t);
   timings.total = Math.round(performance.now() - t0);
   progress("ready", "Ready");
+  tracker.stop();
+  tracker = null;
   return opened;
 }
 

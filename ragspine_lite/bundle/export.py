@@ -17,19 +17,23 @@ the same file (:class:`~ragspine_lite.vector.sqlite_store.SqliteVectorStore`, de
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import zipfile
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from ragspine_lite.bundle.manifest import (
     BUNDLE_FORMAT_VERSION,
     BUNDLE_META_TABLE,
     FACET_FIELDS,
+    PAGE_TABLE,
     SECTION_TABLE,
 )
+from ragspine_lite.bundle.pages import is_html_source, page_url, rendered_path
 from ragspine_lite.chunking.chunk_store import ChunkStore
 from ragspine_lite.chunking.chunking import (
     DEFAULT_CHUNK_CHARS,
@@ -52,11 +56,13 @@ __all__ = [
     "Leak",
     "RestrictedLeakError",
     "SourceDocument",
+    "assign_urls",
     "export_store",
     "load_corpus",
     "restricted_needles",
     "scan_for_leaks",
     "verify_no_leaks",
+    "write_pages",
     "write_sections",
 ]
 
@@ -74,12 +80,18 @@ class RestrictedLeakError(RagspineError):
 
 @dataclass
 class SourceDocument:
-    """One loaded source document: where it came from, its body, metadata and sections."""
+    """One loaded source document: where it came from, its body, metadata and sections.
+
+    ``rel_path`` is the path relative to the folder it was found in (``/``-separated);
+    ``url`` is set by :func:`assign_urls` (empty: results of the document link nowhere).
+    """
 
     path: str
     body: str
     meta: DocumentMeta
     sections: list[Section] = field(default_factory=list)
+    rel_path: str = ""
+    url: str = ""
 
     @property
     def restricted(self) -> bool:
@@ -100,6 +112,7 @@ class ExportReport:
     excluded_restricted_documents: int = 0
     languages: dict[str, int] = field(default_factory=dict)
     sections: int = 0
+    pages: int = 0
     vectors: int = 0
     embedding_model_id: str = ""
     embedding_dim: int = 0
@@ -113,6 +126,8 @@ class ExportReport:
             "languages": dict(sorted(self.languages.items())),
             "sections": self.sections,
         }
+        if self.pages:
+            out["pages"] = self.pages
         if self.embedding_model_id:
             out["vectors"] = self.vectors
         return out
@@ -132,19 +147,28 @@ class Leak:
         return f"{where} contains {shown!r}"
 
 
+def _inside(path: Path, folders: Sequence[Path]) -> bool:
+    resolved = path.resolve()
+    return any(resolved == f or f in resolved.parents for f in folders)
+
+
 def load_corpus(
     paths: Iterable[str | Path],
     *,
     progress: Progress | None = None,
+    exclude: Iterable[str | Path] = (),
     **defaults: str,
 ) -> list[SourceDocument]:
     """Discover and load every document (front matter, HTML, sections) before anything is written.
 
-    ``defaults`` are :func:`load_document` keyword defaults (``sensitivity``, ``language`` …).
-    Raises ``ValueError`` when nothing is found or two files claim the same ``doc_id``.
+    ``defaults`` are :func:`load_document` keyword defaults (``sensitivity``, ``language`` …);
+    files inside an ``exclude`` folder (such as the search site being built into the
+    documents folder) are skipped. Raises ``ValueError`` when nothing is found or two files
+    claim the same ``doc_id``.
     """
     path_list = list(paths)
-    files = discover_documents(path_list)
+    skipped = [Path(p).resolve() for p in exclude]
+    files = [(f, r) for f, r in discover_documents(path_list) if not _inside(f, skipped)]
     if not files:
         shown = ", ".join(repr(str(p)) for p in path_list)
         raise ValueError(f"no documents found in {shown}")
@@ -157,7 +181,8 @@ def load_corpus(
                 f"doc_id {meta.doc_id!r} is used by both {seen[meta.doc_id]!r} and {str(path)!r}"
             )
         seen[meta.doc_id] = str(path)
-        docs.append(SourceDocument(str(path), body, meta, load_sections(path)))
+        rel = Path(os.path.relpath(path, root)).as_posix()
+        docs.append(SourceDocument(str(path), body, meta, load_sections(path), rel_path=rel))
         if progress is not None:
             progress(i, len(files), str(path))
     return docs
@@ -177,6 +202,41 @@ def write_sections(conn: sqlite3.Connection, docs: Iterable[SourceDocument]) -> 
         for s in d.sections
     ]
     conn.executemany(f"INSERT INTO {SECTION_TABLE} VALUES (?, ?, ?, ?, ?, ?)", rows)
+    return len(rows)
+
+
+def assign_urls(docs: Iterable[SourceDocument], base_url: str = "/") -> dict[str, SourceDocument]:
+    """Set every non-RESTRICTED document's ``url``; returns ``{bundle path: document}`` of the
+    Markdown/text sources whose pages the build must render (see :mod:`.pages`).
+
+    An HTML source links to itself under ``base_url``; another source to its rendered page
+    (a path relative to the bundle; ``a.md`` and ``a.txt`` side by side keep their suffixes).
+    """
+    exported = [d for d in docs if not d.restricted]
+    stems: dict[str, int] = {}
+    for doc in exported:
+        if not is_html_source(doc.rel_path):
+            key = rendered_path(doc.rel_path)
+            stems[key] = stems.get(key, 0) + 1
+    to_render: dict[str, SourceDocument] = {}
+    for doc in exported:
+        if is_html_source(doc.rel_path):
+            doc.url = page_url(doc.rel_path, base_url)
+            continue
+        target = rendered_path(doc.rel_path)
+        if stems[target] > 1:
+            target = rendered_path(doc.rel_path + ".html")
+        doc.url = quote(target, safe="/")
+        to_render[target] = doc
+    return to_render
+
+
+def write_pages(conn: sqlite3.Connection, docs: Iterable[SourceDocument]) -> int:
+    """(Re)create the page table (``doc_id → url``) for ``docs`` with a URL; returns the rows."""
+    conn.execute(f"DROP TABLE IF EXISTS {PAGE_TABLE}")
+    conn.execute(f"CREATE TABLE {PAGE_TABLE} (doc_id TEXT PRIMARY KEY, url TEXT NOT NULL)")
+    rows = [(d.meta.doc_id, d.url) for d in docs if d.url and not d.restricted]
+    conn.executemany(f"INSERT INTO {PAGE_TABLE} VALUES (?, ?)", rows)
     return len(rows)
 
 
@@ -264,6 +324,7 @@ def export_store(
     try:
         conn.execute("BEGIN")
         report.sections = write_sections(conn, (d for d in exported))
+        report.pages = write_pages(conn, exported)
         conn.execute(
             f"CREATE TABLE IF NOT EXISTS {BUNDLE_META_TABLE} "
             "(key TEXT PRIMARY KEY, value TEXT NOT NULL)"

@@ -18,6 +18,7 @@ __all__ = [
     "BUNDLE_META_TABLE",
     "FACET_FIELDS",
     "MANIFEST_NAME",
+    "PAGE_TABLE",
     "SECTION_TABLE",
     "STORE_PATH",
     "BundleFormatError",
@@ -32,6 +33,8 @@ MANIFEST_NAME = "manifest.json"
 STORE_PATH = "data/chunks.db"
 #: Per-document heading sections (doc_id, para_start, para_end, level, heading, anchor).
 SECTION_TABLE = "ragspine_bundle_section"
+#: Result URL per document (doc_id, url): the page a hit links to, before its ``#anchor``.
+PAGE_TABLE = "ragspine_bundle_page"
 #: key/value facts about the export (format version, counts, facets), in the chunk store file.
 BUNDLE_META_TABLE = "ragspine_bundle_meta"
 #: Metadata fields whose distinct values a bundle lists (for filter controls).

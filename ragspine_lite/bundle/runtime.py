@@ -26,12 +26,14 @@ from ragspine_lite.bundle.manifest import (
     BUNDLE_FORMAT_VERSION,
     BUNDLE_META_TABLE,
     FACET_FIELDS,
+    PAGE_TABLE,
     SECTION_TABLE,
     BundleFormatError,
     check_format_version,
 )
 from ragspine_lite.chunking.chunk_store import SCHEMA_VERSION, ChunkStore, ChunkStoreError
 from ragspine_lite.chunking.sources import document_from_text, load_sections
+from ragspine_lite.common.glossary import DEFAULT_GLOSSARY, Glossary, find_terms
 from ragspine_lite.common.sensitivity import is_restricted
 from ragspine_lite.filtering.metadata_filter import (
     FilterCondition,
@@ -54,6 +56,7 @@ __all__ = [
     "BundleSearcher",
     "RerankSetting",
     "SearchOutcome",
+    "excerpt",
     "highlight_spans",
     "open_read_only_store",
     "parse_filters",
@@ -182,6 +185,18 @@ def highlight_spans(query: str, text: str) -> list[list[int]]:
     >>> highlight_spans("营运利润", "营运利润回升，利率下行")
     [[0, 4]]
     """
+    return _as_utf16(text, _match_spans(query, text))
+
+
+def _as_utf16(text: str, spans: list[list[int]]) -> list[list[int]]:
+    offsets = _utf16_offsets(text)
+    if offsets is None:
+        return spans
+    return [[offsets[s], offsets[e]] for s, e in spans]
+
+
+def _match_spans(query: str, text: str) -> list[list[int]]:
+    """:func:`highlight_spans` in code points."""
     lowered = text.lower()
     if len(lowered) != len(text):  # a character that lower-cases to two: keep offsets aligned
         lowered = "".join(c.lower() if len(c.lower()) == 1 else c for c in text)
@@ -213,10 +228,117 @@ def highlight_spans(query: str, text: str) -> list[list[int]]:
             merged[-1][1] = max(merged[-1][1], end)
         else:
             merged.append([start, end])
-    offsets = _utf16_offsets(text)
-    if offsets is not None:
-        merged = [[offsets[s], offsets[e]] for s, e in merged]
     return merged
+
+
+# Markdown left in chunk text: heading/list/quote markers, emphasis, code ticks, links, images.
+_MD_LINE_RE = re.compile(r"^\s*(?:#{1,6}\s+|[-*+]\s+|\d{1,9}[.)]\s+|>\s?)", re.MULTILINE)
+_HEADING_LINE_RE = re.compile(r"^\s*#{1,6}\s")
+_MD_IMAGE_RE = re.compile(r"!\[([^\]]*)\]\([^)]*\)")
+_MD_LINK_RE = re.compile(r"\[([^\]]+)\]\([^)]*\)")
+_MD_MARK_RE = re.compile(r"(\*\*|__|`)|(?<![\w*])[*_](?=\S)|(?<=\S)[*_](?![\w*])")
+_TAG_RE = re.compile(r"</?[A-Za-z][^<>]*>")
+_CJK_CLASS = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+# A unit of excerpt length: one CJK character (half a word) or a run of other non-space text.
+_UNIT_RE = re.compile(f"[{_CJK_CLASS}]|[^\\s{_CJK_CLASS}]+")
+EXCERPT_WORDS = 30
+
+
+def _best_paragraph(query: str, text: str) -> int:
+    """0-based index of the non-blank line of ``text`` with the most matches of ``query``
+    (the first on ties, 0 when nothing matches)."""
+    lines = [line for line in text.split("\n") if line.strip()]
+    counts = [len(_match_spans(query, line)) for line in lines]
+    return counts.index(max(counts)) if counts and max(counts) else 0
+
+
+def _plain(text: str, query: str) -> str:
+    """Chunk text without Markdown/HTML markup, on one line; heading lines that do not match
+    ``query`` are left out (the result shows its section heading apart) unless nothing else
+    is left."""
+    body = "\n".join(
+        line for line in text.split("\n")
+        if not _HEADING_LINE_RE.match(line) or _match_spans(query, line)
+    )
+    out = _MD_LINE_RE.sub("", body if body.strip() else text)
+    out = _MD_IMAGE_RE.sub(r"\1", out)
+    out = _MD_LINK_RE.sub(r"\1", out)
+    out = _TAG_RE.sub(" ", out)
+    out = _MD_MARK_RE.sub("", out)
+    return " ".join(out.split())
+
+
+def with_synonyms(query: str, glossary: Glossary = DEFAULT_GLOSSARY) -> str:
+    """``query`` plus the glossary synonyms of its terms (other languages included), for
+    highlighting: "revenue" also lights up "营收", "hk" also "香港".
+
+    >>> with_synonyms("hk revenue")
+    'hk revenue 香港 营收'
+    >>> with_synonyms("营收")
+    '营收 revenue'
+
+    """
+    lowered = query.lower()
+    extra: list[str] = []
+    for synonyms in (glossary.entity_synonyms, glossary.metric_synonyms):
+        for match in find_terms(lowered, synonyms):
+            chinese = bool(_CJK_RUN_RE.search(match.term))
+            for term, code in synonyms.items():
+                if code != match.code or bool(_CJK_RUN_RE.search(term)) == chinese:
+                    continue  # the same language highlights by itself
+                extra.extend([term] if chinese else _CJK_RUN_RE.findall(term))
+    return " ".join([query, *dict.fromkeys(t for t in extra if t.lower() not in lowered)])
+
+
+def excerpt(query: str, text: str, *, words: int = EXCERPT_WORDS) -> dict[str, Any]:
+    """About ``words`` words of ``text`` around its best match for ``query`` →
+    ``{"text", "highlights"}`` (UTF-16 spans, as :func:`highlight_spans`).
+
+    Markdown/HTML markup and heading lines are stripped; a CJK character counts as half a
+    word. The excerpt starts in the paragraph that matches best, a few words before the run
+    of matches it covers best (at the start when nothing matches); ``…`` marks cut ends.
+
+    >>> excerpt("revenue", "# Review\\nOne two three four five. **Revenue** grew 12%.", words=5)
+    {'text': '… five. Revenue grew 12%.', 'highlights': [[8, 15]]}
+    """
+    lines = [line for line in text.split("\n") if line.strip()]
+    first_line = _best_paragraph(query, text)
+    plain = _plain("\n".join(lines[first_line:]), query)
+    units = [(m.start(), m.end(), 0.5 if len(m.group()) == 1 and _CJK_RUN_RE.match(m.group())
+              else 1.0) for m in _UNIT_RE.finditer(plain)]
+    if not units:
+        return {"text": "", "highlights": []}
+    spans = _match_spans(query, plain)
+    hit_units = sorted(
+        {i for s, e in spans for i, (a, b, _) in enumerate(units) if a < e and s < b}
+    )
+
+    def window(first: int) -> int:
+        """Index after the last unit of a ``words``-long window starting at ``first``."""
+        budget, end = float(words), first
+        while end < len(units) and budget >= units[end][2]:
+            budget -= units[end][2]
+            end += 1
+        return end
+
+    best_start, best_count = 0, -1
+    lead = words / 5
+    for hit in hit_units or [0]:
+        first, back = hit, 0.0
+        while first > 0 and back + units[first - 1][2] <= lead:
+            back += units[first - 1][2]
+            first -= 1
+        end = window(first)
+        count = sum(1 for i in hit_units if first <= i < end)
+        if count > best_count:
+            best_start, best_count = first, count
+    end = window(best_start)
+    snippet = plain[units[best_start][0] : units[end - 1][1]]
+    if best_start > 0 or first_line > 0:
+        snippet = ("…" if _CJK_RUN_RE.match(snippet) else "… ") + snippet
+    if end < len(units):
+        snippet += "…" if _CJK_RUN_RE.match(snippet[-1]) else " …"
+    return {"text": snippet, "highlights": highlight_spans(query, snippet)}
 
 
 # ---------------------------------------------------------------- the searcher
@@ -390,6 +512,15 @@ def _layer_report(top: Any, base: Any) -> dict[str, Any]:
             "outcomes": outcomes}
 
 
+def _page_urls(store: ChunkStore) -> dict[str, str]:
+    """``doc_id → url`` of an exported bundle (empty for a bundle built without URLs)."""
+    try:
+        rows = store.execute_read(f"SELECT doc_id, url FROM {PAGE_TABLE}")
+    except ChunkStoreError:
+        return {}
+    return {r["doc_id"]: r["url"] for r in rows}
+
+
 def _section_rows(store: ChunkStore) -> dict[str, list[tuple[int, int, str, str, int]]]:
     try:
         rows = store.execute_read(
@@ -419,6 +550,7 @@ class BundleSearcher:
         self.bundle_store: ChunkStore | None = None
         self.bundle_facts: dict[str, Any] = {}
         self._sections: dict[str, list[tuple[int, int, str, str, int]]] = {}
+        self._urls: dict[str, str] = {}
         self._bundle: _FilteredIndex | None = None
         self._hybrid: _FilteredIndex | None = None
         self._vector_store: Any = None
@@ -430,6 +562,7 @@ class BundleSearcher:
                 self.bundle_facts = self._check_bundle(store, str(bundle_db))
                 self.index_text_fn = _index_text_fn(self.bundle_facts, str(bundle_db))
                 self._sections = _section_rows(store)
+                self._urls = _page_urls(store)
             except Exception:
                 store.close()
                 raise
@@ -739,7 +872,9 @@ class BundleSearcher:
 
     # -- search ---------------------------------------------------------------------------
 
-    def _section_of(self, snippet: Mapping[str, Any]) -> dict[str, Any] | None:
+    def _section_of(self, snippet: Mapping[str, Any], query: str = "") -> dict[str, Any] | None:
+        """The heading section of the hit: where its paragraph that best matches ``query``
+        lies (where the chunk starts without a query)."""
         table = self._page_sections if snippet.get("library_id") == PAGE_LIBRARY else (
             self._sections
         )
@@ -748,10 +883,32 @@ class BundleSearcher:
         if not rows or match is None:
             return None
         para = int(match.group(1))
+        if query:
+            para += _best_paragraph(query, str(snippet.get("text", "")))
         for start, end, heading, anchor, level in rows:
             if start <= para <= end:
                 return {"heading": heading, "anchor": anchor, "level": level}
         return None
+
+    def _hit(self, query: str, snippet: dict[str, Any], highlight: bool) -> dict[str, Any]:
+        """A snippet with its section, result URL (page + ``#anchor``; ``None`` when the
+        document has no page) and, with ``highlight``, highlight spans and an excerpt."""
+        section = self._section_of(snippet, query)
+        url = None
+        if snippet.get("library_id") != PAGE_LIBRARY:
+            url = self._urls.get(str(snippet.get("doc_id")))
+        if url is not None and section is not None and section["anchor"]:
+            url = f"{url}#{section['anchor']}"
+        text = str(snippet["text"])
+        hit: dict[str, Any] = {
+            "snippet": snippet,
+            "section": section,
+            "highlights": highlight_spans(query, text) if highlight else [],
+            "url": url,
+        }
+        if highlight:
+            hit["excerpt"] = excerpt(with_synonyms(query), text)
+        return hit
 
     def search(
         self,
@@ -828,14 +985,7 @@ class BundleSearcher:
             snippets, outcome.rerank = self._rerank(query, snippets)
         if postprocessor is not None:
             snippets = postprocessor.postprocess(query, snippets)
-        outcome.hits = [
-            {
-                "snippet": s,
-                "section": self._section_of(s),
-                "highlights": highlight_spans(query, str(s["text"])) if highlight else [],
-            }
-            for s in snippets
-        ]
+        outcome.hits = [self._hit(query, s, highlight) for s in snippets]
         outcome.took_ms = round((time.perf_counter() - started) * 1000, 3)
         return outcome
 

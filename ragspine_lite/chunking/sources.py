@@ -159,25 +159,60 @@ class ExtractedHtml:
     anchors: dict[int, str] = field(default_factory=dict)
 
 
-class _TextExtractor(HTMLParser):
-    """Collects one line per block of text; headings become ``#``-prefixed lines."""
+# Page chrome skipped by default (an element marked data-ragspine-body is kept).
+_CHROME_TAGS = frozenset(("nav", "header", "footer"))
+BODY_ATTR = "data-ragspine-body"
+IGNORE_ATTR = "data-ragspine-ignore"
+META_ATTR = "data-ragspine-meta"
+# How far up the open elements an end tag looks for its start tag (keeps parsing linear).
+_CLOSE_SEARCH = 64
+_META_SPEC_RE = re.compile(r"^([A-Za-z_]+)(?:\[([\w:-]+)\]|:(.*))?$", re.DOTALL)
 
-    def __init__(self) -> None:
+
+@dataclass
+class _Open:
+    """An open element: its tag, ``id``, and what it switches on for its content."""
+
+    tag: str
+    element_id: str = ""
+    skip: bool = False
+    body: bool = False
+    capture: str = ""  # a data-ragspine-meta key that takes this element's text
+    parts: list[str] = field(default_factory=list)
+
+
+class _TextExtractor(HTMLParser):
+    """Collects one line per block of text; headings become ``#``-prefixed lines.
+
+    ``body_only``: only text inside ``data-ragspine-body`` elements is kept.
+    """
+
+    def __init__(self, *, body_only: bool = False) -> None:
         super().__init__(convert_charrefs=True)
+        self.body_only = body_only
         self.lines: list[str] = []
         self.anchors: dict[int, str] = {}
         self.meta: dict[str, str] = {}
         self.title = ""
         self.language = ""
+        self.saw_body = False
         self._buffer: list[str] = []
-        self._skip = 0  # depth inside skipped elements
+        self._open: list[_Open] = []
+        self._skip = 0  # open elements whose content is not text of the document
+        self._body = 0  # open data-ragspine-body elements
+        self._captures: list[_Open] = []
         self._pre = 0
         self._in_title = False
         self._title_parts: list[str] = []
         self._heading_level = 0
         self._heading_id = ""
+        self._heading_fallback = ""  # the nearest id around the heading, if it has none
+        self._last_id = ""  # id of an element just before, with no text since (<a id> <h2>)
 
     # -- helpers ------------------------------------------------------------------------
+    def _collecting(self) -> bool:
+        return not self._skip and (self._body > 0 or not self.body_only)
+
     def _flush(self) -> None:
         raw = "".join(self._buffer)
         self._buffer = []
@@ -185,8 +220,9 @@ class _TextExtractor(HTMLParser):
             text = _SPACE_RE.sub(" ", raw).strip()
             if text:
                 self.lines.append(f"{'#' * self._heading_level} {text}")
-                if self._heading_id:
-                    self.anchors[len(self.lines)] = self._heading_id
+                anchor = self._heading_id or self._heading_fallback
+                if anchor:
+                    self.anchors[len(self.lines)] = anchor
             return
         if self._pre:
             pieces = raw.split("\n")
@@ -196,6 +232,52 @@ class _TextExtractor(HTMLParser):
             text = _SPACE_RE.sub(" ", piece).strip()
             if text:
                 self.lines.append(text)
+
+    def _nearest_id(self) -> str:
+        if self._last_id:
+            return self._last_id
+        return next((o.element_id for o in reversed(self._open) if o.element_id), "")
+
+    def _meta(self, spec: str, values: Mapping[str, str], entry: _Open) -> None:
+        """``data-ragspine-meta``: ``key`` (the element's text), ``key[attr]`` or
+        ``key:value, key2:value2``. Keys outside :data:`FRONT_MATTER_KEYS` are ignored."""
+        for item in (spec.split(",") if ":" in spec and "[" not in spec else [spec]):
+            match = _META_SPEC_RE.match(item.strip())
+            if match is None:
+                continue
+            key = match.group(1).lower()
+            if key not in FRONT_MATTER_KEYS or key in self.meta:
+                continue
+            if match.group(2) is not None:
+                self.meta[key] = values.get(match.group(2).lower(), "").strip()
+            elif match.group(3) is not None:
+                self.meta[key] = match.group(3).strip()
+            elif not entry.capture:
+                entry.capture = key
+                self._captures.append(entry)
+
+    def _push(self, entry: _Open) -> None:
+        self._open.append(entry)
+        self._skip += entry.skip
+        self._body += entry.body
+
+    def _pop_to(self, tag: str) -> bool:
+        """Close ``tag`` and every element opened inside it; ``False`` if it is not open."""
+        floor = max(0, len(self._open) - _CLOSE_SEARCH)
+        for i in range(len(self._open) - 1, floor - 1, -1):
+            if self._open[i].tag == tag:
+                break
+        else:
+            return False
+        while len(self._open) > i:
+            entry = self._open.pop()
+            self._skip -= entry.skip
+            self._body -= entry.body
+            if entry.capture:
+                self._captures.remove(entry)
+                text = _SPACE_RE.sub(" ", "".join(entry.parts)).strip()
+                self.meta.setdefault(entry.capture, text)
+        return True
 
     # -- parser callbacks ---------------------------------------------------------------
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
@@ -210,21 +292,42 @@ class _TextExtractor(HTMLParser):
         if tag == "title":
             self._in_title = True
             return
-        if self._skip or tag in _SKIP_TAGS:
-            if tag not in _VOID_TAGS:
-                self._skip += 1
+        element_id = values.get("id", "").strip()
+        entry = _Open(tag, element_id)
+        if META_ATTR in values:
+            self._meta(values[META_ATTR], values, entry)
+        if tag in _VOID_TAGS:
+            if element_id and self._collecting():
+                self._last_id = element_id
             return
-        if tag in _HEADING_TAGS:
+        entry.body = BODY_ATTR in values
+        entry.skip = (
+            tag in _SKIP_TAGS
+            or IGNORE_ATTR in values
+            or (tag in _CHROME_TAGS and not entry.body)
+        )
+        was_collecting = self._collecting()
+        if entry.body and not self._skip:
+            self.saw_body = True
+        if tag in _HEADING_TAGS and was_collecting and not entry.skip:
             self._flush()
             self._heading_level = _HEADING_TAGS[tag]
-            self._heading_id = values.get("id", "").strip()
-            return
-        if self._heading_level and tag == "a" and not self._heading_id:
-            self._heading_id = (values.get("id") or values.get("name") or "").strip()
-        if tag in _BLOCK_TAGS:
+            self._heading_id = element_id
+            self._heading_fallback = self._nearest_id()
+            self._last_id = ""
+        elif self._heading_level and tag == "a" and not self._heading_id:
+            self._heading_id = (element_id or values.get("name") or "").strip()
+        elif tag in _BLOCK_TAGS and was_collecting:
             self._flush()
             if tag == "pre":
                 self._pre += 1
+        if was_collecting and self._heading_level == 0 and element_id:
+            self._last_id = element_id
+        elif was_collecting and tag == "a" and values.get("name"):
+            self._last_id = values["name"].strip()
+        self._push(entry)
+        if not was_collecting and self._collecting():
+            self._flush()
 
     def handle_endtag(self, tag: str) -> None:
         if tag == "title":
@@ -232,25 +335,30 @@ class _TextExtractor(HTMLParser):
             if not self.title:
                 self.title = _SPACE_RE.sub(" ", "".join(self._title_parts)).strip()
             return
-        if self._skip:
-            if tag in _SKIP_TAGS or tag not in _VOID_TAGS:
-                self._skip -= 1
-            return
-        if tag in _HEADING_TAGS and self._heading_level:
+        was_collecting = self._collecting()
+        if tag in _HEADING_TAGS and self._heading_level and was_collecting:
             self._flush()
             self._heading_level = 0
-            self._heading_id = ""
-            return
-        if tag in _BLOCK_TAGS:
+            self._heading_id = self._heading_fallback = ""
+        elif tag in _BLOCK_TAGS and was_collecting:
             self._flush()
             if tag == "pre" and self._pre:
                 self._pre -= 1
+        if not self._pop_to(tag):
+            return
+        if was_collecting and not self._collecting():
+            self._flush()
 
     def handle_data(self, data: str) -> None:
         if self._in_title:
             self._title_parts.append(data)
-        elif not self._skip:
+            return
+        for entry in self._captures:
+            entry.parts.append(data)
+        if self._collecting():
             self._buffer.append(data)
+            if data.strip():
+                self._last_id = ""
 
     def close(self) -> None:
         super().close()
@@ -262,14 +370,22 @@ def extract_html(markup: str) -> ExtractedHtml:
 
     Every block element (``p``, ``li``, ``td``, ``div`` …) ends a line; whitespace inside a line
     is collapsed except in ``<pre>``, whose lines are kept. ``h1``–``h6`` become ``#``–``######``
-    lines. ``script``/``style``/``template``/``svg`` … and ``<head>`` text are dropped.
+    lines. ``script``/``style``/``template``/``svg`` … and ``<head>`` text are dropped, and so
+    are ``<nav>``, ``<header>``, ``<footer>`` and any element marked ``data-ragspine-ignore``.
+    When an element is marked ``data-ragspine-body``, only such elements' text is kept.
+    ``data-ragspine-meta="title"`` takes the element's text as a metadata field (also
+    ``"period:2024, entity:ACME"`` and ``"title[content]"`` for an attribute); a ``<meta>`` tag
+    or ``data-ragspine-meta`` seen first wins. A heading's anchor is its ``id``, else the ``id``
+    or ``name`` of an anchor in it or right before it, else the nearest enclosing ``id``.
 
     >>> extract_html('<h2 id="g">Growth</h2><p>Revenue <b>grew</b>.</p>').text
     '## Growth\\nRevenue grew.'
+    >>> extract_html('<nav>Home</nav><main data-ragspine-body><p>Only this</p></main><p>x</p>').text
+    'Only this'
     """
-    parser = _TextExtractor()
-    parser.feed(markup)
-    parser.close()
+    parser = _parse_html(markup, body_only=BODY_ATTR in markup)
+    if parser.body_only and not parser.saw_body:  # the attribute name was only text
+        parser = _parse_html(markup, body_only=False)
     return ExtractedHtml(
         text="\n".join(parser.lines),
         title=parser.title,
@@ -277,6 +393,13 @@ def extract_html(markup: str) -> ExtractedHtml:
         meta=dict(parser.meta),
         anchors=dict(parser.anchors),
     )
+
+
+def _parse_html(markup: str, *, body_only: bool) -> _TextExtractor:
+    parser = _TextExtractor(body_only=body_only)
+    parser.feed(markup)
+    parser.close()
+    return parser
 
 
 # ---------------------------------------------------------------- sections
@@ -305,12 +428,15 @@ class Section:
     para_end: int
 
 
-def heading_sections(body: str, anchors: Mapping[int, str] | None = None) -> list[Section]:
+def heading_sections(
+    body: str, anchors: Mapping[int, str] | None = None, *, slugs: bool = True
+) -> list[Section]:
     """Sections of ``body`` opened by Markdown ``#`` heading lines, in document order.
 
     Paragraph numbers count non-blank lines, as the chunkers do. A heading's anchor is
     ``anchors[paragraph]`` when given (HTML ``id``), else its slug, made unique with ``-1``,
-    ``-2`` … suffixes. Text before the first heading belongs to no section.
+    ``-2`` … suffixes (``slugs=False``: ``""``, the page itself — an HTML page has no
+    anchor the extractor did not find). Text before the first heading belongs to no section.
 
     >>> [(s.heading, s.anchor, s.para_start, s.para_end)
     ...  for s in heading_sections("intro\\n# A b\\nx\\n## A b\\ny")]
@@ -326,7 +452,7 @@ def heading_sections(body: str, anchors: Mapping[int, str] | None = None) -> lis
             continue
         heading = match.group(2).strip()
         anchor = explicit.get(number, "")
-        if not anchor:
+        if not anchor and slugs:
             base = slugify(heading)
             anchor = base if base not in used else f"{base}-{used[base]}"
             used[base] = used.get(base, 0) + 1
@@ -519,13 +645,13 @@ def document_from_text(
 def load_sections(path: str | Path, *, text: str | None = None) -> list[Section]:
     """The :func:`heading_sections` of a document's body (read from ``path`` unless ``text``).
 
-    HTML headings keep their ``id`` as the anchor.
+    HTML headings keep their ``id`` as the anchor (none: ``""``, the page).
     """
     p = Path(path)
     _check_extension(p)
     raw = _read_text(p) if text is None else _normalise(text)
     _, body, _, _, anchors = _split_source(raw, p.suffix, str(p))
-    return heading_sections(body, anchors)
+    return heading_sections(body, anchors, slugs=p.suffix.lower() not in HTML_EXTENSIONS)
 
 
 def discover_documents(paths: Iterable[str | Path]) -> list[tuple[Path, Path]]:

@@ -1,0 +1,232 @@
+"""Site search builds: result URLs and anchors, rendered Markdown pages, the owner's page."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import sqlite3
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+from _site import SITE_PAGES, SITE_TITLE, html_site, load_build_wasm, shared_wheels
+
+from ragspine_lite.bundle.export import SourceDocument, assign_urls
+from ragspine_lite.bundle.manifest import PAGE_TABLE
+from ragspine_lite.bundle.pages import normalise_base_url, page_url, render_page
+from ragspine_lite.bundle.runtime import BundleSearcher, excerpt, with_synonyms
+from ragspine_lite.chunking.chunking import DocumentMeta
+from ragspine_lite.chunking.sources import heading_sections
+
+# Words only the ACME demo page carries.
+DEMO_WORDS = ("ACME", "hong kong revenue", "营运利润", "RESTRICTED", "ragspine_lite demo")
+
+
+class _Ids(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.ids: set[str] = set()
+
+    def handle_starttag(self, tag, attrs):
+        self.ids.update(v for k, v in attrs if k in ("id", "name") and v)
+
+
+def ids_of(markup: str) -> set[str]:
+    parser = _Ids()
+    parser.feed(markup)
+    return parser.ids
+
+
+# ---------------------------------------------------------------- pure pieces
+
+
+def test_page_urls_join_the_base_and_shorten_index_pages():
+    assert page_url("guide/index.html", "/") == "/guide/"
+    assert page_url("index.html", "https://example.com/docs") == "https://example.com/docs/"
+    assert page_url("a b/营收.html", "/") == "/a%20b/%E8%90%A5%E6%94%B6.html"
+    with pytest.raises(ValueError, match="base URL"):
+        normalise_base_url("  ")
+    with pytest.raises(ValueError, match="spaces"):
+        normalise_base_url("/my docs/")
+
+
+def test_assign_urls_links_html_to_itself_and_renders_the_rest_without_clashes():
+    def doc(rel, sensitivity="INTERNAL"):
+        return SourceDocument(rel, "x", DocumentMeta(rel, sensitivity=sensitivity), rel_path=rel)
+
+    docs = [doc("a.html"), doc("n/a.md"), doc("n/a.txt"), doc("b.md"), doc("s.md", "RESTRICTED")]
+    to_render = assign_urls(docs, "/site/")
+    assert [d.url for d in docs] == [
+        "/site/a.html", "pages/n/a.md.html", "pages/n/a.txt.html", "pages/b.html", "",
+    ]
+    assert sorted(to_render) == ["pages/b.html", "pages/n/a.md.html", "pages/n/a.txt.html"]
+
+
+def test_rendered_markdown_pages_carry_the_section_anchors_and_escape_everything():
+    body = (
+        "# Title <x>\n\nIntro with `code` and [a link](https://example.com) and "
+        "[bad](javascript:alert(1)).\n\n## Part one\n- item **bold**\n- item *em*\n\n"
+        "## Part one\n```\n<script>no</script>\n```\n"
+    )
+    markup = render_page(title="T", body=body, sections=heading_sections(body), markdown=True)
+    assert {"title-x", "part-one", "part-one-1"} <= ids_of(markup)
+    assert "<script>no" not in markup and "&lt;script&gt;no" in markup
+    assert '<a href="https://example.com">a link</a>' in markup
+    assert "javascript:" not in markup
+    assert "<strong>bold</strong>" in markup and "<em>em</em>" in markup
+
+
+def test_excerpts_are_short_stripped_and_marked_also_across_languages():
+    text = "# Heading\n" + " ".join(f"w{i}" for i in range(60)) + " **revenue** grew. " + "z " * 40
+    out = excerpt("revenue", text)
+    assert len(out["text"].split()) <= 34 and out["text"].startswith("…")
+    assert "**" not in out["text"] and "Heading" not in out["text"]
+    (start, end), = out["highlights"]
+    assert out["text"][start:end] == "revenue"
+    zh = excerpt(with_synonyms("revenue"), "香港营收增长了百分之十二。")
+    assert [zh["text"][s:e] for s, e in zh["highlights"]] == ["营收"]
+
+
+# ---------------------------------------------------------------- a built site (CPython)
+
+cpython = pytest.mark.cpython_only
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    return html_site(tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def bundle(site):
+    return site / "_search"
+
+
+@cpython
+def test_the_site_is_indexed_in_place_without_its_search_folder(site, bundle, tmp_path_factory):
+    manifest = json.loads((bundle / "manifest.json").read_text("utf-8"))
+    assert manifest["counts"]["documents"] == 5
+    assert manifest["counts"]["excluded_restricted_documents"] == 1
+    assert manifest["title"] == SITE_TITLE
+    assert manifest["entry"]["page"] == "index.html"
+    assert manifest["entry"]["element"] == "ragspine-search.mjs"
+    with sqlite3.connect(bundle / "data" / "chunks.db") as conn:
+        urls = dict(conn.execute(f"SELECT doc_id, url FROM {PAGE_TABLE}"))
+    assert urls == {
+        "index.html": "/",
+        "guide/index.html": "/guide/",
+        "guide/tagging.html": "/guide/tagging.html",
+        "zh/index.html": "/zh/",
+        "notes/changelog.md": "pages/notes/changelog.html",
+    }
+    # A second build into the same folder does not index the first one's pages.
+    bw = load_build_wasm()
+    wheel, micropip = shared_wheels(tmp_path_factory)
+    again = shutil.copytree(site, tmp_path_factory.mktemp("again") / "public")
+    manifest = bw.build_site([again], again / "_search", wheel=wheel, micropip=micropip)
+    assert manifest["counts"]["documents"] == 5
+
+
+@cpython
+def test_every_result_url_names_an_existing_page_and_id(site, bundle):
+    searcher = BundleSearcher(bundle / "data" / "chunks.db")
+    seen = set()
+    for query in ("quokka heat", "tag numbers", "2026 season", "高温", "clipboard", "welcome"):
+        for hit in searcher.search(query, top_k=10).hits:
+            url = hit["url"]
+            path, _, anchor = url.partition("#")
+            if path.startswith("/"):
+                file = site / path.lstrip("/")
+            else:
+                file = bundle / path
+            if file.is_dir() or not file.suffix:
+                file = file / "index.html"
+            assert file.is_file(), url
+            if anchor:
+                assert anchor in ids_of(file.read_text("utf-8")), url
+            seen.add(url)
+    assert "/guide/#weather" in seen or "/guide/#transects" in seen
+    assert "pages/notes/changelog.html#2026-season" in seen
+    assert "/zh/#zh-heat" in seen
+    searcher.close()
+
+
+@cpython
+def test_page_chrome_and_ignored_parts_are_not_searchable(bundle):
+    searcher = BundleSearcher(bundle / "data" / "chunks.db")
+    for query in ("membership", "social media", "copyright", "wallaby"):
+        assert searcher.search(query).hits == [], query
+    searcher.close()
+
+
+@cpython
+def test_the_default_page_is_the_owners_and_has_no_demo_text(bundle):
+    page = (bundle / "index.html").read_text("utf-8")
+    assert f"<h1>{SITE_TITLE}</h1>" in page
+    assert "quokka heat" in page  # the configured example
+    shipped = page + (bundle / "ragspine-search.mjs").read_text("utf-8")
+    for word in DEMO_WORDS:
+        assert word not in shipped, word
+    assert not (bundle / "demo.mjs").exists()
+
+
+@cpython
+def test_title_and_examples_are_escaped(tmp_path, tmp_path_factory):
+    bw = load_build_wasm()
+    wheel, micropip = shared_wheels(tmp_path_factory)
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.md").write_text("# A\n\nalpha text\n", "utf-8")
+    out = tmp_path / "out"
+    bw.build_site([docs], out, wheel=wheel, micropip=micropip, title='<b>"T"</b>',
+                  examples=['a "quoted" <query>'])
+    page = (out / "index.html").read_text("utf-8")
+    assert "<b>" not in page and "&lt;b&gt;&quot;T&quot;&lt;/b&gt;" in page
+    examples = re.search(r'examples="([^"]*)"', page).group(1)
+    assert "<" not in examples
+    no_page = tmp_path / "bare"
+    manifest = bw.build_site([docs], no_page, wheel=wheel, micropip=micropip, page=False)
+    assert not (no_page / "index.html").exists() and "page" not in manifest["entry"]
+    assert (no_page / "pages" / "a.html").is_file()
+    # Without --title: the folder's name (no index.html with a <title>).
+    assert bw.build_site([docs], out, wheel=wheel, micropip=micropip)["title"] == "docs"
+
+
+@cpython
+def test_the_build_site_command_takes_the_page_options(tmp_path, tmp_path_factory):
+    bw = load_build_wasm()
+    wheel, micropip = shared_wheels(tmp_path_factory)
+    docs = tmp_path / "public"
+    docs.mkdir()
+    (docs / "p.html").write_text("<title>P</title><h1 id=h>Heading</h1><p>body text</p>", "utf-8")
+    code = bw.main([
+        "build", str(docs), "--out", str(docs / "_search"), "--base-url", "https://ex.org/doc",
+        "--title", "Docs", "--examples", "body", "--wheel", str(wheel), "--micropip",
+        str(micropip), "--quiet",
+    ])
+    assert code == 0
+    with sqlite3.connect(docs / "_search" / "data" / "chunks.db") as conn:
+        assert list(conn.execute(f"SELECT url FROM {PAGE_TABLE}")) == [("https://ex.org/doc/p.html",)]
+    assert "<h1>Docs</h1>" in (docs / "_search" / "index.html").read_text("utf-8")
+    assert bw.main(["build", str(docs), "--out", str(tmp_path / "x"), "--base-url", " "]) == 1
+
+
+@cpython
+def test_the_demo_switch_writes_the_acme_demo_page(tmp_path_factory):
+    from _site import demo_site
+
+    site = demo_site(tmp_path_factory)
+    assert "ragspine_lite" in (site / "index.html").read_text("utf-8")
+    assert (site / "demo.mjs").is_file()
+    manifest = json.loads((site / "manifest.json").read_text("utf-8"))
+    assert manifest["entry"]["demo"] == "index.html" and "page" not in manifest["entry"]
+
+
+@cpython
+def test_sources_keep_their_path_relative_to_the_docs_folder(site):
+    from ragspine_lite.bundle.export import load_corpus
+
+    corpus = load_corpus([site], exclude=[site / "_search"])
+    assert sorted(d.rel_path for d in corpus) == sorted(SITE_PAGES)
+    assert all(not Path(d.path).is_relative_to(site / "_search") for d in corpus)
