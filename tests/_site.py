@@ -166,7 +166,8 @@ def serving(directory: Path, *, gzip_encoding: bool = False) -> Iterator[str]:
 # site owner has it: page chrome, headings with and without ids, English and Chinese.
 SITE_PAGES = {
     "index.html": """<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>Quokka Handbook</title></head>
+<html lang="en"><head><meta charset="utf-8"><link rel="icon" href="data:,">
+<title>Quokka Handbook</title></head>
 <body>
 <header><a href="/">Quokka Handbook</a></header>
 <nav><a href="/guide/">Guide</a> <a href="/zh/">中文</a></nav>
@@ -178,7 +179,8 @@ SITE_PAGES = {
 </body></html>
 """,
     "guide/index.html": """<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>Field guide</title>
+<html lang="en"><head><meta charset="utf-8"><link rel="icon" href="data:,">
+<title>Field guide</title>
 <meta name="topic" content="FIELDWORK"></head>
 <body>
 <nav><a href="/">Home</a></nav>
@@ -200,7 +202,8 @@ the heat.</p>
 </body></html>
 """,
     "guide/tagging.html": """<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>Tagging quokkas</title></head>
+<html lang="en"><head><meta charset="utf-8"><link rel="icon" href="data:,">
+<title>Tagging quokkas</title></head>
 <body>
 <nav><a href="/">Home</a></nav>
 <article data-ragspine-body>
@@ -213,7 +216,8 @@ the heat.</p>
 </body></html>
 """,
     "zh/index.html": """<!doctype html>
-<html lang="zh"><head><meta charset="utf-8"><title>短尾矮袋鼠手册</title></head>
+<html lang="zh"><head><meta charset="utf-8"><link rel="icon" href="data:,">
+<title>短尾矮袋鼠手册</title></head>
 <body>
 <nav><a href="/">首页</a></nav>
 <main>

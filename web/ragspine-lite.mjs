@@ -2,7 +2,7 @@
 //
 //   import { RagSpineLite } from "./ragspine-lite.mjs";
 //   const rs = await RagSpineLite.open({ bundle: "./", onProgress: (p) => console.log(p) });
-//   const results = await rs.search("hong kong revenue", { filters: { language: "en" }, topK: 5 });
+//   const results = await rs.search("how to install", { filters: { language: "en" }, topK: 5 });
 //
 // A bundle built with `--embeddings minilm` is searched hybrid (BM25 + MiniLM → RRF) by
 // default; pass { mode: "bm25" } to a search for BM25 alone.

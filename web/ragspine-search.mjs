@@ -10,7 +10,8 @@
 // Keyboard: "/" focuses the box (Ctrl/⌘-K opens a modal one), ArrowDown moves into the results,
 // ArrowUp/ArrowDown between them, Enter opens one, Escape clears the box (then closes a modal).
 // Styles: override the --ragspine-* custom properties (see STYLE below) or the ::part()s.
-// State for scripts and tests: data-state (booting | ready | error), data-searches, data-query.
+// State for scripts and tests: data-state (idle | booting | ready | error), data-progress
+// (percent of the boot's bytes), data-searches, data-query; events ragspine-ready, ragspine-results.
 import { RagSpineLite } from "./ragspine-lite.mjs";
 
 const DEBOUNCE_MS = 120;
@@ -396,6 +397,7 @@ export class RagSpineSearch extends HTMLElement {
     if (phase === "ready") percent = 100;
     else if (overall && overall.total) percent = Math.min(99, Math.round((95 * overall.loaded) / overall.total));
     if (percent !== null) {
+      this.dataset.progress = String(percent);
       this.#progress.querySelector(".bar").style.width = `${percent}%`;
       this.#progress.setAttribute("aria-valuenow", String(percent));
     }

@@ -244,14 +244,6 @@ _UNIT_RE = re.compile(f"[{_CJK_CLASS}]|[^\\s{_CJK_CLASS}]+")
 EXCERPT_WORDS = 30
 
 
-def _best_paragraph(query: str, text: str) -> int:
-    """0-based index of the non-blank line of ``text`` with the most matches of ``query``
-    (the first on ties, 0 when nothing matches)."""
-    lines = [line for line in text.split("\n") if line.strip()]
-    counts = [len(_match_spans(query, line)) for line in lines]
-    return counts.index(max(counts)) if counts and max(counts) else 0
-
-
 def _plain(text: str, query: str) -> str:
     """Chunk text without Markdown/HTML markup, on one line; heading lines that do not match
     ``query`` are left out (the result shows its section heading apart) unless nothing else
@@ -290,19 +282,22 @@ def with_synonyms(query: str, glossary: Glossary = DEFAULT_GLOSSARY) -> str:
     return " ".join([query, *dict.fromkeys(t for t in extra if t.lower() not in lowered)])
 
 
-def excerpt(query: str, text: str, *, words: int = EXCERPT_WORDS) -> dict[str, Any]:
+def excerpt(
+    query: str, text: str, *, words: int = EXCERPT_WORDS, start_line: int = 0
+) -> dict[str, Any]:
     """About ``words`` words of ``text`` around its best match for ``query`` →
     ``{"text", "highlights"}`` (UTF-16 spans, as :func:`highlight_spans`).
 
-    Markdown/HTML markup and heading lines are stripped; a CJK character counts as half a
-    word. The excerpt starts in the paragraph that matches best, a few words before the run
-    of matches it covers best (at the start when nothing matches); ``…`` marks cut ends.
+    Markdown/HTML markup and heading lines without a match are stripped; a CJK character
+    counts as half a word. The excerpt starts at the ``start_line``-th non-blank line (the
+    hit's section), a few words before the run of matches it covers best (at the start when
+    nothing matches); ``…`` marks cut ends.
 
     >>> excerpt("revenue", "# Review\\nOne two three four five. **Revenue** grew 12%.", words=5)
     {'text': '… five. Revenue grew 12%.', 'highlights': [[8, 15]]}
     """
     lines = [line for line in text.split("\n") if line.strip()]
-    first_line = _best_paragraph(query, text)
+    first_line = min(max(start_line, 0), max(len(lines) - 1, 0))
     plain = _plain("\n".join(lines[first_line:]), query)
     units = [(m.start(), m.end(), 0.5 if len(m.group()) == 1 and _CJK_RUN_RE.match(m.group())
               else 1.0) for m in _UNIT_RE.finditer(plain)]
@@ -872,28 +867,44 @@ class BundleSearcher:
 
     # -- search ---------------------------------------------------------------------------
 
-    def _section_of(self, snippet: Mapping[str, Any], query: str = "") -> dict[str, Any] | None:
-        """The heading section of the hit: where its paragraph that best matches ``query``
-        lies (where the chunk starts without a query)."""
+    def _section_of(
+        self, snippet: Mapping[str, Any], query: str = ""
+    ) -> tuple[dict[str, Any] | None, int]:
+        """``(section, line)``: the heading section of the hit and the index of its first
+        non-blank line of the chunk text in it. With a ``query``, the section of the chunk
+        with the most matches (the first on ties); else the one the chunk starts in."""
         table = self._page_sections if snippet.get("library_id") == PAGE_LIBRARY else (
             self._sections
         )
         rows = table.get(str(snippet.get("doc_id")), ())
         match = _LOCATOR_PARA_RE.search(str(snippet.get("source_locator", "")))
-        if not rows or match is None:
-            return None
-        para = int(match.group(1))
-        if query:
-            para += _best_paragraph(query, str(snippet.get("text", "")))
+        if match is None:
+            return None, 0
+        first = int(match.group(1))
+        lines = [line for line in str(snippet.get("text", "")).split("\n") if line.strip()]
+        last = first + max(len(lines), 1) - 1
+        # (start, end, section) spans inside the chunk; text before the first heading: None.
+        spans: list[tuple[int, int, dict[str, Any] | None]] = []
+        lead_end = min([r[0] for r in rows] + [last + 1]) - 1
+        if first <= lead_end:
+            spans.append((first, lead_end, None))
         for start, end, heading, anchor, level in rows:
-            if start <= para <= end:
-                return {"heading": heading, "anchor": anchor, "level": level}
-        return None
+            if start <= last and end >= first:
+                section = {"heading": heading, "anchor": anchor, "level": level}
+                spans.append((max(start, first), min(end, last), section))
+        if not spans:
+            return None, 0
+        best = spans[0]
+        if query:
+            counts = [len(_match_spans(query, line)) for line in lines]
+            scores = [sum(counts[a - first : b - first + 1]) for a, b, _ in spans]
+            best = spans[scores.index(max(scores))]
+        return best[2], best[0] - first
 
     def _hit(self, query: str, snippet: dict[str, Any], highlight: bool) -> dict[str, Any]:
         """A snippet with its section, result URL (page + ``#anchor``; ``None`` when the
         document has no page) and, with ``highlight``, highlight spans and an excerpt."""
-        section = self._section_of(snippet, query)
+        section, line = self._section_of(snippet, query)
         url = None
         if snippet.get("library_id") != PAGE_LIBRARY:
             url = self._urls.get(str(snippet.get("doc_id")))
@@ -907,7 +918,7 @@ class BundleSearcher:
             "url": url,
         }
         if highlight:
-            hit["excerpt"] = excerpt(with_synonyms(query), text)
+            hit["excerpt"] = excerpt(with_synonyms(query), text, start_line=line)
         return hit
 
     def search(

@@ -402,3 +402,21 @@ def test_a_host_that_gzips_every_file_works(browser, site):
         context.close()
     assert hits and hits[0].startswith("zh/")
     assert console.messages == []
+
+
+def test_a_file_dropped_outside_the_drop_zone_does_not_replace_the_page(demo):
+    prevented = demo.evaluate("""() => {
+        const dt = new DataTransfer();
+        dt.items.add(new File(["# x"], "outside.md", {type: "text/markdown"}));
+        const target = document.querySelector("h1");
+        return ["dragover", "drop"].map((type) => {
+            const event = new DragEvent(type, {dataTransfer: dt, cancelable: true, bubbles: true});
+            target.dispatchEvent(event);
+            return event.defaultPrevented;
+        });
+    }""")
+    assert prevented == [True, True]  # the browser's default would open the file
+    assert "outside.md" not in demo.inner_text("#my-docs")
+    zone = demo.inner_text("#dropzone")
+    accepted = demo.get_attribute("#file-input", "accept").split(",")
+    assert all(ext in zone for ext in accepted), (accepted, zone)
