@@ -827,16 +827,25 @@ def make_server(
 def serve(
     directory: str | Path, *, host: str = "127.0.0.1", port: int = 8000, quiet: bool = False
 ) -> None:
-    """Serve a built site until interrupted, printing its URL first."""
+    """Serve a built site, or a site with one built into a subfolder (``public/`` holding
+    ``public/_search/``), until interrupted, printing the search page's URL first."""
     root = Path(directory).resolve()
-    if not (root / "manifest.json").is_file():
+    found = [root] if (root / "manifest.json").is_file() else sorted(
+        m.parent for m in root.glob("*/manifest.json")
+    )
+    if not found:
         raise BuildError(
-            f"{str(root)!r} holds no manifest.json; build it first: "
+            f"{str(root)!r} holds no manifest.json (nor does any folder in it); build it first: "
             f"python {PROG} build DOCS_DIR --out {directory}"
         )
     server = make_server(root, host=host, port=port, quiet=quiet)
     actual_host, actual_port = server.server_address[:2]
-    print(f"serving {root} at http://{actual_host}:{actual_port}/  (Ctrl+C to stop)", flush=True)
+    prefix = found[0].relative_to(root).as_posix()
+    search = f"{prefix}/" if prefix != "." else ""
+    print(
+        f"serving {root} at http://{actual_host}:{actual_port}/{search}  (Ctrl+C to stop)",
+        flush=True,
+    )
     try:
         server.serve_forever()
     except KeyboardInterrupt:

@@ -171,13 +171,23 @@ def test_the_default_page_is_the_owners_and_has_no_demo_text(bundle):
     assert not (bundle / "demo.mjs").exists()
 
 
+@pytest.fixture
+def builder(tmp_path_factory):
+    """``(build_wasm, wheel, micropip)``."""
+    return (load_build_wasm(), *shared_wheels(tmp_path_factory))
+
+
+def docs_folder(folder: Path, files: dict[str, str]) -> Path:
+    for rel, text in files.items():
+        (folder / rel).parent.mkdir(parents=True, exist_ok=True)
+        (folder / rel).write_text(text, "utf-8")
+    return folder
+
+
 @cpython
-def test_title_and_examples_are_escaped(tmp_path, tmp_path_factory):
-    bw = load_build_wasm()
-    wheel, micropip = shared_wheels(tmp_path_factory)
-    docs = tmp_path / "docs"
-    docs.mkdir()
-    (docs / "a.md").write_text("# A\n\nalpha text\n", "utf-8")
+def test_title_and_examples_are_escaped(tmp_path, builder):
+    bw, wheel, micropip = builder
+    docs = docs_folder(tmp_path / "docs", {"a.md": "# A\n\nalpha text\n"})
     out = tmp_path / "out"
     bw.build_site([docs], out, wheel=wheel, micropip=micropip, title='<b>"T"</b>',
                   examples=['a "quoted" <query>'])
@@ -194,12 +204,11 @@ def test_title_and_examples_are_escaped(tmp_path, tmp_path_factory):
 
 
 @cpython
-def test_the_build_site_command_takes_the_page_options(tmp_path, tmp_path_factory):
-    bw = load_build_wasm()
-    wheel, micropip = shared_wheels(tmp_path_factory)
-    docs = tmp_path / "public"
-    docs.mkdir()
-    (docs / "p.html").write_text("<title>P</title><h1 id=h>Heading</h1><p>body text</p>", "utf-8")
+def test_the_build_site_command_takes_the_page_options(tmp_path, builder):
+    bw, wheel, micropip = builder
+    docs = docs_folder(
+        tmp_path / "public", {"p.html": "<title>P</title><h1 id=h>Heading</h1><p>body text</p>"}
+    )
     code = bw.main([
         "build", str(docs), "--out", str(docs / "_search"), "--base-url", "https://ex.org/doc",
         "--title", "Docs", "--examples", "body", "--wheel", str(wheel), "--micropip",
@@ -230,3 +239,28 @@ def test_sources_keep_their_path_relative_to_the_docs_folder(site):
     corpus = load_corpus([site], exclude=[site / "_search"])
     assert sorted(d.rel_path for d in corpus) == sorted(SITE_PAGES)
     assert all(not Path(d.path).is_relative_to(site / "_search") for d in corpus)
+
+
+@cpython
+def test_serve_takes_the_site_folder_and_names_the_search_page(site):
+    import subprocess
+    import sys
+    import urllib.request
+
+    from _site import REPO
+
+    proc = subprocess.Popen(
+        [sys.executable, str(REPO / "build_wasm.py"), "serve", str(site), "--port", "0", "--quiet"],
+        stdout=subprocess.PIPE, text=True,
+    )
+    try:
+        line = proc.stdout.readline()
+        url = re.search(r"http://\S+", line).group(0)
+        assert url.endswith("/_search/"), line
+        with urllib.request.urlopen(url, timeout=10) as response:
+            assert f"<h1>{SITE_TITLE}</h1>" in response.read().decode("utf-8")
+        with urllib.request.urlopen(url.replace("_search/", "guide/"), timeout=10) as response:
+            assert "Walking a transect" in response.read().decode("utf-8")
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
