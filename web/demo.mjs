@@ -144,6 +144,7 @@ let timer = 0;
 let sequence = 0;
 
 async function runSearch() {
+  if (!demo.rs) return; // booting: main() runs the box's query once ready
   const query = $("#q").value;
   const mine = ++sequence;
   const started = performance.now();
@@ -278,6 +279,8 @@ function wire() {
 
 async function main() {
   wire();
+  const placeholder = $("#q").placeholder;
+  $("#q").placeholder = "Loading the search…";
   const params = new URLSearchParams(location.search);
   try {
     demo.rs = await RagSpineLite.open({ bundle: params.get("bundle") || "./", onProgress: setProgress });
@@ -320,11 +323,11 @@ async function main() {
     $("#remote-panel").open = true;
     await applyReranker();
   }
+  $("#q").placeholder = placeholder;
   const q = params.get("q");
-  if (q) {
-    $("#q").value = q;
-    await runSearch(); // first result before the filter facets are fetched
-  }
+  if (q) $("#q").value = q;
+  if ($("#q").value.trim()) await runSearch(); // ?q= or an example clicked while booting
+
   await Promise.all([refreshFacets(), refreshDocuments()]);
   if (demo.info.restored) $("#ingest-status").textContent = `Restored ${demo.info.restored} document(s) saved in this browser.`;
   if (demo.info.restoreErrors.length) showError(`Some saved documents could not be restored: ${demo.info.restoreErrors.join("; ")}`);

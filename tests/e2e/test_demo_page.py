@@ -420,3 +420,19 @@ def test_a_file_dropped_outside_the_drop_zone_does_not_replace_the_page(demo):
     zone = demo.inner_text("#dropzone")
     accepted = demo.get_attribute("#file-input", "accept").split(",")
     assert all(ext in zone for ext in accepted), (accepted, zone)
+
+
+def test_an_example_clicked_while_booting_runs_when_ready(browser, base_url):
+    context = browser.new_context()
+    page = context.new_page()
+    console = Console(page)
+    page.goto(base_url)
+    assert page.get_attribute("#q", "placeholder") == "Loading the search…"
+    page.click(".example[data-q='why did operating profit fall']")
+    wait_ready(page)
+    page.wait_for_function("Number(document.body.dataset.searches || 0) > 0")
+    assert page.input_value("#q") == "why did operating profit fall"
+    assert page.is_hidden("#error")
+    assert page.eval_on_selector_all("#results li.hit", "els => els.length") > 0
+    context.close()
+    assert console.messages == []
