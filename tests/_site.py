@@ -228,6 +228,27 @@ the heat.</p>
 </main>
 </body></html>
 """,
+    "guide/burrows.html": """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><link rel="icon" href="data:,">
+<title>Burrows</title></head>
+<body>
+<main>
+<h1 id="burrows">Burrows</h1>
+<h2 id="finding">Finding a burrow</h2>
+<p>A burrow entrance is usually hidden under dense scrub on sandy slopes. Look for fresh
+digging, droppings near the entrance and narrow runways through the vegetation that lead
+downhill towards water. Mark every burrow you find on the map before moving on.</p>
+<h2 id="measuring">Measuring a burrow</h2>
+<p>Measure the width of each burrow entrance with the folding ruler and note the depth you can
+see with a torch. Never put a hand inside a burrow: snakes shelter there in summer, and the
+occupants bite. Photograph the entrance from one metre away.</p>
+<h2 id="abandoned">Abandoned burrows</h2>
+<p>An abandoned burrow has cobwebs across the entrance, no droppings and loose sand that shows
+no tracks. Record abandoned burrows too, so that the next survey can check whether they were
+reused during the winter.</p>
+</main>
+</body></html>
+""",
     "notes/changelog.md": """---
 title: Survey changelog
 language: en

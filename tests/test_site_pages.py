@@ -106,7 +106,7 @@ def bundle(site):
 @cpython
 def test_the_site_is_indexed_in_place_without_its_search_folder(site, bundle, tmp_path_factory):
     manifest = json.loads((bundle / "manifest.json").read_text("utf-8"))
-    assert manifest["counts"]["documents"] == 5
+    assert manifest["counts"]["documents"] == 6
     assert manifest["counts"]["excluded_restricted_documents"] == 1
     assert manifest["title"] == SITE_TITLE
     assert manifest["entry"]["page"] == "index.html"
@@ -117,6 +117,7 @@ def test_the_site_is_indexed_in_place_without_its_search_folder(site, bundle, tm
         "index.html": "/",
         "guide/index.html": "/guide/",
         "guide/tagging.html": "/guide/tagging.html",
+        "guide/burrows.html": "/guide/burrows.html",
         "zh/index.html": "/zh/",
         "notes/changelog.md": "pages/notes/changelog.html",
     }
@@ -125,7 +126,7 @@ def test_the_site_is_indexed_in_place_without_its_search_folder(site, bundle, tm
     wheel, micropip = shared_wheels(tmp_path_factory)
     again = shutil.copytree(site, tmp_path_factory.mktemp("again") / "public")
     manifest = bw.build_site([again], again / "_search", wheel=wheel, micropip=micropip)
-    assert manifest["counts"]["documents"] == 5
+    assert manifest["counts"]["documents"] == 6
 
 
 @cpython

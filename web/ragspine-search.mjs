@@ -75,6 +75,7 @@ button.trigger {
 }
 button.trigger:hover, button.trigger:focus-visible { border-color: var(--_accent); color: var(--_fg); }
 kbd { font: 0.75rem ui-monospace, monospace; border: 1px solid var(--_border); border-radius: 0.25rem; padding: 0 0.3rem; }
+@media (pointer: coarse) { kbd { display: none; } }
 dialog {
   width: min(44rem, calc(100vw - 1rem)); max-height: calc(100vh - 4rem); margin: 3rem auto auto; padding: 0.9rem;
   border: 1px solid var(--_border); border-radius: var(--_radius); background: var(--_bg); color: var(--_fg); overflow-y: auto;

@@ -203,11 +203,17 @@ def test_results_show_title_section_and_a_short_marked_excerpt(booted):
     assert "高温" in "".join(chinese[0]["marks"])
 
 
-def test_hits_are_grouped_by_page(booted):
+def test_hits_are_grouped_by_page_with_sections_under_it(booted, origin):
     found = search(booted, "season transect quokka")
     pages = [h for h in found if not h["sub"]]
     assert len(pages) >= 2 and all(h["title"] for h in pages)
     assert len({h["href"].split("#")[0] for h in pages}) == len(pages)
+    found = search(booted, "burrow")  # one page, several chunks in several sections
+    assert [h["sub"] for h in found][:2] == [False, True]
+    assert found[0]["title"] == "Burrows" and all(h["title"] is None for h in found[1:])
+    assert {h["href"].split("#")[0] for h in found} == {f"{origin}guide/burrows.html"}
+    assert len({h["href"] for h in found}) == len(found)
+    assert status(booted) == "1 page for “burrow”"
 
 
 def test_nonsense_finds_nothing_in_bm25_mode(booted):
