@@ -547,6 +547,14 @@ def build_site(
     target = Path(out).resolve()
     if target.exists() and not target.is_dir():
         raise BuildError(f"--out {str(target)!r} exists and is not a directory")
+    for source in docs:
+        folder = Path(source).resolve()
+        if folder == target or target in folder.parents:
+            raise BuildError(
+                f"--out {str(target)!r} would replace the documents in {str(folder)!r}; "
+                "build into a folder of its own (inside the documents folder is fine, "
+                "e.g. DOCS/_search/)"
+            )
     if target.is_dir() and any(target.iterdir()) and not (target / MANIFEST_NAME).is_file():
         if not force:
             raise BuildError(

@@ -265,3 +265,13 @@ def test_serve_takes_the_site_folder_and_names_the_search_page(site):
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+@cpython
+def test_the_output_folder_may_not_be_or_hold_the_documents(tmp_path, builder):
+    bw, wheel, micropip = builder
+    docs = docs_folder(tmp_path / "public", {"a.html": "<title>A</title><p>alpha</p>"})
+    for out in (docs, tmp_path):
+        with pytest.raises(bw.BuildError, match="would replace the documents"):
+            bw.build_site([docs], out, wheel=wheel, micropip=micropip, force=True)
+    assert (docs / "a.html").is_file()
