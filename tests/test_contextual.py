@@ -160,3 +160,24 @@ def test_chunk_store_meta_records_a_setting(tmp_path):
         assert store.schema_version() == 2 and store.generation() == 0
     finally:
         store.close()
+
+
+def test_a_contextual_index_equals_a_fresh_retriever_and_sees_new_writes():
+    store = ChunkStore(":memory:")
+    store.init_schema()
+    try:
+        index = NarrativeIndex(store, index_text_fn=contextual_index_text)
+        index.ingest("Bancassurance drove sales.", DocumentMeta(doc_id="a", entity="ACME_HK"))
+        index.ingest("Bancassurance slowed.", DocumentMeta(doc_id="b", entity="ACME_CN"))
+        for filters in ({}, {"entity": "ACME_HK"}, {"entity": "ACME_CN"}):
+            for query in ("bancassurance", "hk", "acme"):
+                fresh = HybridRetriever(store.iter_chunks(**filters),
+                                        index_text_fn=contextual_index_text)
+                assert repr(index.retrieve(query, **filters)) == repr(fresh.search(query))
+        assert [r.chunk.doc_id for r in index.retrieve("cn")] == ["b"]
+        index.ingest("Wombat report.", DocumentMeta(doc_id="c", entity="ACME_CN"))
+        assert [r.chunk.doc_id for r in index.retrieve("cn")] == ["b", "c"]  # a write: rebuilt
+        index.ingest("Bancassurance slowed.", DocumentMeta(doc_id="b", entity="ACME_HK"))
+        assert [r.chunk.doc_id for r in index.retrieve("cn")] == ["c"]
+    finally:
+        store.close()

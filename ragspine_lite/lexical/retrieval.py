@@ -590,10 +590,8 @@ class NarrativeIndex:
         elif bm25 is not None:
             with bm25.reading():
                 results = self._search_rows(bm25, query, filters, mf, limit)
-        else:
-            candidates = self.store.iter_chunks(**filters)
-            retriever = self._retriever(candidates, gated=gated)
-            results = retriever.search(query, top_k=limit, metadata_filter=mf)
+        else:  # an index_text_fn, or no usable store index: BM25 in memory, kept per filter set
+            results = self._search_rows(None, query, filters, mf, limit, gated=gated)
         steps = self.post_retrieval
         if rerank and self.judge is not None:
             steps = [_ListwiseRerankStep(self.judge, n or self.rerank_top_n), *steps]
@@ -621,7 +619,7 @@ class NarrativeIndex:
 
     def _search_rows(
         self,
-        bm25: StoreBM25Index,
+        bm25: StoreBM25Index | None,
         query: str,
         filters: Mapping[str, str | None],
         mf: MetadataFilter | None,
@@ -629,7 +627,8 @@ class NarrativeIndex:
         *,
         gated: bool = False,
     ) -> list[RetrievalResult]:
-        """A :class:`HybridRetriever` over the active rows, scoring BM25 with the store index.
+        """A :class:`HybridRetriever` over the active rows, scoring BM25 with the store index
+        (``bm25``), or with its own in-memory index over their index texts (``None``).
 
         The rows and their retriever are kept per filter set while the store's write counter
         (``generation``, read in the same snapshot as the index) and this index's settings stay
@@ -642,7 +641,7 @@ class NarrativeIndex:
         return results
 
     def _rows_retriever(
-        self, bm25: StoreBM25Index, filters: Mapping[str, str | None], gated: bool
+        self, bm25: StoreBM25Index | None, filters: Mapping[str, str | None], gated: bool
     ) -> HybridRetriever:
         """The (cached) retriever over the active rows passing ``filters``."""
         generation = self.store.generation()
@@ -666,7 +665,8 @@ class NarrativeIndex:
         if retriever is None:
             rows = self.store.iter_chunk_rows(**filters)
             retriever = self._retriever([c for _, c in rows], gated=gated)
-            retriever._attach_lexical_index(bm25, [rowid for rowid, _ in rows])
+            if bm25 is not None:
+                retriever._attach_lexical_index(bm25, [rowid for rowid, _ in rows])
             while len(cached) >= _ROWS_CACHE_SIZE:
                 del cached[next(iter(cached))]  # the oldest filter set
             cached[key] = retriever
