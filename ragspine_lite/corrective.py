@@ -11,7 +11,8 @@ grades, never text) make every step visible.
 
 It reads only its base retriever's output, which is already past the link's RESTRICTED
 exit; RESTRICTED snippets a custom base might still return are dropped before grading, so
-the output is always a subset of the base output.
+the output is always a subset of the base output. Synthesised snippets (``is_synthesis``)
+are passed through but never graded: a summary cannot vouch for weak evidence.
 
 >>> class Base:
 ...     def retrieve(self, query, *, filters=None, top_k=50):
@@ -158,7 +159,9 @@ class CorrectiveRetriever:
     ) -> tuple[list[Snippet], float]:
         found = self.base.retrieve(query, filters=filters, top_k=top_k)
         snippets = [s for s in found if not is_restricted(s.get("sensitivity", ""))]
-        grade = float(self.grader.grade(original, snippets))
+        # Synthesised text (a RAPTOR theme) is not evidence: only citable snippets are graded.
+        evidence = [s for s in snippets if not s.get("is_synthesis")]
+        grade = float(self.grader.grade(original, evidence))
         self.last_actions.append(GradeAction(action, grade, len(snippets)))
         return snippets, grade
 

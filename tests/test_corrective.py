@@ -228,3 +228,14 @@ def test_restricted_from_a_custom_base_never_reaches_the_grader_or_the_output():
     out = CorrectiveRetriever(leaky, grader=RecordingGrader(), emit=False).retrieve("plan")
     assert out == [{"text": "open", "sensitivity": "INTERNAL"}]
     assert "SECRET" not in repr(seen)
+
+
+def test_synthesised_snippets_are_not_graded_as_evidence():
+    theme = {"text": "hong kong revenue theme", "is_synthesis": True}
+    weak_plus_theme = ScriptedBase([*WEAK, theme])
+    crag = CorrectiveRetriever(weak_plus_theme, emit=False)
+    assert crag.retrieve("hong kong revenue") == []  # the theme alone would have passed
+    assert crag.last_actions[0] == GradeAction("retrieve", 0.0, 2)
+    good_plus_theme = ScriptedBase([*GOOD, theme])
+    assert CorrectiveRetriever(good_plus_theme, emit=False).retrieve("hong kong revenue") == [
+        *GOOD, theme]
