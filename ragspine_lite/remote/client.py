@@ -380,6 +380,13 @@ class RemoteEmbeddingBackend:
         return f"RemoteEmbeddingBackend({self.client!r})"
 
     def embed_texts(self, texts: list[str]) -> list[list[float]]:
+        return self._embed(texts, {})
+
+    def embed_queries(self, texts: list[str]) -> list[list[float]]:
+        """Query vectors: sent with ``input_type: query`` (the model's query role, e.g. e5)."""
+        return self._embed(texts, {"input_type": "query"})
+
+    def _embed(self, texts: list[str], extra: dict[str, str]) -> list[list[float]]:
         items = _labelled_texts(list(texts), self.default_sensitivity, "texts")
         out: list[list[float]] = []
         for start in range(0, len(items), self.batch_size):
@@ -394,7 +401,7 @@ class RemoteEmbeddingBackend:
                 self.model = str(data.get("model", ""))
                 return vectors
 
-            out.extend(self.client.call("POST", EMBED_PATH, {"inputs": batch}, check))
+            out.extend(self.client.call("POST", EMBED_PATH, {"inputs": batch, **extra}, check))
         return out
 
 

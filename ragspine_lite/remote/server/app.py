@@ -204,9 +204,12 @@ class _Service:
         return {"model": model.model_id, "content": completion_text(model.provider.chat(messages))}
 
     def embed(self, payload: dict[str, Any]) -> dict[str, Any]:
+        """``/v1/embed``: labelled ``inputs``; ``input_type`` ``query`` embeds them with the
+        model's query role (e5), ``passage``/``document``/absent as documents."""
         texts = read_items(payload, "inputs", max_items=self.config.max_candidates)
+        role = _read_role(payload)
         model = self.models.get("embed")
-        vectors = [list(map(float, v)) for v in model.embed(texts)] if texts else []
+        vectors = [list(map(float, v)) for v in _embed(model, texts, role)] if texts else []
         dim = len(vectors[0]) if vectors else 0
         return {"model": model.model_id, "dim": dim, "vectors": vectors}
 
@@ -231,12 +234,9 @@ class _Service:
         if op == "embed" and name not in ("", "default", "embed", model.model_id.lower()):
             raise WireError(f"unknown model {payload.get('model')!r}; valid: "
                             f"{model.model_id}, default, e5", code="model_not_found")
-        input_type = payload.get("input_type")
-        if input_type not in (None, "query", "passage", "document"):
-            raise WireError(f"unknown input_type {input_type!r}; valid: query, passage, document")
-        role = "query" if input_type == "query" or (
-            input_type is None and "query" in name) else None
-        vectors = model.embed(texts, role=role) if role else model.embed(texts)
+        role = _read_role(payload) or ("query" if "input_type" not in payload
+                                       and "query" in name else None)
+        vectors = _embed(model, texts, role)
         words = sum(len(t.split()) for t in texts)
         return {
             "object": "list",
@@ -295,6 +295,18 @@ class _Service:
             for p, score in index.search(query, top_k=top_k)
         ]
         return {"model": _model_id(index.embedder), "hits": hits}
+
+
+def _read_role(payload: dict[str, Any]) -> str | None:
+    """``input_type``: ``"query"`` → the query role; passage/document/absent → ``None``."""
+    input_type = payload.get("input_type")
+    if input_type not in (None, "query", "passage", "document"):
+        raise WireError(f"unknown input_type {input_type!r}; valid: query, passage, document")
+    return "query" if input_type == "query" else None
+
+
+def _embed(model: Any, texts: list[str], role: str | None) -> Any:
+    return model.embed(texts, role=role) if role else model.embed(texts)
 
 
 def _model_id(model: Any) -> str:
