@@ -328,11 +328,14 @@ def test_html_document_metadata_comes_from_meta_tags_title_and_lang(tmp_path):
 
 
 def test_html_front_matter_block_wins_over_meta_tags(tmp_path):
-    text = "---\nsensitivity: RESTRICTED\ntitle: Memo\n---\n" + PAGE
+    text = "---\nsensitivity: PUBLIC\ntitle: Memo\n---\n" + PAGE
     _, meta = load_document(write(tmp_path / "memo.htm", text))
-    assert meta.sensitivity == "RESTRICTED"
+    assert meta.sensitivity == "PUBLIC"
     assert meta.title == "Memo"
     assert meta.entity == "ACME_HK"
+    # A label that disagrees with the page's own fails closed instead of winning.
+    with pytest.raises(ValueError, match="sensitivity labels"):
+        load_document(write(tmp_path / "memo2.htm", text.replace("PUBLIC", "RESTRICTED")))
 
 
 def test_html_caller_language_default_beats_the_lang_attribute(tmp_path):
@@ -452,3 +455,21 @@ def test_document_from_text_rejects_unsupported_names_and_non_text():
 def test_load_sections_accepts_text_in_memory():
     sections = load_sections("dropped.md", text="# Title\nbody")
     assert [(s.heading, s.anchor) for s in sections] == [("Title", "title")]
+
+
+def test_html_sensitivity_labels_from_meta_tags_and_data_meta_must_agree(tmp_path):
+    page = (
+        '<meta name="sensitivity" content="public">'
+        '<p data-ragspine-meta="sensitivity:RESTRICTED">board notes</p>'
+    )
+    assert extract_html(page).sensitivity_labels == ("public", "RESTRICTED")
+    with pytest.raises(ValueError, match="sensitivity labels"):
+        load_document(write(tmp_path / "a.html", page))
+    agreeing = (
+        '<meta name="sensitivity" content="RESTRICTED">'
+        '<span data-ragspine-meta="sensitivity">restricted</span>'
+    )
+    _, meta = load_document(write(tmp_path / "b.html", agreeing))
+    assert meta.sensitivity == "RESTRICTED"
+    with pytest.raises(ValueError, match="sensitivity labels"):
+        load_document(write(tmp_path / "c.html", "---\nsensitivity: PUBLIC\n---\n" + agreeing))

@@ -157,6 +157,7 @@ class ExtractedHtml:
     language: str = ""
     meta: dict[str, str] = field(default_factory=dict)
     anchors: dict[int, str] = field(default_factory=dict)
+    sensitivity_labels: tuple[str, ...] = ()
 
 
 # Page chrome skipped by default (an element marked data-ragspine-body is kept).
@@ -193,6 +194,7 @@ class _TextExtractor(HTMLParser):
         self.lines: list[str] = []
         self.anchors: dict[int, str] = {}
         self.meta: dict[str, str] = {}
+        self.sensitivity_labels: list[str] = []  # every label the page gives, to check they agree
         self.title = ""
         self.language = ""
         self.saw_body = False
@@ -238,6 +240,15 @@ class _TextExtractor(HTMLParser):
             return self._last_id
         return next((o.element_id for o in reversed(self._open) if o.element_id), "")
 
+    def _set_meta(self, key: str, value: str) -> None:
+        """A metadata field from ``<meta>`` or ``data-ragspine-meta`` (the first one wins;
+        every sensitivity label is kept, so that labels which disagree fail the document)."""
+        if key not in FRONT_MATTER_KEYS:
+            return
+        if key == "sensitivity":
+            self.sensitivity_labels.append(value.strip())
+        self.meta.setdefault(key, value.strip())
+
     def _meta(self, spec: str, values: Mapping[str, str], entry: _Open) -> None:
         """``data-ragspine-meta``: ``key`` (the element's text), ``key[attr]`` or
         ``key:value, key2:value2``. Keys outside :data:`FRONT_MATTER_KEYS` are ignored."""
@@ -246,12 +257,12 @@ class _TextExtractor(HTMLParser):
             if match is None:
                 continue
             key = match.group(1).lower()
-            if key not in FRONT_MATTER_KEYS or key in self.meta:
+            if key not in FRONT_MATTER_KEYS:
                 continue
             if match.group(2) is not None:
-                self.meta[key] = values.get(match.group(2).lower(), "").strip()
+                self._set_meta(key, values.get(match.group(2).lower(), ""))
             elif match.group(3) is not None:
-                self.meta[key] = match.group(3).strip()
+                self._set_meta(key, match.group(3))
             elif not entry.capture:
                 entry.capture = key
                 self._captures.append(entry)
@@ -275,8 +286,7 @@ class _TextExtractor(HTMLParser):
             self._body -= entry.body
             if entry.capture:
                 self._captures.remove(entry)
-                text = _SPACE_RE.sub(" ", "".join(entry.parts)).strip()
-                self.meta.setdefault(entry.capture, text)
+                self._set_meta(entry.capture, _SPACE_RE.sub(" ", "".join(entry.parts)))
         return True
 
     # -- parser callbacks ---------------------------------------------------------------
@@ -285,9 +295,7 @@ class _TextExtractor(HTMLParser):
         if tag == "html" and values.get("lang") and not self.language:
             self.language = values["lang"].strip().split("-")[0].lower()
         if tag == "meta":
-            name = values.get("name", "").strip().lower()
-            if name in FRONT_MATTER_KEYS and name not in self.meta:
-                self.meta[name] = values.get("content", "").strip()
+            self._set_meta(values.get("name", "").strip().lower(), values.get("content", ""))
             return
         if tag == "title":
             self._in_title = True
@@ -392,6 +400,7 @@ def extract_html(markup: str) -> ExtractedHtml:
         language=parser.language,
         meta=dict(parser.meta),
         anchors=dict(parser.anchors),
+        sensitivity_labels=tuple(parser.sensitivity_labels),
     )
 
 
@@ -513,6 +522,12 @@ def _split_source(
     if suffix.lower() not in HTML_EXTENSIONS:
         return fields, rest, "", "", {}
     extracted = extract_html(rest)
+    labels = [*extracted.sensitivity_labels, *filter(None, [fields.get("sensitivity")])]
+    if len({label.strip().upper() for label in labels}) > 1:
+        raise ValueError(
+            f"{source}: sensitivity labels disagree ({', '.join(map(repr, labels))}); "
+            "give the page one label"
+        )
     merged = {**extracted.meta, **fields}  # a front-matter block wins over <meta> tags
     return merged, extracted.text, extracted.title, extracted.language, extracted.anchors
 
