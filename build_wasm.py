@@ -29,8 +29,9 @@ browser needs to embed queries the same way:
     ort/                    onnxruntime-web's WASM build, from node_modules/onnxruntime-web
 
 RESTRICTED documents are set aside before anything is written; the finished folder is then
-scanned, zip members included, for their text, titles and ids and for ``--canary`` strings,
-and the build fails (leaving the previous site untouched) if any is found.
+checked (``ragspine_lite.bundle.leaks``: databases row by row, every other byte, zip members
+included) for their text, chunk by chunk, titles and ids and for ``--canary`` strings, and
+the build fails (leaving the previous site untouched) if any is found, naming where.
 
 ``serve`` serves a built folder on 127.0.0.1 with the MIME types browsers insist on
 (``.mjs`` → ``text/javascript``, ``.wasm`` → ``application/wasm``; ``.onnx`` is binary).
@@ -656,6 +657,7 @@ def _build(
     if title is None:
         title = default_title(docs, corpus)
 
+    the_chunker = make_chunker(chunker) if chunker else None
     staging = scratch_dir(target, "staging")
     staging.chmod(0o755)
     try:
@@ -668,7 +670,7 @@ def _build(
             staging / STORE_PATH,
             max_chars=max_chars,
             overlap_chars=overlap_chars,
-            chunker=make_chunker(chunker) if chunker else None,
+            chunker=the_chunker,
             progress=indexing,
             embedding_backend=backend,
             index_text_fn=contextual_index_text if contextual else None,
@@ -727,7 +729,10 @@ def _build(
             )
             template.unlink()
 
-        needles = restricted_needles(corpus, canaries=canaries)
+        needles = restricted_needles(
+            corpus, canaries=canaries, max_chars=max_chars, overlap_chars=overlap_chars,
+            chunker=the_chunker,
+        )
         manifest: dict[str, Any] = {
             "format_version": BUNDLE_FORMAT_VERSION,
             "title": title,
@@ -766,11 +771,11 @@ def _build(
         }
         manifest_path = staging / MANIFEST_NAME
         manifest_path.write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n", "utf-8")
-        # The self-check reads every byte written, the manifest included.
+        # The self-check reads every file written (databases row by row), the manifest too.
         verify_no_leaks(staging, needles)
         manifest["restricted_check"]["passed"] = True
         manifest_path.write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n", "utf-8")
-        verify_no_leaks(staging, needles)
+        verify_no_leaks(manifest_path, needles)
 
         old = None
         if target.exists():

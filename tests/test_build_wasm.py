@@ -117,7 +117,9 @@ def _all_bytes(root: Path):
 
 def test_no_byte_of_the_site_holds_restricted_content(site):
     corpus = load_corpus([cli.samples_dir()])
-    needles = [n.lower().encode("utf-8") for n in restricted_needles(corpus, canaries=[CANARY])]
+    needles = [
+        n.text.lower().encode("utf-8") for n in restricted_needles(corpus, canaries=[CANARY])
+    ]
     assert len(needles) > 3
     for name, data in _all_bytes(site):
         low = data.lower()
@@ -140,17 +142,45 @@ def test_a_public_document_quoting_restricted_text_fails_the_build(bw, wheels, t
     write(docs / "leak.md", f"---\nsensitivity: PUBLIC\n---\nOverheard: {secret}")
     out = tmp_path / "site"
     write(out / "manifest.json", "{}")  # a previous build
-    with pytest.raises(RestrictedLeakError, match=r"data/chunks\.db contains"):
+    where = r"data/chunks\.db \(table narrative_chunk, row 1, column text, document 'leak\.md'\)"
+    with pytest.raises(RestrictedLeakError, match=where + " holds .*document 'memo\\.md'"):
         bw.build_site([docs], out, wheel=wheels[0], micropip=wheels[1])
     assert files_of(out) == {"manifest.json"}  # the previous site is untouched
     assert [p.name for p in tmp_path.iterdir() if "staging" in p.name] == []
 
 
+def test_the_self_check_reads_rows_so_long_paragraphs_cannot_hide(bw, wheels, tmp_path):
+    # a canary in a paragraph SQLite spreads over pages, and a RESTRICTED paragraph longer
+    # than a chunk repeated in a public document: both shipped past the bytes-and-lines check
+    words = " ".join(f"word{i}" for i in range(1200))
+    secret = " ".join(f"Clause {i}: the buyer pays {i * 7 + 3} million for lot {i}."
+                      for i in range(1, 31))
+    cases = {
+        "canary": ({"notes.md": f"{words[:3000]} {CANARY} {words[3000:6000]}"}, "canary #1"),
+        "repeated": ({"memo.md": f"---\nsensitivity: RESTRICTED\n---\n{secret}",
+                      "notes.md": f"---\nsensitivity: PUBLIC\n---\nAs heard: {secret}"},
+                     "RESTRICTED document 'memo.md'"),
+    }
+    for name, (files, label) in cases.items():
+        for file, text in files.items():
+            write(tmp_path / name / file, text)
+        with pytest.raises(RestrictedLeakError) as info:
+            bw.build_site([tmp_path / name], tmp_path / f"{name}-site", canaries=[CANARY],
+                          max_chars=8000 if name == "canary" else None,
+                          wheel=wheels[0], micropip=wheels[1])
+        message = str(info.value)
+        assert "data/chunks.db (table narrative_chunk, row 1, column text, document " \
+            "'notes.md')" in message and label in message
+        assert CANARY not in message and "million" not in message and "Clause" not in message
+        assert not (tmp_path / f"{name}-site").exists()
+
+
 def test_a_canary_in_a_public_document_fails_the_build(bw, wheels, tmp_path):
     write(tmp_path / "docs" / "a.md", "Codename BLUEFALCON is public now.")
-    with pytest.raises(RestrictedLeakError, match=r"chunks\.db contains .bluefalcon"):
+    with pytest.raises(RestrictedLeakError, match=r"chunks\.db .* holds canary #1") as info:
         bw.build_site([tmp_path / "docs"], tmp_path / "site", canaries=["bluefalcon"],
                       wheel=wheels[0], micropip=wheels[1])
+    assert "bluefalcon" not in str(info.value).lower()
     assert not (tmp_path / "site").exists()
 
 
@@ -459,7 +489,9 @@ def test_every_public_chunk_has_a_vector_and_no_restricted_one_does(embedded_sit
 def test_no_byte_of_the_embedded_site_holds_restricted_content(embedded_site):
     site, _ = embedded_site
     corpus = load_corpus([cli.samples_dir()])
-    needles = [n.lower().encode("utf-8") for n in restricted_needles(corpus, canaries=[CANARY])]
+    needles = [
+        n.text.lower().encode("utf-8") for n in restricted_needles(corpus, canaries=[CANARY])
+    ]
     for name, data in _all_bytes(site):
         low = data.lower()
         for needle in needles:
@@ -523,7 +555,7 @@ def test_the_leak_scan_reads_the_model_files_too(bw, wheels, tmp_path):
     _require_embeddings(bw)
     write(tmp_path / "docs" / "a.md", "Quokkas live on Rottnest Island.")
     # a word piece of the MiniLM vocabulary that no other output file holds
-    with pytest.raises(RestrictedLeakError, match=r"models/minilm/vocab\.txt contains"):
+    with pytest.raises(RestrictedLeakError, match=r"models/minilm/vocab\.txt holds canary #1"):
         bw.build_site([tmp_path / "docs"], tmp_path / "site", canaries=["##ingly"],
                       wheel=wheels[0], micropip=wheels[1], embeddings="minilm", demo=False)
     assert not (tmp_path / "site").exists()

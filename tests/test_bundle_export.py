@@ -21,6 +21,7 @@ from ragspine_lite.bundle.export import (
     scan_for_leaks,
     verify_no_leaks,
 )
+from ragspine_lite.bundle.leaks import fold
 from ragspine_lite.bundle.manifest import BUNDLE_FORMAT_VERSION, BUNDLE_META_TABLE, SECTION_TABLE
 from ragspine_lite.chunking.chunk_store import ChunkStore
 from ragspine_lite.chunking.chunking import chunk_document
@@ -78,7 +79,7 @@ def test_no_byte_of_the_exported_file_carries_restricted_text(exported, corpus):
     data = db.read_bytes().lower()
     assert CANARY.lower().encode() not in data
     for needle in restricted_needles(corpus):
-        assert needle.lower().encode("utf-8") not in data, needle
+        assert needle.text.lower().encode("utf-8") not in data, needle.label
 
 
 def test_export_records_sections_and_bundle_facts(exported, corpus):
@@ -142,18 +143,22 @@ def test_load_corpus_reports_progress_and_rejects_duplicate_ids(tmp_path):
         load_corpus([tmp_path / "empty"])
 
 
-def test_needles_are_canaries_and_long_lines_of_restricted_documents_only(tmp_path):
+def test_needles_are_canaries_then_id_title_chunks_and_lines_of_restricted_documents(tmp_path):
     write(tmp_path / "d" / "secret.md",
           "---\nsensitivity: restricted\ntitle: Secret merger plan\n---\n"
           "# Secret merger plan\nshort\nThe merger closes next spring at a premium.")
     write(tmp_path / "d" / "public.md", "Public line that is long enough to be a needle.")
-    needles = restricted_needles(load_corpus([tmp_path / "d"]), canaries=[" CODEWORD "])
-    assert needles == [
-        "CODEWORD",
-        "Secret merger plan",  # the title (and the heading, deduplicated)
-        "The merger closes next spring at a premium.",
+    needles = restricted_needles(load_corpus([tmp_path / "d"]), canaries=["", " CODEWORD "])
+    assert [(n.label, n.text, n.anywhere) for n in needles] == [
+        ("canary #2", "CODEWORD", True),
+        ("the title of RESTRICTED document 'secret.md'", "Secret merger plan", False),
+        ("text of chunk 1 of RESTRICTED document 'secret.md'",
+         "# Secret merger plan\nshort\nThe merger closes next spring at a premium.", False),
+        # the id is too short; line 1 is the title again (deduplicated), "short" is too short
+        ("line 3 of RESTRICTED document 'secret.md'",
+         "The merger closes next spring at a premium.", False),
     ]
-    assert all(len(n) >= MIN_NEEDLE_CHARS for n in needles[1:])
+    assert all(len(fold(n.text)) >= MIN_NEEDLE_CHARS for n in needles[1:])
     assert restricted_needles([], canaries=["", "  "]) == []
 
 
@@ -166,13 +171,13 @@ def test_scan_finds_needles_in_files_zip_members_any_case_and_json_escaped(tmp_p
         zf.writestr("pkg/data.txt", "x" * 500 + "ZEPHYRCANARY" + "y" * 500)
     assert CANARY.encode() not in (root / "pkg.whl").read_bytes()  # compressed away
     leaks = scan_for_leaks(root, [CANARY, "董事会纪要：内地分支机构调整"])
-    found = {(leak.path, leak.member, leak.needle) for leak in leaks}
+    found = {(leak.path, leak.member, leak.label) for leak in leaks}
     assert found == {
-        ("a/page.js", "", CANARY),
-        ("meta.json", "", "董事会纪要：内地分支机构调整"),
-        ("pkg.whl", "pkg/data.txt", CANARY),
+        ("a/page.js", "", "canary #1"),
+        ("meta.json", "", "canary #2"),
+        ("pkg.whl", "pkg/data.txt", "canary #1"),
     }
-    with pytest.raises(RestrictedLeakError, match=r"pkg\.whl!pkg/data\.txt"):
+    with pytest.raises(RestrictedLeakError, match=r"pkg\.whl!pkg/data\.txt holds canary #1"):
         verify_no_leaks(root, [CANARY])
 
 
@@ -282,7 +287,7 @@ def test_no_byte_of_an_embedded_export_carries_restricted_text(embedded, corpus)
     db, *_ = embedded
     data = db.read_bytes().lower()
     for needle in restricted_needles(corpus, canaries=[CANARY]):
-        assert needle.lower().encode("utf-8") not in data, needle
+        assert needle.text.lower().encode("utf-8") not in data, needle.label
 
 
 def test_the_exported_vectors_serve_a_hybrid_narrative_index(embedded):
@@ -323,3 +328,153 @@ def test_sync_chunk_vectors_reembeds_only_changed_chunks_and_drops_gone_ones(tmp
     with pytest.raises(ValueError, match="batch_size must be an int >= 1, got 0"):
         sync_chunk_vectors(chunks, backend, vectors, batch_size=0)
     vectors.close()
+
+
+# ---------------------------------------------------------------- the self-check reads rows
+
+
+SECRET = " ".join(
+    f"Clause {i}: the buyer pays {i * 7 + 3} million for lot {i} before the {i}th audit."
+    for i in range(1, 31)
+)  # one paragraph of ~2,000 characters, four default chunks
+
+
+def _export(tmp_path: Path, files: dict[str, str], **kwargs) -> tuple[Path, list]:
+    """Export ``files`` (name → text) into a folder with one chunk store; (folder, corpus)."""
+    for name, text in files.items():
+        write(tmp_path / "docs" / name, text)
+    corpus = load_corpus([tmp_path / "docs"])
+    out = tmp_path / "out"
+    export_store(corpus, out / "chunks.db", **kwargs)
+    return out, corpus
+
+
+def _rows(db: Path, sql: str) -> list[tuple]:
+    conn = sqlite3.connect(db)
+    try:
+        return conn.execute(sql).fetchall()
+    finally:
+        conn.close()
+
+
+def _assert_tells_nothing(message: str, secret: str) -> None:
+    """No 12-character stretch of ``secret`` (folded) is in ``message``."""
+    text, folded = fold(message), fold(secret)
+    assert not [folded[i : i + 12] for i in range(len(folded) - 11) if folded[i : i + 12] in text]
+
+
+def test_a_canary_in_a_paragraph_that_sqlite_spreads_over_pages_is_found(tmp_path):
+    filler = " ".join(f"word{i}" for i in range(1200))[:6000]
+
+    def with_canary_at(offset: int) -> tuple[Path, bytes, str]:
+        text = filler[:offset] + CANARY + filler[offset + len(CANARY) :]  # same length
+        out, _ = _export(tmp_path / str(offset), {"notes.md": text}, max_chars=8000)
+        return out, (out / "chunks.db").read_bytes(), text
+
+    # where the row's text leaves its page for an overflow page: the longest prefix in the file
+    _, raw, text = with_canary_at(0)
+    low, high = 0, len(text)
+    while low < high:
+        mid = (low + high + 1) // 2
+        low, high = (mid, high) if text[:mid].encode() in raw else (low, mid - 1)
+    out, raw, _ = with_canary_at(low - len(CANARY) // 2)
+    assert CANARY.encode() not in raw  # the bytes scan of old missed it
+    leaks = scan_for_leaks(out, [CANARY])
+    assert ("chunks.db", "table narrative_chunk, row 1, column text", "notes.md") in {
+        (leak.path, leak.location, leak.document) for leak in leaks
+    }
+    with pytest.raises(RestrictedLeakError) as info:
+        verify_no_leaks(out, ["x" * 20, CANARY])
+    assert "holds canary #2" in str(info.value) and CANARY.lower() not in str(info.value).lower()
+
+
+def test_a_restricted_paragraph_longer_than_a_chunk_repeated_in_a_public_one_is_found(tmp_path):
+    out, corpus = _export(tmp_path, {
+        "memo.md": f"---\nsensitivity: RESTRICTED\n---\n{SECRET}",
+        "leak.md": f"---\nsensitivity: PUBLIC\n---\nOverheard at lunch: {SECRET}",
+    })
+    texts = [t for (t,) in _rows(out / "chunks.db", "SELECT text FROM narrative_chunk")]
+    assert len(texts) > 3 and not any(SECRET in t for t in texts)  # no row holds the line
+    with pytest.raises(RestrictedLeakError) as info:
+        verify_no_leaks(out, restricted_needles(corpus))
+    message = str(info.value)
+    assert "(table narrative_chunk, row 1, column text, document 'leak.md') holds text of " \
+        "chunk 1 of RESTRICTED document 'memo.md'" in message
+    assert "document(s) 'leak.md', not RESTRICTED, hold that content" in message
+    _assert_tells_nothing(message, SECRET)
+
+
+def test_leaks_in_freed_pages_are_found_in_the_raw_bytes(tmp_path):
+    db = tmp_path / "out" / "x.db"
+    db.parent.mkdir()
+    conn = sqlite3.connect(db)
+    conn.execute("PRAGMA secure_delete = OFF")  # the default of many SQLite builds
+    conn.execute("CREATE TABLE t (v TEXT)")
+    conn.executemany("INSERT INTO t VALUES (?)", [(f"row {i} " * 200,) for i in range(20)])
+    conn.execute("INSERT INTO t VALUES (?)", (f"gone {CANARY} gone",))
+    conn.commit()
+    conn.execute("DELETE FROM t WHERE v LIKE 'gone%'")
+    conn.commit()
+    conn.close()
+    assert [(leak.path, leak.location) for leak in scan_for_leaks(db.parent, [CANARY])] == [
+        ("x.db", "")
+    ]
+
+
+def _fullwidth(text: str) -> str:
+    return "".join(chr(ord(c) + 0xFEE0) if c.isascii() and c.isalnum() else c for c in text)
+
+
+def _zero_width(text: str) -> str:
+    return "".join(c + "\u200b" if i % 5 == 4 else c for i, c in enumerate(text))
+
+
+VARIANTS = {
+    "as given": lambda t: t,
+    "upper case": str.upper,
+    "full width": _fullwidth,
+    "zero-width spaces": _zero_width,
+    "no-break spaces": lambda t: t.replace(" ", "\u00a0"),
+    "reflowed": lambda t: t.replace(" ", "\n  ", 1).replace(". ", ".\n"),
+}
+CANARY_TEXT = "Zephyr Falcon 7731"
+FILLER = " ".join(f"word{i}" for i in range(1000))
+
+
+def _placed(place: str, variant: str) -> dict[str, str]:
+    """Documents with the canary (or, for "repeated", a RESTRICTED paragraph) put in ``place``
+    of a public document, written the ``variant`` way."""
+    v = VARIANTS[variant]
+    one_line = v(CANARY_TEXT).replace("\n", " ")
+    public = "---\nsensitivity: PUBLIC\n{}---\n{}"
+    return {
+        "text": {"pub.md": public.format("", f"Notes. {v(CANARY_TEXT)} ends here.")},
+        "title": {"pub.md": public.format(f"title: {one_line}\n", "Plain body text.")},
+        "id": {"pub.md": public.format(f"doc_id: notes-{one_line}\n", "Plain body text.")},
+        "metadata": {"pub.md": public.format(f"entity: {one_line}\n", "Plain body text.")},
+        "large paragraph": {
+            "pub.md": public.format("", f"{FILLER[:3100]} {v(CANARY_TEXT)} {FILLER[3100:6000]}")
+        },
+        "repeated": {
+            "memo.md": f"---\nsensitivity: RESTRICTED\n---\n{SECRET}",
+            "pub.md": public.format("", f"Overheard: {v(SECRET)}"),
+        },
+    }[place]
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+@pytest.mark.parametrize(
+    "place", ["text", "title", "id", "metadata", "large paragraph", "repeated"]
+)
+def test_the_canary_matrix_every_placement_and_spelling_fails_the_check(tmp_path, place, variant):
+    out, corpus = _export(tmp_path, _placed(place, variant), max_chars=8000
+                          if place == "large paragraph" else 480)
+    needles = restricted_needles(corpus, canaries=[CANARY_TEXT])
+    leaks = scan_for_leaks(out, needles)
+    expected = "canary #1" if place != "repeated" else "RESTRICTED document 'memo.md'"
+    rows = [leak for leak in leaks if expected in leak.label and leak.location]
+    assert rows, leaks
+    assert all(leak.location.startswith("table ") for leak in rows)
+    with pytest.raises(RestrictedLeakError) as info:
+        verify_no_leaks(out, needles)
+    _assert_tells_nothing(str(info.value), SECRET if place == "repeated" else CANARY_TEXT)

@@ -2,16 +2,13 @@
 
 RESTRICTED documents never enter the exported store: they are set aside at load time, so no
 text, title, metadata, posting or vector of theirs is written anywhere. Their count is all that
-is reported. :func:`scan_for_leaks` then reads every byte of the finished bundle (zip members
-such as wheels included) for the RESTRICTED documents' text, titles and ids and for explicit
-canary strings, case-insensitively and in JSON-escaped form too.
+is reported. The self-check (:mod:`ragspine_lite.bundle.leaks`: :func:`restricted_needles`,
+:func:`verify_no_leaks`) then reads the finished bundle, its databases row by row and every
+other byte, for the RESTRICTED documents' text, titles and ids and for canary strings.
 
 With an embedding backend, :func:`export_store` also writes one vector per exported chunk into
 the same file (:class:`~ragspine_lite.vector.sqlite_store.SqliteVectorStore`, default table,
 ``model_id = embedding_model_id(backend)``), so the bundle can be searched hybrid.
-
->>> restricted_needles([], canaries=["  SECRET-CODENAME "])
-['SECRET-CODENAME']
 """
 
 from __future__ import annotations
@@ -19,13 +16,21 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-import zipfile
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from ragspine_lite.bundle.leaks import (
+    MIN_NEEDLE_CHARS,
+    Leak,
+    Needle,
+    RestrictedLeakError,
+    restricted_needles,
+    scan_for_leaks,
+    verify_no_leaks,
+)
 from ragspine_lite.bundle.manifest import (
     BUNDLE_FORMAT_VERSION,
     BUNDLE_META_TABLE,
@@ -54,6 +59,7 @@ __all__ = [
     "MIN_NEEDLE_CHARS",
     "ExportReport",
     "Leak",
+    "Needle",
     "RestrictedLeakError",
     "SourceDocument",
     "assign_urls",
@@ -66,16 +72,10 @@ __all__ = [
     "write_sections",
 ]
 
-#: Lines of RESTRICTED documents shorter than this are not searched for (too generic).
-MIN_NEEDLE_CHARS = 12
 #: The progress item prefix of :func:`export_store`'s embedding phase.
 EMBEDDING_PHASE = "embedding"
 
 Progress = Callable[[int, int, str], None]
-
-
-class RestrictedLeakError(RagspineError):
-    """RESTRICTED content was found where it must never be (an export or its output)."""
 
 
 @dataclass
@@ -131,20 +131,6 @@ class ExportReport:
         if self.embedding_model_id:
             out["vectors"] = self.vectors
         return out
-
-
-@dataclass(frozen=True)
-class Leak:
-    """A needle found in a file (``member`` names the entry inside a zip archive)."""
-
-    path: str
-    member: str
-    needle: str
-
-    def describe(self) -> str:
-        where = f"{self.path}!{self.member}" if self.member else self.path
-        shown = self.needle if len(self.needle) <= 40 else self.needle[:37] + "..."
-        return f"{where} contains {shown!r}"
 
 
 def _inside(path: Path, folders: Sequence[Path]) -> bool:
@@ -406,78 +392,3 @@ def _write_vectors(
     report.vectors = len(stored)
     report.embedding_model_id = model_id
     report.embedding_dim = int(dim) if dim else int(getattr(backend, "dim", 0) or 0)
-
-
-def restricted_needles(
-    docs: Iterable[SourceDocument], *, canaries: Iterable[str] = ()
-) -> list[str]:
-    """Strings that must not appear in a bundle: canaries, then per RESTRICTED document its
-    ``doc_id``, title and every body line of at least :data:`MIN_NEEDLE_CHARS` characters
-    (Markdown ``#`` markers stripped). Deduplicated, in first-seen order.
-    """
-    out: dict[str, None] = {}
-    for canary in canaries:
-        if canary.strip():
-            out[canary.strip()] = None
-    for doc in docs:
-        if not doc.restricted:
-            continue
-        candidates = [doc.meta.doc_id, doc.meta.title]
-        candidates.extend(line.strip().lstrip("#").strip() for line in doc.body.split("\n"))
-        for text in candidates:
-            if len(text) >= MIN_NEEDLE_CHARS:
-                out.setdefault(text, None)
-    return list(out)
-
-
-def _needle_forms(needle: str) -> list[bytes]:
-    """UTF-8 and JSON ``\\uXXXX``-escaped forms, lower-cased (ASCII case folding)."""
-    forms = {needle.encode("utf-8").lower(), json.dumps(needle)[1:-1].encode("ascii").lower()}
-    return sorted(forms)
-
-
-def _scan_bytes(data: bytes, forms: list[tuple[str, list[bytes]]]) -> list[str]:
-    hay = data.lower()
-    return [needle for needle, variants in forms if any(v in hay for v in variants)]
-
-
-def scan_for_leaks(root: str | Path, needles: Iterable[str]) -> list[Leak]:
-    """Every (file, needle) hit under ``root``, reading zip archives' members too.
-
-    Matching ignores ASCII case and also finds JSON-escaped non-ASCII text.
-    """
-    base = Path(root)
-    forms = [(n, _needle_forms(n)) for n in needles if n]
-    if not forms:
-        return []
-    leaks: list[Leak] = []
-    for path in sorted(p for p in base.rglob("*") if p.is_file()):
-        rel = path.relative_to(base).as_posix()
-        data = path.read_bytes()
-        leaks.extend(Leak(rel, "", n) for n in _scan_bytes(data, forms))
-        if data[:4] != b"PK\x03\x04":
-            continue
-        try:
-            archive = zipfile.ZipFile(path)
-        except zipfile.BadZipFile:
-            continue
-        with archive:
-            for info in archive.infolist():
-                if info.is_dir():
-                    continue
-                member = archive.read(info)
-                leaks.extend(Leak(rel, info.filename, n) for n in _scan_bytes(member, forms))
-    return leaks
-
-
-def verify_no_leaks(root: str | Path, needles: Iterable[str]) -> int:
-    """Raise :class:`RestrictedLeakError` listing the hits, if any; else return the needle count."""
-    needle_list = [n for n in needles if n]
-    leaks = scan_for_leaks(root, needle_list)
-    if leaks:
-        shown = "; ".join(leak.describe() for leak in leaks[:5])
-        more = f" (and {len(leaks) - 5} more)" if len(leaks) > 5 else ""
-        raise RestrictedLeakError(
-            f"RESTRICTED content found in the bundle output: {shown}{more}"
-        )
-    return len(needle_list)

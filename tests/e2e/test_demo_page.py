@@ -104,7 +104,7 @@ def drop_file(page, name: str, text: str):
 @pytest.fixture(scope="module")
 def needles():
     corpus = load_corpus([samples_dir()])
-    return restricted_needles(corpus, canaries=[CANARY])
+    return [n.text for n in restricted_needles(corpus, canaries=[CANARY])]
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,433 @@
+"""The bundle self-check: no RESTRICTED text, title or id, and no canary, anywhere in the output.
+
+What is read: every SQLite database *logically*, through ``sqlite3``: every text and blob
+value of every row of every table (chunk text and metadata, the BM25 index tables, vector
+metadata, the schema itself), so text that SQLite spreads over overflow pages is read whole.
+Then the raw bytes of every file (databases too: freed pages keep old text) and of every
+member of a zip archive (the wheels).
+
+What is looked for (:func:`restricted_needles`): each ``--canary`` string, anywhere; and per
+RESTRICTED document its ``doc_id``, its title, every body line of at least
+:data:`MIN_NEEDLE_CHARS` characters and the text of each of its chunks, chunked with the
+export's own chunker and budgets. A text longer than :data:`WINDOW_CHARS` is looked for as
+every :data:`WINDOW_CHARS`-character stretch that starts at a word, so a passage is found
+wherever :data:`WINDOW_CHARS` characters of it (plus at most a word) sit in one value or
+file: split over two chunk rows, say, when a public document repeats a RESTRICTED paragraph
+longer than one chunk. Both sides are folded alike first: Unicode NFKC, case-folded, format
+characters (zero-width spaces) dropped, each whitespace run one space, JSON ``\\uXXXX``
+escapes decoded.
+
+RESTRICTED documents never enter an export, so RESTRICTED text found in its chunk store
+means a document that is *not* RESTRICTED repeats it: the owner has published the secret in
+that document. That fails the build like any other leak, and the message names the document.
+
+A :class:`Leak` says where (file, zip member, or table, row and column with the row's
+document) and what ("canary #2", "chunk 3 of RESTRICTED document 'x'"), never the text.
+
+>>> [n.label for n in restricted_needles([], canaries=["", "  SECRET-CODENAME "])]
+['canary #2']
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+import sqlite3
+import unicodedata
+import zipfile
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ragspine_lite.chunking.chunking import (
+    DEFAULT_CHUNK_CHARS,
+    DEFAULT_OVERLAP_CHARS,
+    chunk_document,
+)
+from ragspine_lite.common.errors import RagspineError
+
+__all__ = [
+    "MIN_NEEDLE_CHARS",
+    "WINDOW_CHARS",
+    "Leak",
+    "Needle",
+    "RestrictedLeakError",
+    "fold",
+    "restricted_needles",
+    "scan_for_leaks",
+    "verify_no_leaks",
+]
+
+#: Texts of RESTRICTED documents shorter than this (folded) are not looked for (too generic).
+MIN_NEEDLE_CHARS = 12
+#: Longer texts are looked for as every stretch of this many characters that starts at a word.
+WINDOW_CHARS = 48
+#: How many leaks an error message lists.
+SHOWN_LEAKS = 5
+
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+_ZIP_MAGIC = b"PK\x03\x04"
+# Scripts that do not separate words (CJK): each character counts as a word.
+_CJK = "\u2e80-\u9fff\u3040-\u30ff\uac00-\ud7af\uf900-\ufaff\U00020000-\U0002fa1f"
+# Where a window starts: a word character after a non-word one, or any CJK character.
+_ANCHOR = re.compile(f"(?<!\\w)\\w|[{_CJK}]")
+# A token: a run of word characters outside CJK, or one CJK character.
+_TOKEN = re.compile(f"[^\\W{_CJK}]+|[{_CJK}]")
+# Up to this many needle keys are looked for one by one; above, through the text's tokens.
+_FEW_KEYS = 256
+
+
+class RestrictedLeakError(RagspineError):
+    """RESTRICTED content was found where it must never be (an export or its output)."""
+
+
+@dataclass(frozen=True)
+class Needle:
+    """A text that must not appear, and what it is (``label``: shown in place of the text).
+
+    ``anywhere``: matched as a plain substring (canaries); otherwise from a word start.
+    """
+
+    text: str
+    label: str
+    anywhere: bool = False
+
+
+@dataclass(frozen=True)
+class Leak:
+    """Where a needle was found and which (``label``; never its text).
+
+    ``path`` is relative to the scanned root; ``member`` names a zip archive's entry;
+    ``location`` is ``"table T, row R, column C"`` inside a database, and ``document`` the
+    ``doc_id`` of that row (when it has one).
+    """
+
+    path: str
+    member: str
+    label: str
+    location: str = ""
+    document: str = ""
+
+    def describe(self) -> str:
+        place = f"{self.path}!{self.member}" if self.member else self.path
+        if self.location:
+            place += f" ({self.location}"
+            place += f", document {self.document!r})" if self.document else ")"
+        return f"{place} holds {self.label}"
+
+
+@functools.cache
+def _format_chars() -> re.Pattern[str]:
+    """A run of Unicode format characters (zero-width space, joiners, bidi marks, BOM …)."""
+    planes = (range(0x20000), range(0xE0000, 0xE1000))  # where Unicode puts them
+    spans: list[list[int]] = []
+    for cp in (cp for r in planes for cp in r if unicodedata.category(chr(cp)) == "Cf"):
+        if spans and spans[-1][1] == cp - 1:
+            spans[-1][1] = cp
+        else:
+            spans.append([cp, cp])
+    ranges = "".join(f"{re.escape(chr(a))}-{re.escape(chr(b))}" for a, b in spans)
+    return re.compile(f"[{ranges}]+")
+
+
+def fold(text: str) -> str:
+    """``text`` as the check compares it: NFKC, case-folded, without format characters,
+    whitespace runs as one space, stripped.
+
+    >>> fold("  Ｒｅｖｅｎｕｅ\\u200b  GREW\\n\\tfast ")
+    'revenue grew fast'
+    """
+    if not text.isascii():
+        text = _format_chars().sub("", unicodedata.normalize("NFKC", text))
+    return " ".join(text.casefold().split())
+
+
+def _json_strings(text: str) -> str:
+    """Every string (keys too) of ``text`` when it is a JSON document with escapes, one per
+    line; else ``""`` (its folded text is then all there is to read)."""
+    if "\\" not in text or text.lstrip()[:1] not in ("{", "[", '"'):
+        return ""
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return ""
+    found: list[str] = []
+    stack = [data]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            found.append(item)
+        elif isinstance(item, dict):
+            found.extend(item)
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return "\n".join(found)
+
+
+def _latin(text: str) -> str:
+    """``text`` as its UTF-8 bytes read one char per byte (how binary data is searched)."""
+    return text.encode("utf-8").decode("latin-1")
+
+
+def _windows(text: str) -> list[str]:
+    """Every :data:`WINDOW_CHARS`-character stretch of ``text`` that starts at a word."""
+    starts = (m.start() for m in _ANCHOR.finditer(text))
+    return [text[i : i + WINDOW_CHARS] for i in starts if i + WINDOW_CHARS <= len(text)]
+
+
+def _key(piece: str) -> str | None:
+    """The longest *inner* token of ``piece`` (neither first nor last, so whole wherever the
+    piece occurs), or ``None`` when it has no inner token."""
+    inner = _TOKEN.findall(piece)[1:-1]
+    return max(inner, key=len) if inner else None
+
+
+class _Matcher:
+    """Finds many needles in a text or in binary data at once.
+
+    Needles with an inner token are filed under their longest one and searched for only
+    where that token occurs (a few substring tests, or a set intersection with the text's
+    tokens when there are many keys); then by plain substring search.
+    """
+
+    def __init__(self, needles: Sequence[Needle]) -> None:
+        self.labels = [n.label for n in needles]
+        self.plain: list[tuple[str, int]] = []  # always searched for
+        self.by_key: dict[str, list[tuple[str, int]]] = {}
+        for i, needle in enumerate(needles):
+            text = fold(needle.text)
+            if not text:
+                continue
+            if needle.anywhere:
+                self.plain.append((text, i))
+                continue
+            for piece in dict.fromkeys(_windows(text) if len(text) > WINDOW_CHARS else [text]):
+                key = _key(piece)
+                if key is None:
+                    self.plain.append((piece, i))
+                else:
+                    self.by_key.setdefault(key, []).append((piece, i))
+        # binary data: canaries and the texts no longer than a window, as UTF-8 bytes
+        self.binary = [
+            (_latin(text), i)
+            for i, text in enumerate(fold(n.text) for n in needles)
+            if text and (needles[i].anywhere or len(text) <= WINDOW_CHARS)
+        ]
+
+    def find_text(self, text: str) -> set[str]:
+        """The labels of the needles in ``text`` (folded here; JSON strings decoded too)."""
+        hays = [fold(text)]
+        strings = _json_strings(text)
+        if strings:
+            hays.append(fold(strings))
+        return self._search(hays)
+
+    def find_bytes(self, data: bytes) -> set[str]:
+        """:meth:`find_text` for UTF-8 text. Binary data (no document text is ever written
+        as such, only copied runtimes and models are) is searched for the canaries, ids,
+        titles and short texts as UTF-8 bytes, ASCII case ignored."""
+        try:
+            return self.find_text(data.decode("utf-8"))
+        except UnicodeDecodeError:
+            hay = data.lower().decode("latin-1")
+        return {self.labels[i] for piece, i in self.binary if piece in hay}
+
+    def _search(self, hays: list[str]) -> set[str]:
+        hits: set[int] = set()
+        for hay in hays:
+            if len(self.by_key) > _FEW_KEYS:
+                present: Iterable[str] = self.by_key.keys() & set(_TOKEN.findall(hay))
+            else:
+                present = [key for key in self.by_key if key in hay]
+            candidates = self.plain + [c for key in present for c in self.by_key[key]]
+            hits.update(i for piece, i in candidates if i not in hits and piece in hay)
+        return {self.labels[i] for i in hits}
+
+
+def _chunks(doc: Any, max_chars: int, overlap_chars: int, chunker: Any | None) -> list[Any]:
+    """``doc`` chunked as the export chunks it (its chunker, else :func:`chunk_document`)."""
+    if chunker is not None:
+        return chunker.chunk(doc.body, doc.meta, max_chars=max_chars, overlap_chars=overlap_chars)
+    return chunk_document(doc.body, doc.meta, max_chars=max_chars, overlap_chars=overlap_chars)
+
+
+def restricted_needles(
+    docs: Iterable[Any],
+    *,
+    canaries: Iterable[str] = (),
+    max_chars: int = DEFAULT_CHUNK_CHARS,
+    overlap_chars: int = DEFAULT_OVERLAP_CHARS,
+    chunker: Any | None = None,
+) -> list[Needle]:
+    """What must not appear in a bundle: the canaries (``"canary #n"``, n counting from 1 as
+    given), then per RESTRICTED document (``docs`` are
+    :class:`~ragspine_lite.bundle.export.SourceDocument`) its ``doc_id``, title, chunks (as
+    the export would chunk it: ``max_chars``, ``overlap_chars``, ``chunker``) and body lines
+    (Markdown ``#`` markers stripped) of at least :data:`MIN_NEEDLE_CHARS` folded characters.
+    Deduplicated by folded text, the first label kept.
+    """
+    out: dict[str, Needle] = {}
+
+    def add(text: str, label: str, *, anywhere: bool = False, minimum: int = MIN_NEEDLE_CHARS):
+        key = fold(text)
+        if len(key) >= minimum:
+            out.setdefault(key, Needle(text.strip(), label, anywhere))
+
+    for n, canary in enumerate(canaries, 1):
+        add(canary, f"canary #{n}", anywhere=True, minimum=1)
+    for doc in docs:
+        if not doc.restricted:
+            continue
+        name = f"RESTRICTED document {doc.meta.doc_id!r}"
+        add(doc.meta.doc_id, f"the id of {name}")
+        add(doc.meta.title, f"the title of {name}")
+        for n, chunk in enumerate(_chunks(doc, max_chars, overlap_chars, chunker), 1):
+            add(chunk.text, f"text of chunk {n} of {name}")
+        for n, line in enumerate(doc.body.split("\n"), 1):
+            add(line.strip().lstrip("#").strip(), f"line {n} of {name}")
+    return list(out.values())
+
+
+def _as_needles(needles: Iterable[Needle | str]) -> list[Needle]:
+    """Plain strings are canaries (numbered from 1 in the order given)."""
+    out = []
+    for n, needle in enumerate(needles, 1):
+        if isinstance(needle, str):
+            needle = Needle(needle.strip(), f"canary #{n}", anywhere=True)
+        if needle.text.strip():
+            out.append(needle)
+    return out
+
+
+def _row_document(columns: Sequence[str], row: Sequence[Any]) -> str:
+    """The ``doc_id`` of a row: its ``doc_id`` column, or a ``metadata`` JSON's ``doc_id``."""
+    values = dict(zip(columns, row, strict=False))
+    if isinstance(values.get("doc_id"), str):
+        return values["doc_id"]
+    metadata = values.get("metadata")
+    if isinstance(metadata, str):
+        try:
+            parsed = json.loads(metadata)
+        except ValueError:
+            return ""
+        if isinstance(parsed, dict) and isinstance(parsed.get("doc_id"), str):
+            return parsed["doc_id"]
+    return ""
+
+
+def _table_rows(
+    conn: sqlite3.Connection, table: str
+) -> tuple[list[str], Iterator[tuple[Any, Sequence[Any]]]]:
+    """(columns, (row number, values)…): the rowid where the table has one, else 1, 2, …"""
+    quoted = '"' + table.replace('"', '""') + '"'
+    try:
+        cursor = conn.execute(f"SELECT _rowid_, * FROM {quoted}")
+        columns = [d[0] for d in cursor.description][1:]
+        return columns, ((r[0], r[1:]) for r in cursor)
+    except sqlite3.OperationalError:  # WITHOUT ROWID
+        cursor = conn.execute(f"SELECT * FROM {quoted}")
+        columns = [d[0] for d in cursor.description]
+        return columns, enumerate(cursor, 1)
+
+
+def _scan_sqlite(path: Path, rel: str, matcher: _Matcher) -> list[Leak]:
+    """Every text/blob value of every row of every table of the database at ``path``."""
+    try:
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    except sqlite3.Error as exc:
+        raise RestrictedLeakError(f"cannot open {rel!r} to check it: {exc}") from None
+    leaks: list[Leak] = []
+    try:
+        tables = ["sqlite_master"] + [
+            name
+            for name, sql in conn.execute("SELECT name, sql FROM sqlite_master WHERE type='table'")
+            if not (sql or "").upper().startswith("CREATE VIRTUAL")  # its shadow tables are read
+        ]
+        for table in tables:
+            columns, rows = _table_rows(conn, table)
+            for number, row in rows:
+                for column, value in zip(columns, row, strict=False):
+                    if isinstance(value, str):
+                        labels = sorted(matcher.find_text(value))
+                    elif isinstance(value, bytes):
+                        labels = sorted(matcher.find_bytes(value))
+                    else:
+                        continue
+                    if not labels:
+                        continue
+                    where = f"table {table}, row {number}, column {column}"
+                    document = _row_document(columns, row)
+                    if document and matcher.find_text(document):  # naming it would tell
+                        where, document = f"{where}, of a document whose id it is", ""
+                    leaks.extend(Leak(rel, "", label, where, document) for label in labels)
+    except sqlite3.Error as exc:
+        raise RestrictedLeakError(f"cannot read {rel!r} to check it: {exc}") from None
+    finally:
+        conn.close()
+    return leaks
+
+
+def _files(base: Path) -> list[tuple[Path, str]]:
+    if base.is_file():
+        return [(base, base.name)]
+    paths = sorted(p for p in base.rglob("*") if p.is_file())
+    return [(p, p.relative_to(base).as_posix()) for p in paths]
+
+
+def scan_for_leaks(root: str | Path, needles: Iterable[Needle | str]) -> list[Leak]:
+    """Every leak under ``root`` (a folder, or one file): SQLite databases row by row, then the
+    bytes of every file and zip member. Plain strings in ``needles`` are canaries."""
+    matcher = _Matcher(_as_needles(needles))
+    if not matcher.labels:
+        return []
+    leaks: list[Leak] = []
+    for path, rel in _files(Path(root)):
+        data = path.read_bytes()
+        logical: set[str] = set()
+        if data.startswith(_SQLITE_MAGIC):
+            found = _scan_sqlite(path, rel, matcher)
+            leaks.extend(found)
+            logical = {leak.label for leak in found}
+        raw = matcher.find_bytes(data) - logical
+        leaks.extend(Leak(rel, "", label) for label in sorted(raw))
+        if data.startswith(_ZIP_MAGIC):
+            leaks.extend(_scan_zip(path, rel, matcher))
+    return leaks
+
+
+def _scan_zip(path: Path, rel: str, matcher: _Matcher) -> list[Leak]:
+    try:
+        archive = zipfile.ZipFile(path)
+    except zipfile.BadZipFile:
+        return []
+    leaks = []
+    with archive:
+        for info in archive.infolist():
+            if info.is_dir():
+                continue
+            for label in sorted(matcher.find_bytes(archive.read(info))):
+                leaks.append(Leak(rel, info.filename, label))
+    return leaks
+
+
+def verify_no_leaks(root: str | Path, needles: Iterable[Needle | str]) -> int:
+    """Raise :class:`RestrictedLeakError` naming where and what (never the text) when
+    :func:`scan_for_leaks` finds anything; else return the number of needles."""
+    needle_list = _as_needles(needles)
+    leaks = scan_for_leaks(root, needle_list)
+    if not leaks:
+        return len(needle_list)
+    shown = "; ".join(leak.describe() for leak in leaks[:SHOWN_LEAKS])
+    more = f" (and {len(leaks) - SHOWN_LEAKS} more)" if len(leaks) > SHOWN_LEAKS else ""
+    holders = sorted({leak.document for leak in leaks if leak.document})
+    hint = ""
+    if holders:  # RESTRICTED documents are never exported: these are public ones
+        names = ", ".join(repr(d) for d in holders)
+        hint = (
+            f". The exported document(s) {names}, not RESTRICTED, hold that content: remove it "
+            "from them, or label them RESTRICTED"
+        )
+    raise RestrictedLeakError(f"RESTRICTED content found in the bundle output: {shown}{more}{hint}")
