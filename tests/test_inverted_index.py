@@ -357,3 +357,42 @@ def test_index_reports_its_size():
         index = StoreBM25Index.attach(store)
         store.replace_doc_chunks("d", [chunk("d", 0, "revenue grew " * 50)])
         assert index.size_bytes() > 0
+
+
+def test_a_tampered_index_names_the_database_the_table_and_the_term(tmp_path):
+    path = tmp_path / "bundle.db"
+    with ChunkStore(path) as store:
+        store.init_schema()
+        StoreBM25Index.attach(store)
+        for i in range(30):
+            store.replace_doc_chunks(f"d{i}", [chunk(f"d{i}", 0, f"revenue {WORDS[i % 13]}", "A")])
+    conn = sqlite3.connect(path)
+    assert conn.execute("SELECT COUNT(*) FROM lexical_main WHERE term = 'revenue'").fetchone()[0]
+    conn.execute("UPDATE lexical_main SET docs = x'0102030405' WHERE term = 'revenue'")
+    conn.commit()
+    conn.close()
+    with ChunkStore(path) as store:
+        index = StoreBM25Index.attach(store)
+        with pytest.raises(ii.CorruptIndexError) as info:
+            index.rank(["revenue"])
+    message = str(info.value)
+    assert repr(str(path)) in message
+    assert "table lexical_main, term 'revenue', column docs holds 5 bytes" in message
+    assert "rebuild it from the documents" in message
+    assert isinstance(info.value, ChunkStoreError)  # what callers already catch
+
+
+def test_a_tampered_length_table_names_the_database_too(tmp_path):
+    path = tmp_path / "bundle.db"
+    with ChunkStore(path) as store:
+        store.init_schema()
+        StoreBM25Index.attach(store)
+        for i in range(30):
+            store.replace_doc_chunks(f"d{i}", [chunk(f"d{i}", 0, f"revenue {WORDS[i % 13]}", "A")])
+    conn = sqlite3.connect(path)
+    conn.execute("UPDATE lexical_stat SET value = x'010203' WHERE key = 'main_lengths'")
+    conn.commit()
+    conn.close()
+    with ChunkStore(path) as store, pytest.raises(ii.CorruptIndexError,
+                                                  match="table lexical_stat, key 'main_lengths'"):
+        StoreBM25Index.attach(store).rank(["revenue"])

@@ -5,9 +5,11 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -309,14 +311,17 @@ def test_create_app_names_the_extra_lazily():
     assert rows["splade"]["reason"] == "switched off" and not rows["colbert"]["available"]
 
 
-def test_serve_remote_command_serves_a_fresh_process(tmp_path):
+@contextmanager
+def serve_remote(tmp_path, *options):
+    """``ragspine-lite serve-remote`` (models off, nothing preloaded) in a fresh process on a
+    free port; yields its base URL once it answers /healthz."""
     from _remote_server import closed_port
 
     port = closed_port()
     env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     proc = subprocess.Popen(
         [sys.executable, "-m", "ragspine_lite", "serve-remote", "--port", str(port),
-         "--no-preload", "--colbert-model", "none", "--log-level", "warning"],
+         "--no-preload", "--colbert-model", "none", "--log-level", "warning", *options],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=tmp_path,
     )
     try:
@@ -330,11 +335,76 @@ def test_serve_remote_command_serves_a_fresh_process(tmp_path):
                 if time.monotonic() > deadline or proc.poll() is not None:
                     raise
                 time.sleep(0.2)
-        rows = {r["id"]: r for r in client.models()["data"]}
-        assert rows["colbert"]["reason"] == "switched off"
+        yield f"http://127.0.0.1:{port}"
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+def test_serve_remote_command_serves_a_fresh_process(tmp_path):
+    with serve_remote(tmp_path) as url:
+        rows = {r["id"]: r for r in RemoteClient(url, timeout=2).models()["data"]}
+        assert rows["colbert"]["reason"] == "switched off"
+
+
+def _slow_client(url: str, parts: list[bytes], pause: float) -> tuple[bytes, float]:
+    """Send ``parts`` ``pause`` seconds apart (stopping if the server hangs up), then read
+    until the server closes; (what it answered, seconds from connect to its close)."""
+    port = int(url.rsplit(":", 1)[1])
+    sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+    started = time.monotonic()
+    answer = b""
+    try:
+        for part in parts:
+            try:
+                sock.sendall(part)
+            except OSError:
+                break
+            sock.settimeout(pause)
+            try:
+                answer += sock.recv(65536)
+                break  # the server answered (and closes)
+            except TimeoutError:
+                continue
+        sock.settimeout(10)
+        while chunk := sock.recv(65536):
+            answer += chunk
+    except ConnectionResetError:
+        pass
+    finally:
+        sock.close()
+    return answer, time.monotonic() - started
+
+
+def test_slow_headers_and_bodies_get_a_408_within_the_read_timeout(tmp_path):
+    with serve_remote(tmp_path, "--read-timeout", "1") as url:
+        # headers a byte every 0.3 s: the deadline runs from the connection, not the last byte
+        head = b"POST /v1/embed HTTP/1.1\r\nHost: x\r\nX-Slow: " + b"a" * 40
+        answer, took = _slow_client(url, [head[i : i + 1] for i in range(len(head))], 0.3)
+        assert answer.startswith(b"HTTP/1.1 408 ") and took < 3.0, (answer, took)
+        assert json.loads(answer.split(b"\r\n\r\n", 1)[1])["error"]["code"] == "request_timeout"
+        # complete headers, then a body that stops after 10 of its 100 bytes
+        head = (b"POST /v1/embed HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                b"Content-Length: 100\r\n\r\n")
+        answer, took = _slow_client(url, [head, b'{"inputs":'] + [b" "] * 20, 0.4)
+        assert answer.startswith(b"HTTP/1.1 408 ") and took < 3.5, (answer, took)
+        assert b"request body not received within 1 s" in answer
+        # a prompt client on a kept-alive connection is not cut off
+        assert RemoteClient(url, timeout=5).health()["status"] == "ok"
+
+
+def test_deeply_nested_and_repeated_key_json_are_400s(endpoint):
+    status, _h, data = _http(endpoint, "POST", "/v1/rerank", b"[" * 30000 + b"]" * 30000)
+    assert status == 400 and json.loads(data)["error"]["message"] == (
+        "request body nests JSON too deeply"
+    )
+    nested = b'{"method": "colbert", "query": "q", "candidates": ' + b"[" * 20000 + b"]" * 20000
+    status, _h, data = _http(endpoint, "POST", "/v1/rerank", nested + b"}")
+    assert status == 400 and json.loads(data)["error"]["code"] == "invalid_json"
+    twice = (b'{"method": "colbert", "query": "q", "candidates": '
+             b'[{"text": "a", "sensitivity": "INTERNAL", "sensitivity": "RESTRICTED"}]}')
+    status, _h, data = _http(endpoint, "POST", "/v1/rerank", twice)
+    assert status == 400 and "repeats the key 'sensitivity'" in json.loads(data)["error"]["message"]
 
 
 # ---------------------------------------------------------------- /v1/embeddings (OpenAI)

@@ -368,3 +368,18 @@ def test_query_scores_are_the_query_hits_without_metadata():
                 assert [repr(sc) for _, sc in pairs] == [repr(h.score) for h in hits]
     assert [h.id for h in s.query((1.0, 0.5, 0.0), k=2)] == ["a", "b"]
     assert SqliteVectorStore(":memory:").query_scores((1.0,)) == []
+
+
+def test_a_tampered_vector_names_the_database_and_the_row(tmp_path):
+    path = tmp_path / "v.db"
+    with SqliteVectorStore(path, model_id="m") as store:
+        store.upsert([rec("a", 1.0, 0.0), rec("b", 0.0, 1.0)])
+    conn = sqlite3.connect(path)
+    conn.execute("UPDATE ragspine_vector SET vector = x'0000803f00' WHERE id = 'b'")
+    conn.commit()
+    conn.close()
+    with SqliteVectorStore(path, model_id="m") as store, pytest.raises(VectorStoreError) as info:
+        store.query([1.0, 0.0], k=2)
+    message = str(info.value)
+    assert repr(str(path)) in message and "the vector of 'b' holds 5 bytes" in message
+    assert "rebuild" in message

@@ -47,6 +47,7 @@ __all__ = [
     "BM25_INDEX_FORMAT",
     "BM25Index",
     "CandidateSet",
+    "CorruptIndexError",
     "InvertedIndex",
     "Postings",
     "StaleIndexError",
@@ -90,13 +91,31 @@ def _zeros(n: int) -> array:
     return array(_UINT, bytes(4 * n))
 
 
-def _unpack(blob: bytes | None) -> array:
+#: What to do about a damaged index (a :class:`CorruptIndexError` says it).
+REBUILD_HINT = (
+    "the file was damaged or edited; rebuild it from the documents (ingest them into a new "
+    "database, or build the site again)"
+)
+
+
+def _unpack(blob: bytes | None, db_path: str = "", where: str = "") -> array:
+    """Packed ``uint32`` entries; a blob that cannot be them is a :class:`CorruptIndexError`
+    naming ``db_path`` and ``where`` in it (table, key, column)."""
     values = array(_UINT)
     if blob:
+        if len(blob) % values.itemsize:
+            raise CorruptIndexError(
+                f"the BM25 index in {db_path!r} is damaged: {where} holds {len(blob)} bytes, "
+                f"not a whole number of {values.itemsize}-byte entries; {REBUILD_HINT}"
+            )
         values.frombytes(blob)
         if not _LITTLE_ENDIAN:  # pragma: no cover - big-endian hosts only
             values.byteswap()
     return values
+
+
+class CorruptIndexError(ChunkStoreError):
+    """A stored index value cannot be decoded: the database file is damaged or was edited."""
 
 
 class StaleIndexError(ChunkStoreError):
@@ -867,7 +886,7 @@ class StoreBM25Index(BM25Index):
                 entry = delta[term] = ([], [])
             entry[0].append(docno)
             entry[1].append(tf)
-        lengths = _unpack(_stat_blob(conn, "main_lengths"))
+        lengths = self._unpack_stat(conn, "main_lengths")
         new_docs = conn.execute(f"SELECT docno, length FROM {_DELTA_DOC} ORDER BY docno").fetchall()
         if new_docs:
             end = new_docs[-1][0] + 1
@@ -881,7 +900,7 @@ class StoreBM25Index(BM25Index):
         read = f"SELECT docs, tfs FROM {_MAIN} WHERE term = ?"
         for term in sorted(touched | delta.keys()):
             row = conn.execute(read, (term,)).fetchone()
-            docs, tfs = (_unpack(row[0]), _unpack(row[1])) if row else (_zeros(0), _zeros(0))
+            docs, tfs = self._unpack_main(term, row)
             postings -= len(docs)
             if term in touched and dead:
                 keep = [d not in dead for d in docs]
@@ -960,7 +979,7 @@ class StoreBM25Index(BM25Index):
         if stats["main_version"] != self._main_version:
             self._main.clear()
             self._main_cached = 0
-            self._main_lengths = _unpack(_stat_blob(conn, "main_lengths"))
+            self._main_lengths = self._unpack_stat(conn, "main_lengths")
             self._main_version = stats["main_version"]
         self._stats = stats
         self.n_docs = stats["docs"]
@@ -1033,13 +1052,24 @@ class StoreBM25Index(BM25Index):
         hit = self._main.pop(term, None)
         if hit is None:
             row = conn.execute(f"SELECT docs, tfs FROM {_MAIN} WHERE term = ?", (term,)).fetchone()
-            hit = (_unpack(row[0]), _unpack(row[1])) if row else (_zeros(0), _zeros(0))
+            hit = self._unpack_main(term, row)
             self._main_cached += len(hit[0])
             while self._main and self._main_cached > self.cache_postings:
                 oldest = next(iter(self._main))
                 self._main_cached -= len(self._main.pop(oldest)[0])
         self._main[term] = hit  # most recently used last
         return hit
+
+    def _unpack_main(self, term: str, row: tuple[bytes, bytes] | None) -> tuple[array, array]:
+        """A ``lexical_main`` row's (docs, tfs); none for a term without main postings."""
+        if row is None:
+            return _zeros(0), _zeros(0)
+        db, where = str(self.store.db_path), f"table {_MAIN}, term {term!r}, column"
+        return _unpack(row[0], db, f"{where} docs"), _unpack(row[1], db, f"{where} tfs")
+
+    def _unpack_stat(self, conn: sqlite3.Connection, key: str) -> array:
+        where = f"table {_STAT}, key {key!r}"
+        return _unpack(_stat_blob(conn, key), str(self.store.db_path), where)
 
     def _chunk_ids(self, docnos: Iterable[int]) -> dict[int, str]:
         conn = self._read_conn()

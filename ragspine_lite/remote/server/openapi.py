@@ -117,9 +117,10 @@ _SCHEMAS: dict[str, Any] = {
 }
 
 _ERRORS = {
-    "400": "body is not a JSON object",
+    "400": "body is not one JSON object (invalid, a repeated key, nested too deeply)",
     "401": "bearer token missing",
     "403": "bearer token wrong",
+    "408": "headers or body not received within the read timeout",
     "413": "body too large",
     "422": "invalid request, too many items, or an item labelled RESTRICTED",
     "502": "the LLM back end failed",
