@@ -359,8 +359,8 @@ def test_index_reports_its_size():
         assert index.size_bytes() > 0
 
 
-def test_a_tampered_index_names_the_database_the_table_and_the_term(tmp_path):
-    path = tmp_path / "bundle.db"
+def _tampered(path: Path, sql: str) -> Path:
+    """A built store of 30 documents at ``path``, then ``sql`` run on it behind its back."""
     with ChunkStore(path) as store:
         store.init_schema()
         StoreBM25Index.attach(store)
@@ -368,9 +368,15 @@ def test_a_tampered_index_names_the_database_the_table_and_the_term(tmp_path):
             store.replace_doc_chunks(f"d{i}", [chunk(f"d{i}", 0, f"revenue {WORDS[i % 13]}", "A")])
     conn = sqlite3.connect(path)
     assert conn.execute("SELECT COUNT(*) FROM lexical_main WHERE term = 'revenue'").fetchone()[0]
-    conn.execute("UPDATE lexical_main SET docs = x'0102030405' WHERE term = 'revenue'")
+    conn.execute(sql)
     conn.commit()
     conn.close()
+    return path
+
+
+def test_a_tampered_index_names_the_database_the_table_and_the_term(tmp_path):
+    path = _tampered(tmp_path / "bundle.db",
+                     "UPDATE lexical_main SET docs = x'0102030405' WHERE term = 'revenue'")
     with ChunkStore(path) as store:
         index = StoreBM25Index.attach(store)
         with pytest.raises(ii.CorruptIndexError) as info:
@@ -383,16 +389,8 @@ def test_a_tampered_index_names_the_database_the_table_and_the_term(tmp_path):
 
 
 def test_a_tampered_length_table_names_the_database_too(tmp_path):
-    path = tmp_path / "bundle.db"
-    with ChunkStore(path) as store:
-        store.init_schema()
-        StoreBM25Index.attach(store)
-        for i in range(30):
-            store.replace_doc_chunks(f"d{i}", [chunk(f"d{i}", 0, f"revenue {WORDS[i % 13]}", "A")])
-    conn = sqlite3.connect(path)
-    conn.execute("UPDATE lexical_stat SET value = x'010203' WHERE key = 'main_lengths'")
-    conn.commit()
-    conn.close()
+    path = _tampered(tmp_path / "bundle.db",
+                     "UPDATE lexical_stat SET value = x'010203' WHERE key = 'main_lengths'")
     with ChunkStore(path) as store, pytest.raises(ii.CorruptIndexError,
                                                   match="table lexical_stat, key 'main_lengths'"):
         StoreBM25Index.attach(store).rank(["revenue"])
