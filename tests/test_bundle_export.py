@@ -478,3 +478,19 @@ def test_the_canary_matrix_every_placement_and_spelling_fails_the_check(tmp_path
     with pytest.raises(RestrictedLeakError) as info:
         verify_no_leaks(out, needles)
     _assert_tells_nothing(str(info.value), SECRET if place == "repeated" else CANARY_TEXT)
+
+
+def test_whole_texts_match_as_whole_words_and_cjk_ones_inside_a_run(tmp_path):
+    out, corpus = _export(tmp_path, {
+        "secret.md": "---\nsensitivity: RESTRICTED\ntitle: Budget plan number 10\n---\n"
+                     "# 董事会纪要：内地分支机构调整\nshort",
+        "a.md": "See the budget plan number 1001 and budget plan number 10b.",
+    })
+    needles = restricted_needles(corpus)
+    assert scan_for_leaks(out, needles) == []
+    write(tmp_path / "more" / "b.md", "As the budget plan number 10, said.")
+    write(tmp_path / "more" / "c.md", "会议显示董事会纪要：内地分支机构调整已经完成")
+    export_store(load_corpus([tmp_path / "more"]), tmp_path / "out2" / "chunks.db")
+    found = {(leak.document, leak.label) for leak in scan_for_leaks(tmp_path / "out2", needles)}
+    assert ("b.md", "the title of RESTRICTED document 'secret.md'") in found
+    assert ("c.md", "line 1 of RESTRICTED document 'secret.md'") in found

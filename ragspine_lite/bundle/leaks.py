@@ -31,6 +31,7 @@ document) and what ("canary #2", "chunk 3 of RESTRICTED document 'x'"), never th
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 import re
 import sqlite3
@@ -73,6 +74,7 @@ _ZIP_MAGIC = b"PK\x03\x04"
 _CJK = "\u2e80-\u9fff\u3040-\u30ff\uac00-\ud7af\uf900-\ufaff\U00020000-\U0002fa1f"
 # Where a window starts: a word character after a non-word one, or any CJK character.
 _ANCHOR = re.compile(f"(?<!\\w)\\w|[{_CJK}]")
+_CJK_CHAR = re.compile(f"[{_CJK}]")
 # A token: a run of word characters outside CJK, or one CJK character.
 _TOKEN = re.compile(f"[^\\W{_CJK}]+|[{_CJK}]")
 # Up to this many needle keys are looked for one by one; above, through the text's tokens.
@@ -167,55 +169,114 @@ def _json_strings(text: str) -> str:
     return "\n".join(found)
 
 
-def _latin(text: str) -> str:
-    """``text`` as its UTF-8 bytes read one char per byte (how binary data is searched)."""
-    return text.encode("utf-8").decode("latin-1")
-
-
 def _windows(text: str) -> list[str]:
     """Every :data:`WINDOW_CHARS`-character stretch of ``text`` that starts at a word."""
     starts = (m.start() for m in _ANCHOR.finditer(text))
     return [text[i : i + WINDOW_CHARS] for i in starts if i + WINDOW_CHARS <= len(text)]
 
 
-def _key(piece: str) -> str | None:
-    """The longest *inner* token of ``piece`` (neither first nor last, so whole wherever the
-    piece occurs), or ``None`` when it has no inner token."""
+def _key(piece: str) -> tuple[str, ...] | None:
+    """The longest pair of adjacent *inner* tokens of ``piece`` (neither first nor last, so
+    whole wherever the piece occurs), else its one inner token, else ``None``."""
     inner = _TOKEN.findall(piece)[1:-1]
-    return max(inner, key=len) if inner else None
+    if len(inner) > 1:
+        return max(itertools.pairwise(inner), key=lambda pair: len(pair[0] + pair[1]))
+    return (inner[0],) if inner else None
+
+
+def _keys_in(tokens: list[str]) -> set[tuple[str, ...]]:
+    """Every token and pair of adjacent tokens, as :func:`_key` makes them."""
+    out: set[tuple[str, ...]] = {(t,) for t in tokens}
+    out.update(itertools.pairwise(tokens))
+    return out
+
+
+_Ends = tuple[bool, bool]  # (left, right): that end must not be continued by a word character
+
+
+def _word_char(ch: str) -> bool:
+    return (ch.isalnum() or ch == "_") and not _CJK_CHAR.match(ch)
+
+
+def _ends(text: str) -> _Ends:
+    """Which ends of a whole text are word characters (so the title "Plan 10" is not found
+    in "Plan 1001"); CJK characters and punctuation need no boundary."""
+    return _word_char(text[0]), _word_char(text[-1])
+
+
+def _text_word(hay: str, at: int) -> bool:
+    return _word_char(hay[at])
+
+
+def _byte_word(hay: bytes, at: int) -> bool:
+    return hay[at] >= 0x80 or hay[at : at + 1].isalnum() or hay[at] == 0x5F
+
+
+def _found(hay: Any, piece: Any, ends: _Ends, word: Any) -> bool:
+    """Whether ``piece`` occurs in ``hay`` (str or bytes) with the ``ends`` it must have."""
+    left, right = ends
+    at = hay.find(piece)
+    while at != -1:
+        end = at + len(piece)
+        if not (left and at and word(hay, at - 1)) and not (
+            right and end < len(hay) and word(hay, end)
+        ):
+            return True
+        at = hay.find(piece, at + 1)
+    return False
+
+
+# bytes.translate table: ASCII letters, digits and "_" stay, every other byte is a space
+_ASCII_WORDS = bytes(b if chr(b).isascii() and (chr(b).isalnum() or b == 0x5F) else 0x20
+                     for b in range(256))
+_FREE: _Ends = (False, False)
 
 
 class _Matcher:
     """Finds many needles in a text or in binary data at once.
 
-    Needles with an inner token are filed under their longest one and searched for only
-    where that token occurs (a few substring tests, or a set intersection with the text's
-    tokens when there are many keys); then by plain substring search.
+    Needles with inner tokens are filed under their longest pair of adjacent ones (or their
+    one) and searched for only where that key occurs (a few substring tests, or a set
+    intersection with the text's tokens and token pairs when there are many keys); then by
+    substring search (whole texts as whole words, windows of longer ones as they are).
+    Binary data is searched likewise for the canaries and the texts no longer than a window,
+    as UTF-8 bytes (ASCII case ignored), keyed by their longest ASCII word.
     """
 
     def __init__(self, needles: Sequence[Needle]) -> None:
         self.labels = [n.label for n in needles]
-        self.plain: list[tuple[str, int]] = []  # always searched for
-        self.by_key: dict[str, list[tuple[str, int]]] = {}
+        # (piece, needle, ends)
+        self.plain: list[tuple[str, int, _Ends]] = []  # always searched for
+        self.by_key: dict[tuple[str, ...], list[tuple[str, int, _Ends]]] = {}
+        self.binary_plain: list[tuple[bytes, int, _Ends]] = []
+        self.binary_by_key: dict[bytes, list[tuple[bytes, int, _Ends]]] = {}
         for i, needle in enumerate(needles):
             text = fold(needle.text)
             if not text:
                 continue
+            ends = _FREE if needle.anywhere else _ends(text)
             if needle.anywhere:
-                self.plain.append((text, i))
-                continue
-            for piece in dict.fromkeys(_windows(text) if len(text) > WINDOW_CHARS else [text]):
-                key = _key(piece)
-                if key is None:
-                    self.plain.append((piece, i))
+                self.plain.append((text, i, ends))
+            elif len(text) > WINDOW_CHARS:
+                for window in dict.fromkeys(_windows(text)):
+                    self._file((window, i, _FREE))
+            else:
+                self._file((text, i, ends))
+            if needle.anywhere or len(text) <= WINDOW_CHARS:
+                data = text.encode("utf-8")
+                words = [] if needle.anywhere else data.translate(_ASCII_WORDS).split()
+                if words:
+                    key = max(words, key=len)
+                    self.binary_by_key.setdefault(key, []).append((data, i, ends))
                 else:
-                    self.by_key.setdefault(key, []).append((piece, i))
-        # binary data: canaries and the texts no longer than a window, as UTF-8 bytes
-        self.binary = [
-            (_latin(text), i)
-            for i, text in enumerate(fold(n.text) for n in needles)
-            if text and (needles[i].anywhere or len(text) <= WINDOW_CHARS)
-        ]
+                    self.binary_plain.append((data, i, ends))
+
+    def _file(self, piece: tuple[str, int, _Ends]) -> None:
+        key = _key(piece[0])
+        if key is None:
+            self.plain.append(piece)
+        else:
+            self.by_key.setdefault(key, []).append(piece)
 
     def find_text(self, text: str) -> set[str]:
         """The labels of the needles in ``text`` (folded here; JSON strings decoded too)."""
@@ -223,28 +284,38 @@ class _Matcher:
         strings = _json_strings(text)
         if strings:
             hays.append(fold(strings))
-        return self._search(hays)
-
-    def find_bytes(self, data: bytes) -> set[str]:
-        """:meth:`find_text` for UTF-8 text. Binary data (no document text is ever written
-        as such, only copied runtimes and models are) is searched for the canaries, ids,
-        titles and short texts as UTF-8 bytes, ASCII case ignored."""
-        try:
-            return self.find_text(data.decode("utf-8"))
-        except UnicodeDecodeError:
-            hay = data.lower().decode("latin-1")
-        return {self.labels[i] for piece, i in self.binary if piece in hay}
-
-    def _search(self, hays: list[str]) -> set[str]:
         hits: set[int] = set()
         for hay in hays:
             if len(self.by_key) > _FEW_KEYS:
-                present: Iterable[str] = self.by_key.keys() & set(_TOKEN.findall(hay))
-            else:
-                present = [key for key in self.by_key if key in hay]
+                present: Iterable[tuple[str, ...]] = self.by_key.keys() & _keys_in(
+                    _TOKEN.findall(hay)
+                )
+            else:  # a cheap superset: both tokens occur somewhere
+                present = [key for key in self.by_key if all(t in hay for t in key)]
             candidates = self.plain + [c for key in present for c in self.by_key[key]]
-            hits.update(i for piece, i in candidates if i not in hits and piece in hay)
+            hits.update(
+                i for piece, i, ends in candidates
+                if i not in hits and _found(hay, piece, ends, _text_word)
+            )
         return {self.labels[i] for i in hits}
+
+    def find_bytes(self, data: bytes) -> set[str]:
+        """:meth:`find_text` for UTF-8 text, else the binary search (see the class)."""
+        try:
+            return self.find_text(data.decode("utf-8"))
+        except UnicodeDecodeError:
+            pass
+        hay = data.lower()
+        if len(self.binary_by_key) > _FEW_KEYS:
+            present: Iterable[bytes] = self.binary_by_key.keys() & set(
+                hay.translate(_ASCII_WORDS).split()
+            )
+        else:
+            present = [key for key in self.binary_by_key if key in hay]
+        candidates = self.binary_plain + [c for k in present for c in self.binary_by_key[k]]
+        return {
+            self.labels[i] for piece, i, ends in candidates if _found(hay, piece, ends, _byte_word)
+        }
 
 
 def _chunks(doc: Any, max_chars: int, overlap_chars: int, chunker: Any | None) -> list[Any]:
@@ -333,6 +404,28 @@ def _table_rows(
         return columns, enumerate(cursor, 1)
 
 
+def _row_leaks(
+    rel: str, table: str, number: Any, columns: list[str], row: Sequence[Any], matcher: _Matcher
+) -> list[Leak]:
+    """The leaks of one row, value by value, named by table, row, column and document."""
+    leaks = []
+    for column, value in zip(columns, row, strict=False):
+        if isinstance(value, str):
+            labels = sorted(matcher.find_text(value))
+        elif isinstance(value, bytes):
+            labels = sorted(matcher.find_bytes(value))
+        else:
+            continue
+        if not labels:
+            continue
+        where = f"table {table}, row {number}, column {column}"
+        document = _row_document(columns, row)
+        if document and matcher.find_text(document):  # naming it would tell
+            where, document = f"{where}, of a document whose id it is", ""
+        leaks.extend(Leak(rel, "", label, where, document) for label in labels)
+    return leaks
+
+
 def _scan_sqlite(path: Path, rel: str, matcher: _Matcher) -> list[Leak]:
     """Every text/blob value of every row of every table of the database at ``path``."""
     try:
@@ -349,20 +442,7 @@ def _scan_sqlite(path: Path, rel: str, matcher: _Matcher) -> list[Leak]:
         for table in tables:
             columns, rows = _table_rows(conn, table)
             for number, row in rows:
-                for column, value in zip(columns, row, strict=False):
-                    if isinstance(value, str):
-                        labels = sorted(matcher.find_text(value))
-                    elif isinstance(value, bytes):
-                        labels = sorted(matcher.find_bytes(value))
-                    else:
-                        continue
-                    if not labels:
-                        continue
-                    where = f"table {table}, row {number}, column {column}"
-                    document = _row_document(columns, row)
-                    if document and matcher.find_text(document):  # naming it would tell
-                        where, document = f"{where}, of a document whose id it is", ""
-                    leaks.extend(Leak(rel, "", label, where, document) for label in labels)
+                leaks.extend(_row_leaks(rel, table, number, columns, row, matcher))
     except sqlite3.Error as exc:
         raise RestrictedLeakError(f"cannot read {rel!r} to check it: {exc}") from None
     finally:
@@ -425,7 +505,9 @@ def verify_no_leaks(root: str | Path, needles: Iterable[Needle | str]) -> int:
     holders = sorted({leak.document for leak in leaks if leak.document})
     hint = ""
     if holders:  # RESTRICTED documents are never exported: these are public ones
-        names = ", ".join(repr(d) for d in holders)
+        names = ", ".join(repr(d) for d in holders[:SHOWN_LEAKS])
+        if len(holders) > SHOWN_LEAKS:
+            names += f" and {len(holders) - SHOWN_LEAKS} more"
         hint = (
             f". The exported document(s) {names}, not RESTRICTED, hold that content: remove it "
             "from them, or label them RESTRICTED"
