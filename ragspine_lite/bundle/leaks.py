@@ -4,7 +4,9 @@ What is read: every SQLite database *logically*, through ``sqlite3``: every text
 value of every row of every table (chunk text and metadata, the BM25 index tables, vector
 metadata, the schema itself), so text that SQLite spreads over overflow pages is read whole.
 Then the raw bytes of every file (databases too: freed pages keep old text) and of every
-member of a zip archive (the wheels).
+member of a zip archive (the wheels): UTF-8 text like database values, binary data (the wasm
+runtime, model weights: copied, never written from documents) for the canaries and the texts
+no longer than a window, as UTF-8 bytes.
 
 What is looked for (:func:`restricted_needles`): each ``--canary`` string, anywhere; and per
 RESTRICTED document its ``doc_id``, its title, every body line of at least
@@ -89,7 +91,9 @@ class RestrictedLeakError(RagspineError):
 class Needle:
     """A text that must not appear, and what it is (``label``: shown in place of the text).
 
-    ``anywhere``: matched as a plain substring (canaries); otherwise from a word start.
+    ``anywhere``: matched as a plain substring (canaries). Otherwise a text up to
+    :data:`WINDOW_CHARS` long is matched whole (not continued by a word character at an end
+    that is one), a longer one by its windows.
     """
 
     text: str
