@@ -20,6 +20,7 @@ from ragspine_lite.chunking.sources import (
     parse_front_matter,
     slugify,
 )
+from ragspine_lite.common.sensitivity import SensitivityError
 
 FRONT = (
     "---\n"
@@ -115,11 +116,12 @@ def test_blank_lines_and_comments_inside_front_matter_are_ignored():
 
 
 def test_every_documented_key_is_accepted(tmp_path):
-    lines = "".join(f"{key}: v_{key}\n" for key in FRONT_MATTER_KEYS)
+    values = {key: f"v_{key}" for key in FRONT_MATTER_KEYS} | {"sensitivity": "confidential"}
+    lines = "".join(f"{key}: {value}\n" for key, value in values.items())
     _, meta = load_document(write(tmp_path / "all.md", f"---\n{lines}---\nbody"))
     assert meta.doc_id == "v_doc_id"
     assert meta.geography == "v_geography"
-    assert meta.sensitivity == "V_SENSITIVITY"
+    assert meta.sensitivity == "CONFIDENTIAL"
 
 
 def test_text_without_a_leading_fence_has_no_front_matter():
@@ -338,6 +340,12 @@ def test_html_front_matter_block_wins_over_meta_tags(tmp_path):
         load_document(write(tmp_path / "memo2.htm", text.replace("PUBLIC", "RESTRICTED")))
 
 
+def test_html_front_matter_and_meta_tag_labels_must_agree(tmp_path):
+    path = write(tmp_path / "memo.htm", "---\nsensitivity: RESTRICTED\n---\n" + PAGE)
+    with pytest.raises(SensitivityError, match=r"memo\.htm.*'RESTRICTED', 'public'"):
+        load_document(path)
+
+
 def test_html_caller_language_default_beats_the_lang_attribute(tmp_path):
     _, meta = load_document(write(tmp_path / "a.html", "<html lang=en><p>x</p>"), language="zh")
     assert meta.language == "zh"
@@ -473,3 +481,43 @@ def test_html_sensitivity_labels_from_meta_tags_and_data_meta_must_agree(tmp_pat
     assert meta.sensitivity == "RESTRICTED"
     with pytest.raises(ValueError, match="sensitivity labels"):
         load_document(write(tmp_path / "c.html", "---\nsensitivity: PUBLIC\n---\n" + agreeing))
+
+
+# ---------------------------------------------------------------- HTML: linear time
+
+UNCLOSABLE = ["<a ", "</a", "<!-- >", "<?x", "<!x", "<a x='"]
+
+
+@pytest.mark.parametrize("unit", UNCLOSABLE)
+def test_html_constructs_that_never_close_are_text_and_never_parsed_as_tags(unit, monkeypatch):
+    # html.parser rescans the rest of the input for every construct it cannot close: 16,000
+    # "<a " took 20 s. Those are now text before the parser sees them: no tag is attempted.
+    import html.parser
+
+    attempts = []
+    for name in ("parse_starttag", "parse_endtag", "parse_comment", "parse_html_declaration",
+                 "parse_pi", "parse_bogus_comment"):
+        real = getattr(html.parser.HTMLParser, name)
+        monkeypatch.setattr(
+            html.parser.HTMLParser, name,
+            lambda self, i, _real=real, _name=name: attempts.append(_name) or _real(self, i),
+        )
+    markup = "<p>intro</p>" + unit * 50_000
+    extracted = extract_html(markup)
+    assert len(attempts) <= 4  # the <p> and </p> of the intro, whatever the input size
+    assert extracted.text.split("\n")[0] == "intro"
+    assert extracted.text.count(unit.strip()[:2]) == 50_000
+
+
+def test_html_with_150_kb_of_unclosed_tags_is_extracted_quickly():
+    import time
+
+    started = time.perf_counter()
+    extract_html("<p>x</p>" + "<a " * 50_000)  # 150 KB: did not finish in 60 s before
+    assert time.perf_counter() - started < 10  # generous: linear takes well under a second
+
+
+def test_html_marked_sections_never_crash_the_parser():
+    # html.parser raised AssertionError on "<![" not followed by a known keyword.
+    assert extract_html("<p>a</p><![<![ x]><p>b</p>").text == "a\nb"
+    assert extract_html("<p>a</p><![").text == "a\n<!["

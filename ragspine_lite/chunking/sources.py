@@ -11,18 +11,25 @@ A document may start with a simple front-matter block::
     # Body starts here
 
 Only ``key: value`` lines (blank lines and ``#`` comments allowed); values may be wrapped in
-matching single or double quotes. Accepted keys: :data:`FRONT_MATTER_KEYS`. The body after
-the block is what gets chunked, so paragraph numbers in locators count from the body.
+matching single or double quotes, and a `` # comment`` after a value is dropped, as in YAML
+(quote a value that contains `` #``). Blank lines before the opening ``---`` are allowed.
+Accepted keys: :data:`FRONT_MATTER_KEYS`. The body after the block is what gets chunked, so
+paragraph numbers in locators count from the body.
 
 Precedence for each field: front matter > keyword default passed by the caller > derived
 default (``doc_id`` = path relative to ``root`` with ``/`` separators; ``title`` = first
-``# `` heading of the body, else the file stem). ``sensitivity`` is stripped and upper-cased.
+``# `` heading of the body, else the file stem). ``sensitivity`` must be a label of the closed
+vocabulary (:mod:`ragspine_lite.common.sensitivity`: NFKC, case-folded, stripped); anything
+else, or two labels that disagree, raises :class:`SensitivityError` naming the file.
 
 HTML (``.html``/``.htm``) is reduced to text first (:func:`extract_html`): one line per block
 element, headings written as Markdown ``#`` lines, scripts and styles dropped. The extracted
 text is the body, so chunk text stays a contiguous substring of it. ``<meta name="KEY"
-content="...">`` tags for :data:`FRONT_MATTER_KEYS` act as front matter (a leading ``---``
-block still wins), ``<title>`` is the derived title and ``<html lang>`` the derived language.
+content="...">`` (or ``property="KEY"``) tags for :data:`FRONT_MATTER_KEYS` act as front matter
+(a leading ``---`` block wins, but every sensitivity label given, by front matter, ``<meta>`` or
+``data-ragspine-meta``, must agree), ``<title>`` is
+the derived title and ``<html lang>`` the derived language. Markup is pre-scanned once so that
+a ``<`` which can never close (no ``>`` after it) is text: parsing stays linear in the input.
 :func:`heading_sections` maps headings to paragraph spans and anchors (an HTML heading's
 ``id``, else a GitHub-style slug of its text).
 """
@@ -31,12 +38,14 @@ from __future__ import annotations
 
 import os
 import re
+import unicodedata
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from pathlib import Path
 
 from ragspine_lite.chunking.chunking import DocumentMeta
+from ragspine_lite.common.sensitivity import SensitivityError, parse_sensitivity
 
 __all__ = [
     "FRONT_MATTER_KEYS",
@@ -69,14 +78,25 @@ FRONT_MATTER_KEYS: tuple[str, ...] = (
 _FENCE = "---"
 
 
+def _visible(line: str) -> str:
+    """``line`` without format characters (BOM, zero-width space …) and surrounding blanks."""
+    return "".join(ch for ch in line if unicodedata.category(ch) != "Cf").strip()
+
+
 def _is_fence(line: str) -> bool:
-    return line.rstrip() == _FENCE
+    return _visible(line) == _FENCE
 
 
-def _unquote(value: str) -> str:
-    if len(value) >= 2 and value[0] == value[-1] and value[0] in ("'", '"'):
-        return value[1:-1]
-    return value
+# A quoted value (then only a comment may follow), else everything before a " #" comment.
+_VALUE_RE = re.compile(r"""\s*(?:(["'])(.*?)\1\s*(?:#.*)?|(.*?)\s*(?:(?<!\S)#.*)?)\s*""")
+
+
+def _field_value(raw: str) -> str:
+    """A front-matter value: quotes removed when they match, a `` # comment`` dropped."""
+    match = _VALUE_RE.fullmatch(raw)
+    if match is None:  # pragma: no cover - the pattern matches every string
+        return raw.strip()
+    return match.group(2) if match.group(1) else match.group(3)
 
 
 def parse_front_matter(text: str, *, source: str = "<text>") -> tuple[dict[str, str], str]:
@@ -90,13 +110,16 @@ def parse_front_matter(text: str, *, source: str = "<text>") -> tuple[dict[str, 
     ({'topic': 'REVENUE'}, 'Body')
     """
     lines = text.split("\n")
-    if not lines or not _is_fence(lines[0]):
+    start = next((i for i, line in enumerate(lines) if _visible(line)), len(lines))
+    if start == len(lines) or not _is_fence(lines[start]):
         return {}, text
-    close = next((i for i in range(1, len(lines)) if _is_fence(lines[i])), None)
+    close = next((i for i in range(start + 1, len(lines)) if _is_fence(lines[i])), None)
     if close is None:
-        raise ValueError(f"{source}: front matter opened on line 1 is never closed by a '---' line")
+        raise ValueError(
+            f"{source}: front matter opened on line {start + 1} is never closed by a '---' line"
+        )
     fields: dict[str, str] = {}
-    for lineno in range(1, close):
+    for lineno in range(start + 1, close):
         raw = lines[lineno].strip()
         if not raw or raw.startswith("#"):
             continue
@@ -113,7 +136,7 @@ def parse_front_matter(text: str, *, source: str = "<text>") -> tuple[dict[str, 
             )
         if key in fields:
             raise ValueError(f"{source}: front matter key {key!r} is given twice")
-        fields[key] = _unquote(value.strip())
+        fields[key] = _field_value(value)
     return fields, "\n".join(lines[close + 1 :])
 
 
@@ -295,7 +318,9 @@ class _TextExtractor(HTMLParser):
         if tag == "html" and values.get("lang") and not self.language:
             self.language = values["lang"].strip().split("-")[0].lower()
         if tag == "meta":
-            self._set_meta(values.get("name", "").strip().lower(), values.get("content", ""))
+            content = values.get("content", "")
+            for key in {values.get(a, "").strip().lower() for a in ("name", "property")}:
+                self._set_meta(key, content)
             return
         if tag == "title":
             self._in_title = True
@@ -373,6 +398,31 @@ class _TextExtractor(HTMLParser):
         self._flush()
 
 
+_COMMENT_OPEN_RE = re.compile(r"<!--")
+_COMMENT_CLOSE_RE = re.compile(r"--!?>")
+_MARKED_SECTION_RE = re.compile(r"<!\[")
+
+
+def _defuse_unclosable(markup: str) -> str:
+    """``markup`` with every ``<`` that can never be closed written as ``&lt;`` (so: text).
+
+    ``html.parser`` rescans the rest of the input for each tag, comment or declaration that
+    it cannot close, which is quadratic time on input like ``"<a " * 16000``. A ``<`` after
+    the last ``>``, and a ``<!--`` after the last ``-->``, can never close: one pass turns
+    them into the text the parser would have made of them. ``<![`` opens a bogus comment up
+    to the next ``>`` (as in browsers) instead of a marked section, which ``html.parser``
+    cannot always parse.
+    """
+    last_gt = markup.rfind(">")
+    head, tail = markup[: last_gt + 1], markup[last_gt + 1 :].replace("<", "&lt;")
+    closes = [m.start() for m in _COMMENT_CLOSE_RE.finditer(head)]
+    last_close = closes[-1] if closes else -1
+    cut = max(last_close - 1, 0)  # a "<!--" at i closes iff a "-->" starts at i + 2 or later
+    if _COMMENT_OPEN_RE.search(head, cut):
+        head = head[:cut] + head[cut:].replace("<!--", "&lt;!--")
+    return _MARKED_SECTION_RE.sub("<!_[", head) + tail
+
+
 def extract_html(markup: str) -> ExtractedHtml:
     """Reduce HTML to text lines (stdlib ``html.parser``; never raises on malformed markup).
 
@@ -391,6 +441,7 @@ def extract_html(markup: str) -> ExtractedHtml:
     >>> extract_html('<nav>Home</nav><main data-ragspine-body><p>Only this</p></main><p>x</p>').text
     'Only this'
     """
+    markup = _defuse_unclosable(markup)
     parser = _parse_html(markup, body_only=BODY_ATTR in markup)
     if parser.body_only and not parser.saw_body:  # the attribute name was only text
         parser = _parse_html(markup, body_only=False)
@@ -517,19 +568,37 @@ def _default_doc_id(path: Path, root: Path | None) -> str:
 def _split_source(
     text: str, suffix: str, source: str
 ) -> tuple[dict[str, str], str, str, str, dict[int, str]]:
-    """``(fields, body, derived_title, derived_language, anchors)`` of normalised text."""
+    """``(fields, body, derived_title, derived_language, anchors)`` of normalised text.
+
+    ``fields["sensitivity"]``, when the file gives one, is already the canonical label.
+    """
     fields, rest = parse_front_matter(text, source=source)
+    labels = [fields["sensitivity"]] if "sensitivity" in fields else []
     if suffix.lower() not in HTML_EXTENSIONS:
-        return fields, rest, "", "", {}
+        return _with_label(fields, labels, source), rest, "", "", {}
     extracted = extract_html(rest)
-    labels = [*extracted.sensitivity_labels, *filter(None, [fields.get("sensitivity")])]
-    if len({label.strip().upper() for label in labels}) > 1:
-        raise ValueError(
-            f"{source}: sensitivity labels disagree ({', '.join(map(repr, labels))}); "
-            "give the page one label"
-        )
     merged = {**extracted.meta, **fields}  # a front-matter block wins over <meta> tags
-    return merged, extracted.text, extracted.title, extracted.language, extracted.anchors
+    labels += extracted.sensitivity_labels
+    return (
+        _with_label(merged, labels, source),
+        extracted.text,
+        extracted.title,
+        extracted.language,
+        extracted.anchors,
+    )
+
+
+def _with_label(fields: dict[str, str], labels: list[str], source: str) -> dict[str, str]:
+    """``fields`` with its sensitivity made canonical; every label in ``labels`` must agree."""
+    if not labels:
+        return fields
+    canonical = {parse_sensitivity(label, source=source) for label in labels}
+    if len(canonical) > 1:
+        raise SensitivityError(
+            f"{source}: conflicting sensitivity labels {', '.join(map(repr, labels))}; "
+            "give one label"
+        )
+    return {**fields, "sensitivity": canonical.pop()}
 
 
 def _build_meta(
@@ -549,11 +618,14 @@ def _build_meta(
     language: str,
     sensitivity: str,
     source_locator_prefix: str,
+    source: str,
 ) -> DocumentMeta:
     resolved_title = (
         fields.get("title") or title or derived_title or _first_heading(body) or stem
     )
-    resolved_sensitivity = (fields.get("sensitivity") or sensitivity or "INTERNAL").strip().upper()
+    resolved_sensitivity = fields.get("sensitivity") or parse_sensitivity(
+        sensitivity or "INTERNAL", source=f"{source} (default)"
+    )
     return DocumentMeta(
         doc_id=fields.get("doc_id") or doc_id or default_doc_id,
         title=resolved_title,
@@ -586,7 +658,8 @@ def load_document(
     Keyword values are defaults that the file's front matter overrides. ``doc_id`` falls back
     to the path relative to ``root`` (``/``-separated; just the file name without a root).
     Raises ``ValueError`` naming the file for an unsupported extension, undecodable bytes or
-    bad front matter; ``OSError`` when the file cannot be read.
+    bad front matter (:class:`SensitivityError`, a ``ValueError``, for a sensitivity label
+    outside the vocabulary or labels that disagree); ``OSError`` when the file cannot be read.
     """
     p = Path(path)
     _check_extension(p)
@@ -608,6 +681,7 @@ def load_document(
         language=language,
         sensitivity=sensitivity,
         source_locator_prefix=source_locator_prefix,
+        source=str(p),
     )
     return body, meta
 
@@ -654,6 +728,7 @@ def document_from_text(
         language=language,
         sensitivity=sensitivity,
         source_locator_prefix=source_locator_prefix,
+        source=name,
     )
 
 

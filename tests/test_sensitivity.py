@@ -1,0 +1,144 @@
+"""The closed sensitivity vocabulary: one normalisation, one predicate, labels that fail closed."""
+
+from __future__ import annotations
+
+import pytest
+
+from ragspine_lite.chunking.sources import document_from_text, parse_front_matter
+from ragspine_lite.common.sensitivity import (
+    SENSITIVITY_LABELS,
+    SensitivityError,
+    canonical_sensitivity,
+    is_restricted,
+    normalise_sensitivity,
+    parse_sensitivity,
+)
+
+# Spellings of RESTRICTED that an exit once let through (exact-match or no-strip comparisons).
+RESTRICTED_SPELLINGS = [
+    " RESTRICTED ",
+    "RESTRICTED\n",
+    "\tRestricted",
+    "RESTRICTED\u200b",  # zero-width space
+    "\ufeffrestricted",  # BOM
+    "\u202frestricted\u2060",  # narrow no-break space, word joiner
+    "ＲＥＳＴＲＩＣＴＥＤ",  # full-width: NFKC
+]
+
+
+def test_the_vocabulary_is_closed_and_ordered():
+    assert SENSITIVITY_LABELS == ("PUBLIC", "INTERNAL", "CONFIDENTIAL", "RESTRICTED")
+
+
+@pytest.mark.parametrize("label", RESTRICTED_SPELLINGS)
+def test_every_spelling_of_restricted_is_restricted(label):
+    assert normalise_sensitivity(label) == "restricted"
+    assert canonical_sensitivity(label) == "RESTRICTED"
+    assert is_restricted(label)
+
+
+@pytest.mark.parametrize(
+    "label", ["[RESTRICTED]", "RESTRICTED.", "SECRET", "", "   ", "RESTRICTED # x", None, 3]
+)
+def test_anything_outside_the_vocabulary_reads_as_restricted_at_the_exits(label):
+    assert canonical_sensitivity(label) is None
+    assert is_restricted(label)  # fail closed: never the less restrictive reading
+
+
+@pytest.mark.parametrize("label", ["[RESTRICTED]", "RESTRICTED.", "SECRET", ""])
+def test_parse_names_the_source_and_the_value(label):
+    with pytest.raises(SensitivityError) as info:
+        parse_sensitivity(label, source="notes/memo.md")
+    assert "notes/memo.md" in str(info.value)
+    assert repr(label) in str(info.value)
+    assert isinstance(info.value, ValueError)
+
+
+# ---------------------------------------------------------------- where labels enter: files
+
+FRONT_MATTER_VARIANTS = {
+    "yaml comment": "---\nsensitivity: RESTRICTED # do not publish\n---\n",
+    "quoted + comment": "---\nsensitivity: 'RESTRICTED'  # do not publish\n---\n",
+    "zero-width space": "---\nsensitivity: RESTRICTED\u200b\n---\n",
+    "blank line first": "\n---\nsensitivity: RESTRICTED\n---\n",
+    "whitespace and BOM first": " \n\ufeff\n  ---\nsensitivity: restricted\n---\n",
+    "padded": "---\nsensitivity: '\tRestricted '\n---\n",
+}
+REFUSED_FRONT_MATTER = {
+    "brackets": "---\nsensitivity: \"[RESTRICTED]\"\n---\n",
+    "trailing dot": "---\nsensitivity: RESTRICTED.\n---\n",
+    "empty": "---\nsensitivity:\n---\n",
+    "only a comment": "---\nsensitivity: # RESTRICTED\n---\n",
+}
+
+
+@pytest.mark.parametrize("head", FRONT_MATTER_VARIANTS.values(), ids=FRONT_MATTER_VARIANTS)
+def test_front_matter_variants_read_as_restricted(head):
+    body, meta = document_from_text(head + "Secret body.", name="memo.md")
+    assert meta.sensitivity == "RESTRICTED"
+    assert body.strip() == "Secret body."
+
+
+@pytest.mark.parametrize("head", REFUSED_FRONT_MATTER.values(), ids=REFUSED_FRONT_MATTER)
+def test_malformed_front_matter_labels_are_refused_naming_file_and_value(head):
+    with pytest.raises(SensitivityError, match=r"memo\.md: sensitivity .* is not a known label"):
+        document_from_text(head + "Secret body.", name="memo.md")
+
+
+def test_yaml_comments_are_dropped_from_every_value_but_kept_inside_quotes():
+    fields, _ = parse_front_matter(
+        "---\ntitle: \"Plan # 2\"  # draft\ntopic: C# notes\nentity: ACME # the parent\n---\n"
+    )
+    assert fields == {"title": "Plan # 2", "topic": "C# notes", "entity": "ACME"}
+
+
+def test_a_block_after_blank_lines_is_parsed_not_ignored():
+    fields, body = parse_front_matter("\n\n---\ntitle: T\n---\nbody")
+    assert (fields, body) == ({"title": "T"}, "body")
+
+
+def test_a_block_after_blank_lines_that_is_not_front_matter_is_refused():
+    with pytest.raises(ValueError, match=r"front matter line 3 is not 'key: value'"):
+        parse_front_matter("\n---\nJust a ruled paragraph\n---\nbody")
+
+
+def test_the_caller_default_label_is_checked_too():
+    with pytest.raises(SensitivityError, match=r"a\.md \(default\): sensitivity 'SECRET'"):
+        document_from_text("body", name="a.md", sensitivity="SECRET")
+    assert document_from_text("body", name="a.md", sensitivity=" public ")[1].sensitivity == (
+        "PUBLIC"
+    )
+
+
+HTML_VARIANTS = {
+    "property": '<meta property="sensitivity" content="RESTRICTED">',
+    "name, padded": '<meta name="Sensitivity" content=" restricted\u200b">',
+    "two that agree": '<meta name="sensitivity" content="RESTRICTED">'
+    '<meta property="sensitivity" content="restricted">',
+}
+
+
+@pytest.mark.parametrize("head", HTML_VARIANTS.values(), ids=HTML_VARIANTS)
+def test_html_meta_variants_read_as_restricted(head):
+    _, meta = document_from_text(f"<head>{head}</head><p>Secret body.</p>", name="memo.html")
+    assert meta.sensitivity == "RESTRICTED"
+
+
+@pytest.mark.parametrize(
+    "head",
+    [
+        '<meta name="sensitivity" content="PUBLIC"><meta name="sensitivity" content="RESTRICTED">',
+        '<meta name="sensitivity" content="RESTRICTED">'
+        '<meta property="sensitivity" content="PUBLIC">',
+    ],
+)
+def test_html_labels_that_disagree_are_refused(head):
+    with pytest.raises(SensitivityError, match=r"memo\.html: conflicting sensitivity labels"):
+        document_from_text(f"<head>{head}</head><p>Secret body.</p>", name="memo.html")
+
+
+def test_an_html_label_outside_the_vocabulary_is_refused():
+    with pytest.raises(SensitivityError, match=r"memo\.html: sensitivity '\[RESTRICTED\]'"):
+        document_from_text(
+            '<meta name="sensitivity" content="[RESTRICTED]"><p>x</p>', name="memo.html"
+        )
