@@ -33,6 +33,7 @@ from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from ragspine_lite.chunking.chunking import Chunk
 from ragspine_lite.common.errors import RagspineError
+from ragspine_lite.common.sensitivity import canonical_sensitivity
 from ragspine_lite.common.sqlite import connect, immediate_transaction
 
 __all__ = [
@@ -85,6 +86,7 @@ _COLUMNS: tuple[tuple[str, str], ...] = (
 _COLUMN_NAMES = tuple(name for name, _ in _COLUMNS)
 _CHUNK_FIELDS = tuple(f.name for f in fields(Chunk))
 _INT_FIELDS = frozenset({"seq", "para_start", "para_end"})
+_SENSITIVITY_AT = _CHUNK_FIELDS.index("sensitivity")
 _FILTER_COLUMNS = ("doc_id", "topic", "entity", "geography", "period", "language")
 
 _INSERT_SQL = (
@@ -564,8 +566,9 @@ class ChunkStore:
     def _row(
         chunk: Chunk | StoredChunk, valid_as_of: str, ingested_at: str, version: int
     ) -> tuple[Any, ...]:
-        """Column values for one new row, in table order."""
+        """Column values for one new row, in table order; a known label is stored canonical."""
         values = [getattr(chunk, name) for name in _CHUNK_FIELDS]
+        values[_SENSITIVITY_AT] = canonical_sensitivity(chunk.sensitivity) or chunk.sensitivity
         return (*values, valid_as_of, ingested_at, version, 1)
 
     # -- reads -------------------------------------------------------------------------------

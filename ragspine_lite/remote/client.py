@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ragspine_lite.common.llm import ChatCompletion, Choice, ResponseMessage
-from ragspine_lite.common.sensitivity import is_restricted
+from ragspine_lite.common.sensitivity import effective_sensitivity, is_restricted
 from ragspine_lite.remote.errors import RemoteError
 from ragspine_lite.remote.transport import Transport, default_transport, request_json
 from ragspine_lite.remote.wire import (
@@ -319,7 +319,7 @@ class RemoteChatProvider:
             raise ValueError("the endpoint's chat operation takes no tools")
         wire = []
         for i, message in enumerate(messages):
-            sens = str(message.get("sensitivity", self.default_sensitivity))
+            sens = effective_sensitivity(message.get("sensitivity", self.default_sensitivity))
             if is_restricted(sens):
                 raise ValueError(
                     f"messages[{i}] is RESTRICTED: it is never sent to the remote endpoint"
@@ -442,7 +442,8 @@ class RemoteVisualEmbedder:
             return []
         payload = {
             "images": [
-                {"image_b64": encode_image(img), "sensitivity": self.default_sensitivity}
+                {"image_b64": encode_image(img),
+                 "sensitivity": effective_sensitivity(self.default_sensitivity)}
                 for img in images
             ]
         }
@@ -459,7 +460,7 @@ class RemoteVisualEmbedder:
         """
         wire = []
         for page in pages:
-            sens = str(getattr(page, "sensitivity", self.default_sensitivity))
+            sens = effective_sensitivity(getattr(page, "sensitivity", self.default_sensitivity))
             if is_restricted(sens):
                 continue
             wire.append(

@@ -40,7 +40,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ragspine_lite.common.registry import normalize_spec
-from ragspine_lite.common.sensitivity import RESTRICTED, is_restricted
+from ragspine_lite.common.sensitivity import (
+    RESTRICTED,
+    SENSITIVITY_LABELS,
+    canonical_sensitivity,
+    effective_sensitivity,
+    is_restricted,
+)
 
 __all__ = [
     "CHAT_PATH",
@@ -144,7 +150,8 @@ def canonical_method(name: str) -> str:
 
 
 def label_of(candidate: Any, default_sensitivity: str = DEFAULT_SENSITIVITY) -> tuple[str, str]:
-    """``(text, sensitivity)`` of a candidate; an unreadable label reads as RESTRICTED.
+    """``(text, sensitivity)`` of a candidate, the label canonical; an unreadable or unknown
+    label reads as RESTRICTED.
 
     Accepts a plain string (labelled ``default_sensitivity`` — a ``ListwiseJudge`` only gets
     strings that ``listwise_rerank`` already let through), a mapping with ``text`` (and
@@ -152,14 +159,14 @@ def label_of(candidate: Any, default_sensitivity: str = DEFAULT_SENSITIVITY) -> 
     ``.chunk`` (a retrieval result).
     """
     if isinstance(candidate, str):
-        return candidate, str(default_sensitivity)
+        return candidate, effective_sensitivity(default_sensitivity)
     try:
         if isinstance(candidate, Mapping):
             text, sens = candidate["text"], candidate.get("sensitivity", default_sensitivity)
         else:
             source = getattr(candidate, "chunk", candidate)
             text, sens = source.text, getattr(source, "sensitivity", default_sensitivity)
-        return str(text), str(sens)
+        return str(text), effective_sensitivity(sens)
     except Exception:
         return "", RESTRICTED
 
@@ -284,12 +291,19 @@ def _read_list(payload: Mapping[str, Any], key: str, max_items: int) -> list[Any
 
 
 def _read_label(entry: Mapping[str, Any], where: str) -> str:
+    """The canonical label of an item; RESTRICTED (in any spelling) → ``RestrictedItemError``."""
     sens = entry.get("sensitivity")
     if not isinstance(sens, str):
         raise WireError(f"{where}.sensitivity must be a string label (e.g. 'INTERNAL')")
-    if is_restricted(sens):
+    label = canonical_sensitivity(sens)
+    if label is None:
+        raise WireError(
+            f"{where}.sensitivity {sens!r} is not a known label; "
+            f"use one of {', '.join(SENSITIVITY_LABELS)}"
+        )
+    if label == RESTRICTED:
         raise RestrictedItemError(where)
-    return sens
+    return label
 
 
 def read_items(payload: Mapping[str, Any], key: str, *, max_items: int) -> list[str]:

@@ -27,7 +27,11 @@ import hashlib
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from ragspine_lite.common.sensitivity import is_restricted, sends_text_off_host
+from ragspine_lite.common.sensitivity import (
+    canonical_sensitivity,
+    is_restricted,
+    sends_text_off_host,
+)
 from ragspine_lite.vector.persistence_policy import IsolationFirstPolicy, PersistencePolicy
 from ragspine_lite.vector.store import VectorRecord, VectorStore
 
@@ -56,6 +60,7 @@ def chunk_vector_metadata(chunk: Any, text: str, *, digest: str | None = None) -
     """A chunk's vector metadata: filter dimensions, ``doc_id``, ``sensitivity`` and the hash
     of ``text`` (``digest`` when already computed)."""
     meta = {name: _as_str(getattr(chunk, name, None)) for name in _METADATA_FIELDS}
+    meta["sensitivity"] = canonical_sensitivity(meta["sensitivity"]) or meta["sensitivity"]
     meta[CONTENT_HASH_KEY] = digest if digest is not None else _text_hash(text)
     return meta
 

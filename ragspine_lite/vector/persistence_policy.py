@@ -6,7 +6,7 @@ import os
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from ragspine_lite.common.sensitivity import RESTRICTED
+from ragspine_lite.common.sensitivity import is_restricted
 
 __all__ = [
     "PERSISTENCE_POLICY_ENV",
@@ -28,13 +28,11 @@ class PersistencePolicy(Protocol):
 
 @dataclass(frozen=True)
 class IsolationFirstPolicy:
-    """The default: a chunk is not persistable iff its sensitivity is RESTRICTED.
-
-    Stricter than the exits: whitespace is stripped too (``"  restricted "`` is held back).
-    """
+    """The default: a chunk is not persistable iff :func:`is_restricted` (the exits' predicate:
+    ``"  restricted "`` and labels outside the vocabulary are held back)."""
 
     def persistable(self, chunk: Any) -> bool:
-        return str(chunk.sensitivity).strip().upper() != RESTRICTED
+        return not is_restricted(chunk.sensitivity)
 
 
 @dataclass(frozen=True)
