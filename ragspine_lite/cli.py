@@ -22,10 +22,17 @@ set per embedding model; RESTRICTED chunks are never persisted): ``ingest`` embe
 chunks, and ``search`` embeds only the query (plus any chunk whose vector is missing or out
 of date).
 
-Exit codes: 0 success, 1 runtime error (missing or unreadable files, bad front matter,
-database errors), 2 usage error (bad options, filters, specs). Errors are one line on stderr
-prefixed ``ragspine-lite: error:``. RESTRICTED chunks are never printed: search goes through
-the agent link exit (``build_narrative_retriever``), and only their count is reported.
+``search`` and ``stats`` only read: they open the chunk store read-only (a read-only file or
+directory is fine) and never write to it. Hybrid ``search`` stores missing chunk vectors only
+when the file can be written.
+
+Exit codes: 0 success, 1 runtime error (missing or unreadable files, bad front matter or
+sensitivity labels, database errors), 2 usage error (bad options, filters, specs). Errors are
+one line on stderr prefixed ``ragspine-lite: error:``. RESTRICTED chunks are never printed:
+search goes through the agent link exit (``build_narrative_retriever``), and its output says
+nothing about what was held back, so a query matching only RESTRICTED text prints exactly
+what a query matching nothing prints. Control characters from documents (terminal escape
+sequences, bidi overrides) are printed escaped, never raw.
 """
 
 from __future__ import annotations
@@ -49,7 +56,12 @@ from ragspine_lite.chunking.sources import (
     load_document,
 )
 from ragspine_lite.common.errors import RagspineError
-from ragspine_lite.common.sensitivity import is_restricted
+from ragspine_lite.common.sensitivity import (
+    NOT_RESTRICTED_SQL,
+    RESTRICTED,
+    canonical_sensitivity,
+    is_restricted,
+)
 
 __all__ = ["DEFAULT_CLI_TOP_K", "PROG", "build_parser", "main", "samples_dir"]
 
@@ -65,7 +77,7 @@ _TABLE = "narrative_chunk"
 _OUTSIDE_VOCABULARY_LABEL = "bm25: query outside the embedding vocabulary"
 
 # (query, filter expressions): fixed demo searches. The third matches only a RESTRICTED
-# sample document and the fourth matches one among others: the link exit holds them back.
+# sample document and the fourth matches one among others: the link exit drops them.
 _DEMO_QUERIES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("Hong Kong revenue growth in 2024", ()),
     ("why did operating profit fall", ("entity=eq:ACME_CN",)),
@@ -139,7 +151,8 @@ _SEARCH_EPILOG = (
     "Filters: FIELD=VALUE (equality) or FIELD=OP:VALUE with OP one of eq ne in nin gt gte "
     "lt lte between, e.g. entity=eq:ACME_HK, language=in:en,zh, period=between:2023,2024. "
     "Several --filter options must all match; filters are strict (no fallback to unfiltered "
-    "results). RESTRICTED chunks are never shown; their count is reported as held back."
+    "results). RESTRICTED chunks are never shown, nor counted: a query that matches only "
+    "RESTRICTED text prints what a query matching nothing prints. The database is only read."
 )
 
 
@@ -274,12 +287,40 @@ def build_parser() -> argparse.ArgumentParser:
 # ---------------------------------------------------------------- helpers
 
 
+# C0/C1 controls but newline and tab, DEL, and the bidi embedding/override/isolate controls:
+# a document could otherwise drive the terminal (escape sequences) or reorder what is shown.
+_UNSAFE_CHARS = frozenset(
+    [*map(chr, range(0x20)), *map(chr, range(0x7F, 0xA0)), *map(chr, range(0x202A, 0x202F)),
+     *map(chr, range(0x2066, 0x206A))]
+) - {"\n", "\t"}
+
+
+def _escape_controls(text: str, *, json_escape: bool = False) -> str:
+    """``text`` with :data:`_UNSAFE_CHARS` written as ``\\xNN``/``\\uNNNN`` (``\\uNNNN`` in
+    JSON, where the escape decodes back to the same character)."""
+
+    def esc(ch: str) -> str:
+        code = ord(ch)
+        return f"\\u{code:04x}" if json_escape or code > 0xFF else f"\\x{code:02x}"
+
+    return "".join(esc(ch) if ch in _UNSAFE_CHARS else ch for ch in text)
+
+
 def _out(line: str = "") -> None:
-    print(line, file=sys.stdout)
+    print(_escape_controls(line), file=sys.stdout)
+
+
+def _out_json(value: object) -> None:
+    text = json.dumps(value, ensure_ascii=False, indent=2)
+    print(_escape_controls(text, json_escape=True), file=sys.stdout)
+
+
+def _err(message: str) -> None:
+    print(_escape_controls(f"{PROG}: {message}"), file=sys.stderr)
 
 
 def _note(message: str) -> None:
-    print(f"{PROG}: {message}", file=sys.stderr)
+    _err(message)
 
 
 def _shorten(text: str, limit: int = _TEXT_PREVIEW_CHARS) -> str:
@@ -308,9 +349,13 @@ def _open_existing_store(db: str) -> ChunkStore:
         conn.close()
     if found is None:
         raise ValueError(f"{db!r} is not a {PROG} chunk database (no {_TABLE!r} table)")
-    store = ChunkStore(path)
-    store.init_schema()
-    return store
+    return ChunkStore(path, read_only=True)
+
+
+def _writable(db: str) -> bool:
+    """Whether SQLite could write ``db`` (the file and, for its journal, its directory)."""
+    path = Path(db).resolve()
+    return os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)
 
 
 def _latest_version(store: ChunkStore, doc_id: str) -> int:
@@ -408,11 +453,13 @@ def _vector_store_spec() -> str:
     )
 
 
-def _open_vector_store(db: str, backend: Any, index_text_fn: Any = None) -> Any:
-    """The persistent vector table of ``db`` for ``backend``'s model (created if absent);
-    an in-process store when ``RAGSPINE_VECTOR_STORE`` asks for one, or, with a warning,
-    when the database cannot be written. A non-default index text gets its own vector set,
-    so the two never mix."""
+def _open_vector_store(
+    db: str, backend: Any, index_text_fn: Any = None, *, read_only: bool = False
+) -> Any:
+    """The persistent vector table of ``db`` for ``backend``'s model (created if absent, or
+    opened ``read_only``); an in-process store when ``RAGSPINE_VECTOR_STORE`` asks for one,
+    or, with a warning, when it cannot be opened. A non-default index text gets its own
+    vector set, so the two never mix."""
     from ragspine_lite.vector.sqlite_store import (
         SqliteVectorStore,
         VectorStoreError,
@@ -429,7 +476,7 @@ def _open_vector_store(db: str, backend: Any, index_text_fn: Any = None) -> Any:
         setting = index_text_setting(index_text_fn)
         suffix = "" if setting == "none" else f"+{setting}"
         return SqliteVectorStore(db, model_id=embedding_model_id(backend) + suffix,
-                                 persistence_policy=policy)
+                                 persistence_policy=policy, read_only=read_only)
     except VectorStoreError as exc:
         _note(f"warning: vectors cannot be persisted ({_one_line(exc)}); embedding in memory")
         return InProcessVectorStore()
@@ -470,25 +517,29 @@ def _sync_or_fallback(index: Any) -> tuple[int, int]:
 
 
 class _CliIndex:
-    """Wraps the narrative index for the link exit: fixed metadata filter + held-back count.
+    """Wraps the narrative index for the link exit with a fixed metadata filter.
 
-    ``held_back`` is the number of RESTRICTED results of the last ``retrieve``; only that
-    number ever leaves this object — the link drops the results themselves.
+    Nothing about RESTRICTED chunks leaves this object, not even their number: they are
+    filtered out before ranking (so they cannot push open results down either), and the
+    link exit drops any that a label written by an older version let through.
     """
 
     def __init__(self, index: Any, metadata_filter: Any) -> None:
         self.index = index
         self.metadata_filter = metadata_filter
-        self.held_back = 0
-        self._held: set[str] = set()
 
     def retrieve(self, query: str, **kwargs: Any) -> list[Any]:
-        if self.metadata_filter is not None:
-            kwargs["metadata_filter"] = self.metadata_filter
-        results = self.index.retrieve(query, **kwargs)
-        self._held.update(r.chunk.chunk_id for r in results if is_restricted(r.chunk.sensitivity))
-        self.held_back = len(self._held)  # distinct over every query a layer searched
-        return results
+        from ragspine_lite.filtering.automatic import extract_filter
+        from ragspine_lite.filtering.metadata_filter import FilterCondition, MetadataFilter
+
+        chosen = self.metadata_filter or kwargs.get("metadata_filter")
+        if chosen is None:  # what the index would extract itself, given no filter
+            chosen = extract_filter(getattr(self.index, "filter_extractor", None), query)
+        if chosen is None or chosen.combine == "and":  # an "or" filter: the link exit only
+            open_only = FilterCondition("sensitivity", "ne", RESTRICTED)
+            chosen = MetadataFilter((*(chosen.conditions if chosen else ()), open_only))
+        kwargs["metadata_filter"] = chosen
+        return self.index.retrieve(query, **kwargs)
 
 
 def _make_reranker(spec: str | None) -> Any:
@@ -552,19 +603,19 @@ def _search_once(
     db: str, query: str, metadata_filter: Any, top_k: int, backend: Any,
     layers: _QueryLayers | None = None, *, optin: Any = None, index_text_fn: Any = None,
     reranker: Any = None,
-) -> tuple[list[dict[str, object]], int, str]:
+) -> tuple[list[dict[str, object]], str]:
     from ragspine_lite.link.narrative_link import (
         NarrativeIndexRetriever,
         build_narrative_retriever,
     )
 
-    vector_store = (
-        _open_vector_store(db, backend, index_text_fn) if backend is not None else None
-    )
+    vector_store = None
+    if backend is not None:
+        vector_store = _open_vector_store(db, backend, index_text_fn, read_only=not _writable(db))
     try:
         retriever, store = build_narrative_retriever(
             db, embedding_backend=backend, vector_store=vector_store, index_text_fn=index_text_fn,
-            reranker=reranker, **_edge_settings(),
+            reranker=reranker, read_only=True, **_edge_settings(),
         )
         retriever.index.rerank_top_n = top_k
         try:
@@ -589,7 +640,7 @@ def _search_once(
     if reranker is not None:
         label += f", reranked by {type(reranker).__name__}"
     label += (layers.label() if layers else "") + (optin.label() if optin else "")
-    return snippets, wrapped.held_back, label
+    return snippets, label
 
 
 def _channel_label(channel: str | None, backend: Any) -> str:
@@ -634,22 +685,17 @@ def _run_search(
             # The library gate (the index would search such a query with BM25 alone too),
             # asked first so that neither the vector table nor any chunk vector is touched.
             if outside_vocabulary(backend, query):
-                snippets, held_back, channel = _search_once(
+                snippets, channel = _search_once(
                     db, query, metadata_filter, top_k, None, layers, **extra
                 )
                 label = channel.replace("bm25", _OUTSIDE_VOCABULARY_LABEL, 1)
-                return snippets, held_back, label
+                return snippets, label
             return _search_once(db, query, metadata_filter, top_k, backend, layers, **extra)
         except (sqlite3.Error, OSError):
             raise
         except Exception as exc:  # a model/backend failure degrades, never crashes
             _note(f"warning: embedding backend failed ({_one_line(exc)}); using BM25 only")
     return _search_once(db, query, metadata_filter, top_k, None, layers, **extra)
-
-
-def _held_back_line(count: int) -> str:
-    noun = "result" if count == 1 else "results"
-    return f"{count} matching {noun} held back (RESTRICTED, never shown)"
 
 
 def _print_results(
@@ -699,7 +745,7 @@ def _load_all(args: argparse.Namespace) -> list[tuple[Path, str, Any]]:
     seen: dict[str, Path] = {}
     for i, (path, root) in enumerate(files, 1):
         if show_progress:
-            print(f"[{i}/{len(files)}] reading {path}", file=sys.stderr)
+            _err(f"[{i}/{len(files)}] reading {path}")
         text, meta = load_document(path, root=root, **defaults)
         if meta.doc_id in seen:
             raise ValueError(
@@ -826,14 +872,13 @@ def _embed_db(db: str, backend: Any, index_text_fn: Any = None) -> int | None:
 
 
 class _DbLibrary:
-    """One chunk database as a library of a multi-database search (held-back count kept)."""
+    """One chunk database as a library of a multi-database search."""
 
     def __init__(self, db: str, search: Any) -> None:
-        self.db, self.search, self.held_back, self.searched = db, search, 0, False
+        self.db, self.search, self.searched = db, search, False
 
     def retrieve(self, query: str, *, filters: Any = None, top_k: int = 50) -> list[Any]:
-        snippets, held_back, _label = self.search(self.db, query, top_k)
-        self.held_back += held_back
+        snippets, _label = self.search(self.db, query, top_k)
         self.searched = True
         return snippets
 
@@ -844,7 +889,7 @@ def _describe_library(db: str) -> str:
     try:
         rows = store.execute_read(
             f"SELECT DISTINCT title, topic, entity FROM {_TABLE} WHERE active = 1 "
-            "AND UPPER(sensitivity) != 'RESTRICTED' ORDER BY title, topic, entity"
+            f"AND {NOT_RESTRICTED_SQL} ORDER BY title, topic, entity"
         )
     finally:
         store.close()
@@ -853,7 +898,7 @@ def _describe_library(db: str) -> str:
 
 def _search_libraries(
     dbs: list[str], query: str, top_k: int, search: Any
-) -> tuple[list[dict[str, object]], int, str]:
+) -> tuple[list[dict[str, object]], str]:
     """Several ``--db``: one library each (id = file name), fused by RRF; with
     ``RAGSPINE_LIBRARY_ROUTER`` only the libraries the router picks are searched."""
     from ragspine_lite.routing.multi_index import LibraryIndex, MultiIndexRetriever
@@ -875,7 +920,7 @@ def _search_libraries(
     label = f"libraries searched: {', '.join(searched)} of {len(libraries)}"
     if router is not None:
         label += f", routed by {type(router).__name__}"
-    return snippets, sum(lib.retriever.held_back for lib in libraries), label
+    return snippets, label
 
 
 def _cmd_search(args: argparse.Namespace) -> int:
@@ -890,30 +935,25 @@ def _cmd_search(args: argparse.Namespace) -> int:
     _mode, backend = _resolve_backend(args.mode, args.embedding)
     reranker = _make_reranker(args.reranker)
 
-    def search(db: str, query: str, top_k: int) -> tuple[list[dict[str, object]], int, str]:
+    def search(db: str, query: str, top_k: int) -> tuple[list[dict[str, object]], str]:
         return _run_search(db, query, metadata_filter, top_k, backend, layers, optin, reranker)
 
     if len(args.db) == 1:
-        snippets, held_back, channel = search(args.db[0], args.query, args.top_k)
+        snippets, channel = search(args.db[0], args.query, args.top_k)
     else:
-        snippets, held_back, channel = _search_libraries(args.db, args.query, args.top_k, search)
+        snippets, channel = _search_libraries(args.db, args.query, args.top_k, search)
     failure = getattr(reranker, "last_error", None)
     if failure:
         _note(f"warning: reranker failed ({' '.join(failure.split())}); kept the fused order")
     if args.json:
-        _out(json.dumps(snippets, ensure_ascii=False, indent=2))
+        _out_json(snippets)
         for line in optin.notes():
             _note(f"note: {line}")
-        if held_back:
-            _note(f"note: {_held_back_line(held_back)}")
         return EXIT_OK
-    count = len(snippets)
-    _out(f"{count} result(s) for {args.query!r} ({channel})")
+    _out(f"{len(snippets)} result(s) for {args.query!r} ({channel})")
     _print_results(snippets, prompt=optin.postprocessor is not None)
     for line in optin.notes():
         _out(f"note: {line}")
-    if held_back:
-        _out(f"note: {_held_back_line(held_back)}")
     return EXIT_OK
 
 
@@ -934,7 +974,8 @@ def _collect_stats(store: ChunkStore, db: str) -> dict[str, Any]:
         if not row["active"]:
             continue
         active_docs.add(doc_id)
-        for table, key in ((by_sensitivity, row["sensitivity"]), (by_language, row["language"])):
+        label = canonical_sensitivity(row["sensitivity"]) or row["sensitivity"]
+        for table, key in ((by_sensitivity, label), (by_language, row["language"])):
             entry = table.setdefault(key, {"documents": set(), "chunks": 0})
             entry["documents"].add(doc_id)
             entry["chunks"] += int(row["n"])
@@ -966,7 +1007,7 @@ def _cmd_stats(args: argparse.Namespace) -> int:
     finally:
         store.close()
     if args.json:
-        _out(json.dumps(stats, ensure_ascii=False, indent=2))
+        _out_json(stats)
         return EXIT_OK
     _out(f"database:          {stats['db']}")
     _out(f"schema version:    {stats['schema_version']}")
@@ -1010,17 +1051,14 @@ def _demo(db: str, backend: Any) -> None:
         _out("")
         shown = f"  filters: {' '.join(filters)}" if filters else ""
         _out(f"> search {query!r}{shown}")
-        snippets, held_back, channel = _run_search(
-            db, query, _parse_filters(filters), _DEMO_TOP_K, backend
-        )
+        snippets, channel = _run_search(db, query, _parse_filters(filters), _DEMO_TOP_K, backend)
         _out(f"  {len(snippets)} result(s) ({channel})")
         _print_results(snippets, indent="  ")
-        if held_back:
-            _out(f"  note: {_held_back_line(held_back)}")
     _out("")
     _out(
         f"The {restricted} RESTRICTED sample documents are in the chunk store, but the "
-        "retrieval exit drops them before any result is built: only their count is shown."
+        "retrieval exit drops them before any result is built: the third search matches only "
+        "RESTRICTED text and so shows nothing, just like a search that matches nothing."
     )
 
 
@@ -1076,7 +1114,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(None if argv is None else list(argv))
         return int(args.handler(args))
     except _UsageError as exc:
-        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        _err(f"error: {exc}")
         return EXIT_USAGE
     except BrokenPipeError:  # e.g. piped into `head`: stop quietly
         _silence_stdout()
@@ -1085,7 +1123,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         code = exc.code
         return code if isinstance(code, int) else (EXIT_OK if code is None else EXIT_RUNTIME)
     except (ValueError, OSError, sqlite3.Error, RagspineError, ImportError) as exc:
-        print(f"{PROG}: error: {_one_line(exc)}", file=sys.stderr)
+        _err(f"error: {_one_line(exc)}")
         return EXIT_RUNTIME
     except KeyboardInterrupt:
         print(f"{PROG}: error: interrupted", file=sys.stderr)

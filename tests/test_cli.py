@@ -314,14 +314,16 @@ def test_a_filter_that_matches_nothing_is_strict(db, capsys):
     assert search_json(capsys, db, "revenue", "--filter", "entity=NOBODY") == []
 
 
-def test_a_query_matching_only_restricted_text_says_it_was_held_back(db, capsys):
-    code, out, err = run(capsys, "search", "Macau broker acquisition", "--db", db)
-    assert code == 0
-    assert out.startswith("0 result(s)")
-    assert "held back" in out and "RESTRICTED" in out
-    code, out, err = run(capsys, "search", "Macau broker acquisition", "--db", db, "--json")
-    assert json.loads(out) == []
-    assert "held back" in err
+def test_a_query_matching_only_restricted_text_prints_what_a_query_matching_nothing_prints(
+    db, capsys
+):
+    # No per-query oracle: "1 matching result held back" confirmed that the secret exists.
+    secret, nothing = "Macau broker acquisition", "Zzyzx quorble flimflam"
+    for extra in ([], ["--json"], ["--mode", "bm25"]):
+        found = run(capsys, "search", secret, "--db", db, *extra)
+        empty = run(capsys, "search", nothing, "--db", db, *extra)
+        assert found == (empty[0], empty[1].replace(nothing, secret), empty[2])
+        assert found[0] == 0 and "RESTRICTED" not in found[1] + found[2]
 
 
 def test_no_results_is_not_an_error(db, capsys):
@@ -364,7 +366,6 @@ def test_the_canary_never_appears_in_any_output_of_any_command(tmp_path, capsys)
     assert collect("stats", "--db", path) == 0
     assert collect("stats", "--db", path, "--json") == 0
     assert collect("demo", "--db", str(tmp_path / "demo.db")) == 0
-    assert any("held back" in text for text in outputs)  # restricted text did match
     for text in outputs:
         assert CANARY not in text.upper()
 
@@ -373,8 +374,7 @@ def test_filtering_on_restricted_selects_it_below_the_exit_but_shows_nothing(db,
     code, out, _ = run(capsys, "search", "acquisition broker 董事会", "--db", db,
                        "--filter", "sensitivity=RESTRICTED")
     assert code == 0
-    assert out.startswith("0 result(s)")
-    assert "held back" in out
+    assert out == "0 result(s) for 'acquisition broker 董事会' (bm25)\n"
 
 
 def test_hybrid_mode_adds_a_vector_channel_and_economy_mode_does_not(db, capsys, monkeypatch):
@@ -581,7 +581,7 @@ def test_demo_searches_in_english_and_chinese_and_reports_held_back(tmp_path, ca
     assert "Hong Kong revenue" in out and "营运利润" in out
     assert "en/acme_hk_2024_annual_review.md#para" in out
     assert "zh/acme_hk_2024_revenue_zh.md#para" in out
-    assert "held back" in out
+    assert "held back" not in out and "  0 result(s)" in out  # the RESTRICTED-only search
     assert CANARY not in out + err
 
 
@@ -761,3 +761,78 @@ def test_hybrid_cli_search_with_the_onnx_model(tmp_path, capsys):
     hits = search_json(capsys, db, "which unit earned more money", "--embedding", "onnx")
     assert hits and all(h["scores"]["vector"] > 0 for h in hits)
     assert all(h["sensitivity"] != "RESTRICTED" for h in hits)
+
+
+# ---------------------------------------------------------------- reading never writes
+
+
+def _snapshot(folder: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
+
+
+@pytest.fixture
+def read_only_db(tmp_path, capsys):
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    path = folder / "chunks.db"
+    assert run(capsys, "ingest", str(SAMPLES), "--db", str(path))[0] == 0
+    assert run(capsys, "ingest", str(SAMPLES), "--db", str(path), "--mode", "hybrid",
+               "--embedding", "deterministic")[0] == 0  # vectors stored: search only reads
+    before = _snapshot(folder)
+    path.chmod(0o444)
+    folder.chmod(0o555)
+    try:
+        yield str(path)
+    finally:
+        folder.chmod(0o755)
+        path.chmod(0o644)
+    # Byte for byte (also as root, whom the modes do not stop): nothing written, nothing added.
+    assert _snapshot(folder) == before
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["search", "Hong Kong revenue"],
+        ["search", "Hong Kong revenue", "--json"],
+        ["search", "Hong Kong revenue", "--mode", "hybrid", "--embedding", "deterministic"],
+        ["stats"],
+        ["stats", "--json"],
+    ],
+)
+def test_search_and_stats_work_on_a_read_only_database(read_only_db, capsys, argv):
+    code, out, err = run(capsys, *argv, "--db", read_only_db)
+    assert (code, err) == (0, "")
+    assert "ACME" in out or "active chunks" in out or '"active_chunks"' in out
+
+
+def test_the_library_read_path_opens_read_only(read_only_db):
+    retriever, store = build_narrative_retriever(read_only_db, read_only=True)
+    try:
+        assert store.read_only
+        assert retriever.retrieve("Hong Kong revenue", top_k=2)
+    finally:
+        store.close()
+
+
+# ---------------------------------------------------------------- terminal escapes
+
+ESCAPES = "\x1b[2J\x1b]0;owned\x07\x9b31m\u202e"
+RAW_CONTROLS = "\x1b\x07\x9b\u202e"
+
+
+def test_control_characters_from_documents_are_printed_escaped(tmp_path, capsys):
+    doc = tmp_path / "evil.md"
+    doc.write_text(f"---\ntitle: Title{ESCAPES}\n---\nZebrafish quota {ESCAPES} grew.\n",
+                   encoding="utf-8")
+    db = str(tmp_path / "e.db")
+    outputs = [run(capsys, "ingest", str(doc), "--db", db)]
+    outputs.append(human := run(capsys, "search", "zebrafish quota", "--db", db))
+    outputs.append(js := run(capsys, "search", "zebrafish quota", "--db", db, "--json"))
+    outputs.append(run(capsys, "stats", "--db", db))
+    for code, out, err in outputs:
+        assert code == 0
+        assert not any(ch in out + err for ch in RAW_CONTROLS), repr(out + err)
+    assert "\\x1b[2J\\x1b]0;owned\\x07\\x9b31m\\u202e" in human[1]
+    (hit,) = json.loads(js[1])  # JSON stays exact: its escapes decode to the document's text
+    assert hit["title"] == f"Title{ESCAPES}" and ESCAPES in hit["text"]

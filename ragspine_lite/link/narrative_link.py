@@ -159,8 +159,12 @@ def build_narrative_retriever(
     index_text_fn: Callable[[Any], str] | None = None,
     filter_extractor: Any | None = None,
     glossary: Glossary | None = None,
+    read_only: bool = False,
 ) -> tuple[NarrativeIndexRetriever, ChunkStore]:
     """Open (and initialise) the chunk store and wire the agent-facing retriever.
+
+    ``read_only`` opens an existing store that nothing may write to (a read-only file is
+    fine): no schema set-up, and a missing BM25 index is scored in memory instead of built.
 
     The judge is ``reranker`` if given, else a :class:`ProviderListwiseJudge` over
     ``provider``, else none. The glossary rewriter is always on. ``index_text_fn`` (e.g.
@@ -170,8 +174,9 @@ def build_narrative_retriever(
     company profile, ``load_glossary(path)``) replaces the built-in one for the rewriter.
     The caller closes the returned store.
     """
-    store = ChunkStore(chunk_db)
-    store.init_schema()
+    store = ChunkStore(chunk_db, read_only=read_only)
+    if not read_only:
+        store.init_schema()
     judge: ListwiseJudge | None
     if reranker is not None:
         judge = reranker
