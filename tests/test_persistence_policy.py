@@ -30,14 +30,18 @@ def test_isolation_first_holds_back_restricted_even_with_whitespace(sensitivity)
     assert IsolationFirstPolicy().persistable(chunk(sensitivity)) is False
 
 
-@pytest.mark.parametrize("sensitivity", ["INTERNAL", "PUBLIC", "CONFIDENTIAL", " public\n"])
-def test_isolation_first_persists_the_open_labels(sensitivity):
+@pytest.mark.parametrize(
+    "sensitivity", ["INTERNAL", "PUBLIC", "CONFIDENTIAL", "", "RESTRICTED_X", "UNRESTRICTED", None]
+)
+def test_isolation_first_persists_everything_else(sensitivity):
     assert IsolationFirstPolicy().persistable(chunk(sensitivity)) is True
 
 
-@pytest.mark.parametrize("sensitivity", ["", "RESTRICTED_X", "UNRESTRICTED", "RESTRICTED\u200b", None])
-def test_isolation_first_holds_back_labels_outside_the_vocabulary(sensitivity):
-    assert IsolationFirstPolicy().persistable(chunk(sensitivity)) is False  # fails closed
+@pytest.mark.parametrize(
+    "sensitivity", ["RESTRICTED\u200b", "ＲＥＳＴＲＩＣＴＥＤ", "\ufeffrestricted"]
+)
+def test_isolation_first_uses_the_one_normalisation(sensitivity):
+    assert IsolationFirstPolicy().persistable(chunk(sensitivity)) is False
 
 
 @pytest.mark.parametrize("sensitivity", ["RESTRICTED", "  restricted ", "INTERNAL", ""])

@@ -111,7 +111,7 @@ def test_back_end_failure_is_502_and_the_transforms_fall_back(tmp_path):
 
 def test_no_llm_configured_is_503():
     with EndpointServer(create_app(ServerConfig())) as server:
-        status, message = raw(server.url, {"messages": [{**MESSAGES[1], "sensitivity": "X"}]})
+        status, message = raw(server.url, {"messages": [{**MESSAGES[1], "sensitivity": "public"}]})
     assert status == 503 and "RAGSPINE_REMOTE_LLM_URL" in message
 
 

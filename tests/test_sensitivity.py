@@ -9,6 +9,7 @@ from ragspine_lite.common.sensitivity import (
     SENSITIVITY_LABELS,
     SensitivityError,
     canonical_sensitivity,
+    effective_sensitivity,
     is_restricted,
     normalise_sensitivity,
     parse_sensitivity,
@@ -40,9 +41,24 @@ def test_every_spelling_of_restricted_is_restricted(label):
 @pytest.mark.parametrize(
     "label", ["[RESTRICTED]", "RESTRICTED.", "SECRET", "", "   ", "RESTRICTED # x", None, 3]
 )
-def test_anything_outside_the_vocabulary_reads_as_restricted_at_the_exits(label):
+def test_anything_outside_the_vocabulary_is_no_label_and_never_travels(label):
     assert canonical_sensitivity(label) is None
-    assert is_restricted(label)  # fail closed: never the less restrictive reading
+    assert effective_sensitivity(label) == "RESTRICTED"  # the network exit: fail closed
+
+
+def test_the_sql_predicate_is_the_python_one():
+    import sqlite3
+
+    from ragspine_lite.common.sensitivity import NOT_RESTRICTED_SQL, register_sql_predicate
+
+    labels = [*RESTRICTED_SPELLINGS, "RESTRICTED", "INTERNAL", " public ", "SECRET", ""]
+    conn = sqlite3.connect(":memory:")
+    register_sql_predicate(conn)
+    conn.execute("CREATE TABLE t (sensitivity TEXT)")
+    conn.executemany("INSERT INTO t VALUES (?)", [(label,) for label in labels])
+    shown = [r[0] for r in conn.execute(f"SELECT sensitivity FROM t WHERE {NOT_RESTRICTED_SQL}")]
+    assert shown == [label for label in labels if not is_restricted(label)]
+    assert shown == ["INTERNAL", " public ", "SECRET", ""]
 
 
 @pytest.mark.parametrize("label", ["[RESTRICTED]", "RESTRICTED.", "SECRET", ""])

@@ -34,7 +34,7 @@ from ragspine_lite.bundle.manifest import (
 from ragspine_lite.chunking.chunk_store import SCHEMA_VERSION, ChunkStore, ChunkStoreError
 from ragspine_lite.chunking.sources import document_from_text, load_sections
 from ragspine_lite.common.glossary import DEFAULT_GLOSSARY, Glossary, find_terms
-from ragspine_lite.common.sensitivity import OPEN_LABELS_SQL, is_restricted
+from ragspine_lite.common.sensitivity import NOT_RESTRICTED_SQL, is_restricted
 from ragspine_lite.filtering.metadata_filter import (
     FilterCondition,
     MetadataFilter,
@@ -1006,7 +1006,7 @@ class BundleSearcher:
     def _store_stats(store: ChunkStore) -> dict[str, Any]:
         rows = store.execute_read(
             "SELECT COUNT(DISTINCT doc_id) AS docs, COUNT(*) AS chunks FROM narrative_chunk "
-            f"WHERE active = 1 AND {OPEN_LABELS_SQL}"
+            f"WHERE active = 1 AND {NOT_RESTRICTED_SQL}"
         )
         return {"documents": int(rows[0]["docs"]), "chunks": int(rows[0]["chunks"])}
 
@@ -1026,7 +1026,7 @@ class BundleSearcher:
             for name in FACET_FIELDS:
                 for r in store.execute_read(
                     f"SELECT DISTINCT {name} AS v FROM narrative_chunk "
-                    f"WHERE active = 1 AND {OPEN_LABELS_SQL}"
+                    f"WHERE active = 1 AND {NOT_RESTRICTED_SQL}"
                 ):
                     if r["v"]:
                         facets[name].add(r["v"])

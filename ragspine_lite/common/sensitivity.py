@@ -8,28 +8,33 @@ stripped and case folded, so ``" restricted\\n"`` and ``"RESTRICTED\\u200b"`` bo
 
 Where labels enter (files, front matter, HTML ``<meta>``, page ingest, the endpoint's wire
 model) :func:`parse_sensitivity` refuses anything else with a :class:`SensitivityError` that
-names the source and the value. At the exits, :func:`is_restricted` fails closed: a label
-outside the vocabulary reads as RESTRICTED, never as something less restrictive.
-:data:`OPEN_LABELS_SQL` is the same predicate for SQL over a ``sensitivity`` column.
+names the source and the value, so nothing outside the vocabulary is stored. Every exit asks
+:func:`is_restricted` (Python) or :data:`NOT_RESTRICTED_SQL` (SQL, the same function
+registered on every store connection by :func:`register_sql_predicate`). Chunk objects made
+in code keep their label as given; the network exit sends only vocabulary labels
+(:func:`effective_sensitivity`: anything else travels nowhere, as if RESTRICTED).
 """
 
 from __future__ import annotations
 
 import functools
+import sqlite3
 import unicodedata
 
 from ragspine_lite.common.errors import RagspineError
 
 __all__ = [
-    "OPEN_LABELS_SQL",
+    "NOT_RESTRICTED_SQL",
     "RESTRICTED",
     "SENSITIVITY_LABELS",
+    "SQL_IS_RESTRICTED",
     "SensitivityError",
     "canonical_sensitivity",
     "effective_sensitivity",
     "is_restricted",
     "normalise_sensitivity",
     "parse_sensitivity",
+    "register_sql_predicate",
     "sends_text_off_host",
 ]
 
@@ -37,16 +42,11 @@ RESTRICTED = "RESTRICTED"
 #: The closed vocabulary, least to most restrictive.
 SENSITIVITY_LABELS: tuple[str, ...] = ("PUBLIC", "INTERNAL", "CONFIDENTIAL", RESTRICTED)
 _BY_FOLDED = {label.casefold(): label for label in SENSITIVITY_LABELS}
-_OPEN = tuple(label for label in SENSITIVITY_LABELS if label != RESTRICTED)
 
-#: SQL condition true for rows whose ``sensitivity`` is an open label. Stored labels are
-#: canonical (normalised on write); rows written before that are matched after ASCII
-#: whitespace trimming and upper-casing, and anything else fails closed (reads as RESTRICTED).
-OPEN_LABELS_SQL = (
-    "UPPER(TRIM(sensitivity, ' ' || char(9, 10, 11, 12, 13))) IN ("
-    + ", ".join(f"'{label}'" for label in _OPEN)
-    + ")"
-)
+#: Name of the SQL function :func:`register_sql_predicate` adds: :func:`is_restricted` itself.
+SQL_IS_RESTRICTED = "ragspine_is_restricted"
+#: SQL condition for rows of a ``sensitivity`` column that an exit may show.
+NOT_RESTRICTED_SQL = f"NOT {SQL_IS_RESTRICTED}(sensitivity)"
 
 
 class SensitivityError(RagspineError, ValueError):
@@ -70,23 +70,12 @@ def canonical_sensitivity(value: object) -> str | None:
     >>> canonical_sensitivity("\\tinternal "), canonical_sensitivity("[RESTRICTED]")
     ('INTERNAL', None)
     """
-    if value is None:
-        return None
-    return _canonical(str(value))
+    return None if value is None else _canonical(str(value))
 
 
 @functools.lru_cache(maxsize=256)
 def _canonical(value: str) -> str | None:
     return _BY_FOLDED.get(normalise_sensitivity(value))
-
-
-def effective_sensitivity(value: object) -> str:
-    """The label an exit acts on: the canonical label, or RESTRICTED for anything else.
-
-    >>> effective_sensitivity(" public "), effective_sensitivity("RESTRICTED.")
-    ('PUBLIC', 'RESTRICTED')
-    """
-    return canonical_sensitivity(value) or RESTRICTED
 
 
 def parse_sensitivity(value: object, *, source: str = "<label>") -> str:
@@ -100,15 +89,30 @@ def parse_sensitivity(value: object, *, source: str = "<label>") -> str:
     return label
 
 
+def effective_sensitivity(value: object) -> str:
+    """The label to act on where only the vocabulary may pass (the network): the canonical
+    label, or RESTRICTED for anything else.
+
+    >>> effective_sensitivity(" public "), effective_sensitivity("RESTRICTED.")
+    ('PUBLIC', 'RESTRICTED')
+    """
+    return canonical_sensitivity(value) or RESTRICTED
+
+
 def is_restricted(sensitivity: object) -> bool:
-    """The exit predicate: RESTRICTED after normalisation, or not a label at all (fail closed).
+    """The exit predicate: does the label normalise to RESTRICTED?
 
     >>> is_restricted(" RESTRICTED\\n"), is_restricted("\\tRestricted"), is_restricted("INTERNAL")
     (True, True, False)
-    >>> is_restricted("SECRET"), is_restricted("")
-    (True, True)
     """
-    return effective_sensitivity(sensitivity) == RESTRICTED
+    return canonical_sensitivity(sensitivity) == RESTRICTED
+
+
+def register_sql_predicate(conn: sqlite3.Connection) -> None:
+    """Add :data:`SQL_IS_RESTRICTED` (:func:`is_restricted`, 1 or 0) to ``conn``."""
+    conn.create_function(
+        SQL_IS_RESTRICTED, 1, lambda value: int(is_restricted(value)), deterministic=True
+    )
 
 
 def sends_text_off_host(component: object) -> bool:

@@ -8,6 +8,8 @@ import sqlite3
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from ragspine_lite.common.sensitivity import register_sql_predicate
+
 __all__ = ["connect", "immediate_transaction"]
 
 
@@ -18,13 +20,15 @@ def connect(
 
     ``read_only`` needs an existing file (``FileNotFoundError`` otherwise: SQLite would
     create it) and switches ``PRAGMA query_only`` on, so SQLite itself refuses every write.
-    Failures raise ``error(f"cannot open {what} at …")``.
+    Failures raise ``error(f"cannot open {what} at …")``. The connection knows the RESTRICTED
+    predicate as an SQL function (:data:`~ragspine_lite.common.sensitivity.NOT_RESTRICTED_SQL`).
     """
     path = str(db_path)
     if read_only and (path == ":memory:" or not os.path.isfile(path)):
         raise FileNotFoundError(f"{what} not found at {path!r} (read-only opens need a file)")
     try:
         conn = sqlite3.connect(path, isolation_level=None)
+        register_sql_predicate(conn)
         if read_only:
             conn.execute("PRAGMA query_only = ON")
     except sqlite3.Error as exc:

@@ -28,8 +28,8 @@ class PersistencePolicy(Protocol):
 
 @dataclass(frozen=True)
 class IsolationFirstPolicy:
-    """The default: a chunk is not persistable iff :func:`is_restricted` (the exits' predicate:
-    ``"  restricted "`` and labels outside the vocabulary are held back)."""
+    """The default: a chunk is not persistable iff :func:`is_restricted` (the exits' predicate,
+    so ``"  restricted "`` and ``"RESTRICTED\\u200b"`` are held back too)."""
 
     def persistable(self, chunk: Any) -> bool:
         return not is_restricted(chunk.sensitivity)
