@@ -264,3 +264,33 @@ def test_valid_name_list_comes_from_the_dispatch_table() -> None:
         make_chunker("??")
     for name in chunker_module._BUILTIN_CHUNKERS:
         assert name in str(info.value)
+
+
+# ---------------------------------------------------------------- what chunk text is
+
+
+MESSY = (
+    "  # Title  \n\n\tIntro line one.   \n\n\n  Q: What grew?\nA: Revenue grew 12%. It rose.\n"
+    "## Chapter 2\n第一条 规定。第二句。\n" + "Long sentence here. " * 60 + "\n   end   "
+)
+
+
+@pytest.mark.parametrize("name", ["default", "layout", "parent_child", "sentence_window",
+                                  "semantic", "laws", "qa", "book"])
+def test_every_chunk_is_a_substring_of_the_normalised_text_not_of_the_source(name):
+    normalised = "\n".join(line.strip() for line in MESSY.split("\n") if line.strip())
+    chunks = make_chunker(name).chunk(MESSY, DocumentMeta("d"), max_chars=120, overlap_chars=20)
+    assert chunks and all(c.text in normalised for c in chunks)
+
+
+@pytest.mark.cpython_only
+def test_the_readme_says_what_chunk_text_is_a_substring_of():
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    # The old claim was false: a chunk joining two paragraphs is not in the raw source.
+    (chunk,) = chunk_document("alpha\n\n  beta", DocumentMeta("d"))
+    assert chunk.text == "alpha\nbeta" and chunk.text not in "alpha\n\n  beta"
+    assert "contiguous substrings of the source" not in readme
+    assert "contiguous substrings of the normalised text" in readme
+    assert "every line\nstripped of surrounding whitespace, blank lines dropped" in readme
