@@ -770,8 +770,29 @@ def _snapshot(folder: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
 
 
+def _as_the_os_would_for_a_user(monkeypatch, folder: Path) -> None:
+    """Make ``folder`` read-only even for root, whom file modes do not stop: ``os.access``
+    says so, and any write transaction fails as SQLite fails on a read-only file."""
+    from ragspine_lite.chunking import chunk_store
+    from ragspine_lite.vector import sqlite_store
+
+    real_access = os.access
+
+    def access(path, mode, *args, **kwargs):
+        if mode & os.W_OK and Path(path).resolve().is_relative_to(folder.resolve()):
+            return False
+        return real_access(path, mode, *args, **kwargs)
+
+    def refuse(conn, action, db_path, error, on_rollback=None):
+        raise error(f"{action} failed on {db_path!r}: attempt to write a readonly database")
+
+    monkeypatch.setattr(os, "access", access)
+    for module in (chunk_store, sqlite_store):
+        monkeypatch.setattr(module, "immediate_transaction", refuse)
+
+
 @pytest.fixture
-def read_only_db(tmp_path, capsys):
+def read_only_db(tmp_path, capsys, monkeypatch):
     folder = tmp_path / "ro"
     folder.mkdir()
     path = folder / "chunks.db"
@@ -781,6 +802,7 @@ def read_only_db(tmp_path, capsys):
     before = _snapshot(folder)
     path.chmod(0o444)
     folder.chmod(0o555)
+    _as_the_os_would_for_a_user(monkeypatch, folder)
     try:
         yield str(path)
     finally:
