@@ -61,6 +61,7 @@ from ragspine_lite.common.sensitivity import (
     RESTRICTED,
     canonical_sensitivity,
     is_restricted,
+    parse_sensitivity,
 )
 
 __all__ = ["DEFAULT_CLI_TOP_K", "PROG", "build_parser", "main", "samples_dir"]
@@ -201,7 +202,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("paths", nargs="+", metavar="PATH", help="a .md/.txt file or a directory")
     p.add_argument("--db", required=True, metavar="FILE", help="chunk database (created if absent)")
-    p.add_argument("--sensitivity", default="INTERNAL", help="default sensitivity (INTERNAL)")
+    p.add_argument(
+        "--sensitivity", default="INTERNAL",
+        help="default sensitivity: PUBLIC, INTERNAL (default), CONFIDENTIAL or RESTRICTED",
+    )
     for name in ("topic", "entity", "geography", "period", "language"):
         p.add_argument(f"--{name}", default="", metavar="VALUE", help=f"default {name}")
     p.add_argument(
@@ -813,6 +817,10 @@ def _cmd_ingest(args: argparse.Namespace) -> int:
             f"argument --overlap-chars: must be smaller than --max-chars "
             f"({args.overlap_chars!r} >= {args.max_chars!r})"
         )
+    try:
+        args.sensitivity = parse_sensitivity(args.sensitivity, source="argument --sensitivity")
+    except ValueError as exc:
+        raise _UsageError(str(exc)) from None
     chunker = _make_chunker(args.chunker)
     try:
         index_text_fn = _optin().ingest_index_text(args.contextual)

@@ -858,3 +858,11 @@ def test_control_characters_from_documents_are_printed_escaped(tmp_path, capsys)
     assert "\\x1b[2J\\x1b]0;owned\\x07\\x9b31m\\u202e" in human[1]
     (hit,) = json.loads(js[1])  # JSON stays exact: its escapes decode to the document's text
     assert hit["title"] == f"Title{ESCAPES}" and ESCAPES in hit["text"]
+
+
+def test_ingest_refuses_a_default_label_outside_the_vocabulary(tmp_path, capsys):
+    db = tmp_path / "x.db"
+    code, out, err = run(capsys, "ingest", str(SAMPLES), "--db", str(db), "--sensitivity", "SECRET")
+    assert code == 2 and out == ""
+    assert "argument --sensitivity: sensitivity 'SECRET' is not a known label" in err
+    assert not db.exists()
