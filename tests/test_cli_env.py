@@ -184,14 +184,14 @@ def test_library_router_variable_routes_by_description(capsys, two_libraries, mo
     assert code == 2 and "RAGSPINE_LIBRARY_ROUTER" in err
 
 
-def test_held_back_results_are_counted_across_libraries(capsys, tmp_path):
+def test_restricted_results_are_not_counted_across_libraries_either(capsys, tmp_path):
     en, restricted = tmp_path / "en.db", tmp_path / "r.db"
     ingest(capsys, en, source=SAMPLES / "en")
     ingest(capsys, restricted, source=SAMPLES / "restricted")
     code, out, err = run(capsys, "search", "Macau broker acquisition", "--db", str(en),
                          "--db", str(restricted), "--json")
     assert code == 0 and not any(is_restricted(s["sensitivity"]) for s in json.loads(out))
-    assert "held back" in err and "ZEPHYRCANARY" not in out
+    assert "held back" not in err and "RESTRICTED" not in err and "ZEPHYRCANARY" not in out
 
 
 # ---------------------------------------------------------------- embedding model and device
