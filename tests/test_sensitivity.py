@@ -158,3 +158,29 @@ def test_an_html_label_outside_the_vocabulary_is_refused():
         document_from_text(
             '<meta name="sensitivity" content="[RESTRICTED]"><p>x</p>', name="memo.html"
         )
+
+
+# ---------------------------------------------------------------- the chunk store and SQL
+
+
+def test_the_chunk_store_stores_known_labels_canonical_and_sql_reads_old_rows_the_same_way():
+    from ragspine_lite.chunking.chunk_store import ChunkStore
+    from ragspine_lite.chunking.chunking import Chunk
+    from ragspine_lite.common.sensitivity import NOT_RESTRICTED_SQL
+
+    def chunk(doc: str, label: str) -> Chunk:
+        return Chunk(f"{doc}#c0", doc, 0, f"text of {doc}", f"{doc}#para1", 1, 1,
+                     sensitivity=label)
+
+    with ChunkStore(":memory:") as store:
+        store.init_schema()
+        store.replace_docs([("a", [chunk("a", " restricted\u200b")]),
+                            ("b", [chunk("b", "public ")]), ("c", [chunk("c", "SECRET")])])
+        assert {c.doc_id: c.sensitivity for c in store.iter_chunks()} == {
+            "a": "RESTRICTED", "b": "PUBLIC", "c": "SECRET"}
+        # A row written before labels were normalised on write: SQL still reads it as RESTRICTED.
+        store._conn.execute("UPDATE narrative_chunk SET sensitivity = '\tRestricted ' "
+                            "WHERE doc_id = 'b'")
+        rows = store.execute_read(
+            f"SELECT doc_id FROM narrative_chunk WHERE {NOT_RESTRICTED_SQL} ORDER BY doc_id")
+        assert [r["doc_id"] for r in rows] == ["c"]
