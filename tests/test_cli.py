@@ -575,7 +575,7 @@ def test_stats_human_output_lists_the_numbers(db, capsys):
 # ---------------------------------------------------------------- demo and entry points
 
 
-def test_demo_searches_in_english_and_chinese_and_reports_held_back(tmp_path, capsys):
+def test_demo_searches_in_english_and_chinese_and_counts_nothing_per_query(tmp_path, capsys):
     code, out, err = run(capsys, "demo", "--db", str(tmp_path / "demo.db"))
     assert code == 0
     assert "Hong Kong revenue" in out and "营运利润" in out
