@@ -174,6 +174,7 @@ def run(sets: list[str], data: Path, n: int, provider: CountingProvider) -> list
                 "kept whole": statuses["kept_whole"],
                 "R@1": sums[0] / count, "R@10": sums[1] / count, "nDCG@10": sums[2] / count,
             })
+            print(f"  {rows[-1]}", file=sys.stderr)  # kept even if a long run is cut short
     return rows
 
 
@@ -214,7 +215,10 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if proc is not None:
             proc.terminate()
-            proc.wait(timeout=30)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
     print(f"server {url} model {args.model}; max_tokens {args.max_tokens}; "
           f"{provider.calls} LLM calls in {time.perf_counter() - started:.0f} s", file=sys.stderr)
     print_table(rows, cell)
