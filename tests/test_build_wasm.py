@@ -156,7 +156,8 @@ def test_the_self_check_reads_rows_so_long_paragraphs_cannot_hide(bw, wheels, tm
     secret = " ".join(f"Clause {i}: the buyer pays {i * 7 + 3} million for lot {i}."
                       for i in range(1, 31))
     cases = {
-        "canary": ({"notes.md": f"{words[:3000]} {CANARY} {words[3000:6000]}"}, "canary #1"),
+        "canary": ({"notes.md": f"{words[:2060]} blue {CANARY} falcon {words[2060:6000]}"},
+                   "canary #2"),
         "repeated": ({"memo.md": f"---\nsensitivity: RESTRICTED\n---\n{secret}",
                       "notes.md": f"---\nsensitivity: PUBLIC\n---\nAs heard: {secret}"},
                      "RESTRICTED document 'memo.md'"),
@@ -165,13 +166,15 @@ def test_the_self_check_reads_rows_so_long_paragraphs_cannot_hide(bw, wheels, tm
         for file, text in files.items():
             write(tmp_path / name / file, text)
         with pytest.raises(RestrictedLeakError) as info:
-            bw.build_site([tmp_path / name], tmp_path / f"{name}-site", canaries=[CANARY],
+            bw.build_site([tmp_path / name], tmp_path / f"{name}-site",
+                          canaries=[CANARY, f"blue {CANARY} falcon"],
                           max_chars=8000 if name == "canary" else None,
                           wheel=wheels[0], micropip=wheels[1])
         message = str(info.value)
         assert "data/chunks.db (table narrative_chunk, row 1, column text, document " \
             "'notes.md')" in message and label in message
-        assert CANARY not in message and "million" not in message and "Clause" not in message
+        assert CANARY not in message and "falcon" not in message
+        assert "million" not in message and "Clause" not in message
         assert not (tmp_path / f"{name}-site").exists()
 
 
