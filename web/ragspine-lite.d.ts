@@ -212,6 +212,13 @@ export interface OpenOptions {
   /** Let Python await onnxruntime-web through JSPI where the browser has it (default true);
    * false computes query vectors in JS before each search instead. */
   jspi?: boolean;
+  /** Keep the runtime files in the browser's Cache API for the next visit (default true).
+   * Entries are checked against the manifest's sha256s; without a usable Cache API the files
+   * come from the network (logged). */
+  cache?: boolean;
+  /** "unpack" (default): unpack the wheel into site-packages; "micropip": install it with
+   * micropip (slower; kept for comparison). */
+  install?: "unpack" | "micropip";
 }
 
 export interface Manifest {
@@ -264,6 +271,9 @@ export interface OpenInfo {
   embeddings: { name: string; modelId: string; dim: number; jspi: boolean; loadMs: number } | null;
   /** Why the bundle's embedding model could not be loaded (search then runs BM25 only). */
   embeddingsError: string | null;
+  /** Where the runtime files came from: paths served by the Cache API (`cached`), fetched
+   * from the network (`fetched`), and cache failures (the files then came from the network). */
+  cache: { enabled: boolean; cached: string[]; fetched: string[]; errors: string[] };
 }
 
 export interface PageDocument {

@@ -64,6 +64,8 @@ export class RagSpineLite {
     timeoutMs = DEFAULT_OPEN_TIMEOUT_MS,
     embeddings = true,
     jspi = true,
+    cache = true,
+    install = "unpack",
   } = {}) {
     const url = workerURL ? new URL(workerURL, bundleURLOf("./")) : new URL("./ragspine-worker.mjs", import.meta.url);
     let worker;
@@ -75,7 +77,7 @@ export class RagSpineLite {
     const rs = new RagSpineLite(worker, { onProgress, onLog, workerURL: String(url) });
     try {
       const info = await rs.#call(
-        "open", { bundle: bundleURLOf(bundle), formatVersion: FORMAT_VERSION, embeddings, jspi }, timeoutMs,
+        "open", { bundle: bundleURLOf(bundle), formatVersion: FORMAT_VERSION, embeddings, jspi, cache, install }, timeoutMs,
       );
       rs.manifest = info.manifest;
       rs.info = info;

@@ -273,12 +273,46 @@ async function loadModel(manifest, bundleURL, fetchChecked, useJspi) {
   };
 }
 
+// ------------------------------------------------------------------ installing the wheel
+
+// The wheel is pure Python (no dependencies, no scripts): unpacking it into site-packages is
+// the whole install, and skips loading micropip and its resolver on every visit.
+function installWheel(py, wheelName, wheel) {
+  try {
+    const sitePackages = py.runPython("import sysconfig\nsysconfig.get_path('purelib')");
+    py.unpackArchive(wheel, "zip", { extractDir: sitePackages });
+    py.runPython("import importlib\nimportlib.invalidate_caches()");
+  } catch (err) {
+    throw new BundleError(`could not install ${wheelName}: ${describe(err).message}`);
+  }
+}
+
+// The former install path, kept for comparison (open({install: "micropip"}); bench/browser.py).
+async function installWithMicropip(py, micropipURL, wheelName, wheel) {
+  const loadErrors = [];
+  const loaded = await py.loadPackage(micropipURL, {
+    messageCallback: () => {},
+    errorCallback: (message) => loadErrors.push(message),
+  });
+  if (!loaded || !loaded.length) {
+    throw new BundleError(`could not load micropip from ${micropipURL}: ${loadErrors.join("; ") || "nothing was loaded"}`);
+  }
+  py.FS.mkdirTree("/bundle/wheels");
+  py.FS.writeFile(`/bundle/wheels/${wheelName}`, wheel);
+  py.globals.set("_ragspine_wheel", `emfs:/bundle/wheels/${wheelName}`);
+  try {
+    await py.runPythonAsync("import micropip\nawait micropip.install(_ragspine_wheel, deps=False)\ndel _ragspine_wheel");
+  } catch (err) {
+    throw new BundleError(`could not install ${wheelName} with micropip: ${describe(err).message}`);
+  }
+}
+
 // ------------------------------------------------------------------ fetching
 
-async function fetchOrFail(url, what) {
+async function fetchOrFail(url, what, init = undefined) {
   let response;
   try {
-    response = await fetch(url);
+    response = await fetch(url, init);
   } catch (err) {
     throw new BundleError(`could not load ${what} from ${url}: ${describe(err).message}`);
   }
@@ -373,6 +407,95 @@ function checkFormat(manifest, url) {
   }
 }
 
+// ------------------------------------------------------------------ the runtime cache
+//
+// A return visit reads the runtime files (Pyodide's wasm, stdlib and lock file, the wheel,
+// the chunk store, the model and onnxruntime-web's wasm) from the Cache API instead of the
+// network, on any static host. Every entry carries the sha256 the manifest gave its file when
+// it was stored, and is served only while the current manifest (always revalidated) names
+// the same sha256: a rebuilt site fetches the changed files again and they replace the old
+// entries, so an old index never meets a new runtime. Without a usable Cache API (file://,
+// an insecure http origin, some private modes, a full quota) every file comes from the
+// network and the worker logs why; search is never affected.
+
+const CACHE_PREFIX = "ragspine-lite:";
+const SHA_HEADER = "x-ragspine-sha256";
+const networkFetch = self.fetch.bind(self);
+
+async function openRuntimeCache(bundleURL, enabled) {
+  if (!enabled) return { cache: null, reason: "switched off (cache: false)" };
+  if (!self.caches) return { cache: null, reason: "no Cache API in this context (file:// or an insecure origin)" };
+  try {
+    return { cache: await caches.open(CACHE_PREFIX + bundleURL), reason: null };
+  } catch (err) {
+    return { cache: null, reason: `the Cache API is unavailable: ${describe(err).message}` };
+  }
+}
+
+function requestURL(input) {
+  const raw = typeof input === "string" ? input : input instanceof URL ? input.href : input.url;
+  return new URL(raw, self.location.href).href;
+}
+
+// Routes the worker's fetches of the manifest's files through `cache` while the boot runs
+// (Pyodide and onnxruntime-web call the global fetch); returns {stats, settle, restore}.
+function cacheRuntimeFiles(cache, manifest, bundleURL, paths) {
+  const wanted = new Map(paths.map((path) => [bundleURL + path, { path, sha256: manifest.files[path].sha256 }]));
+  const stats = { enabled: Boolean(cache), cached: [], fetched: [], errors: [] };
+  const writes = [];
+  const store = async (url, file, response) => {
+    const bytes = await response.arrayBuffer();
+    if (self.crypto && crypto.subtle && (await sha256Hex(bytes)) !== file.sha256) {
+      throw new Error(`${file.path} does not match manifest.json; not cached`);
+    }
+    const headers = { [SHA_HEADER]: file.sha256, "content-type": response.headers.get("content-type") || "application/octet-stream" };
+    await cache.put(url, new Response(bytes, { headers }));
+  };
+  const cachedFetch = async (input, init) => {
+    const url = requestURL(input);
+    const file = wanted.get(url);
+    if (!file || (init && init.method && init.method !== "GET")) return networkFetch(input, init);
+    try {
+      const hit = await cache.match(url);
+      if (hit && hit.headers.get(SHA_HEADER) === file.sha256) {
+        stats.cached.push(file.path);
+        return hit;
+      }
+    } catch (err) {
+      stats.errors.push(`${file.path}: ${describe(err).message}`);
+    }
+    const response = await networkFetch(input, init);
+    stats.fetched.push(file.path);
+    if (response.status === 200) {
+      const write = store(url, file, response.clone()).catch((err) => {
+        stats.errors.push(`${file.path}: ${describe(err).message}`);
+      });
+      writes.push(write);
+    }
+    return response;
+  };
+  if (cache) self.fetch = cachedFetch;
+  return {
+    stats,
+    restore() {
+      self.fetch = networkFetch;
+    },
+    // Waits for the writes, drops entries of files this manifest no longer names, logs failures.
+    async settle() {
+      if (!cache) return stats;
+      await Promise.all(writes);
+      const listed = new Set(Object.keys(manifest.files).map((path) => bundleURL + path));
+      try {
+        for (const request of await cache.keys()) if (!listed.has(request.url)) await cache.delete(request);
+      } catch (err) {
+        stats.errors.push(`pruning: ${describe(err).message}`);
+      }
+      if (stats.errors.length) log("warn", `the runtime cache failed for ${stats.errors.join("; ")}; those files come from the network`);
+      return stats;
+    },
+  };
+}
+
 // ------------------------------------------------------------------ IndexedDB
 
 function idbRequest(request) {
@@ -414,7 +537,7 @@ async function idbAll(db) {
 
 // ------------------------------------------------------------------ open / close
 
-async function open({ bundle, formatVersion, embeddings = true, jspi = true }) {
+async function open({ bundle, formatVersion, embeddings = true, jspi = true, cache = true, install = "unpack" }) {
   if (state) throw new BundleError("the search runtime is already open");
   if (formatVersion !== undefined && formatVersion !== FORMAT_VERSION) {
     throw new BundleError(
@@ -424,7 +547,10 @@ async function open({ bundle, formatVersion, embeddings = true, jspi = true }) {
     );
   }
   try {
-    state = await boot(bundle, { embeddings, jspi });
+    if (install !== "unpack" && install !== "micropip") {
+      throw new BundleError(`install must be "unpack" or "micropip", got ${JSON.stringify(install)}`);
+    }
+    state = await boot(bundle, { embeddings, jspi, cache, install });
     openError = null;
     return {
       manifest: state.manifest,
@@ -438,6 +564,7 @@ async function open({ bundle, formatVersion, embeddings = true, jspi = true }) {
             jspi: state.embeddings.jspi, loadMs: state.embeddings.loadMs }
         : null,
       embeddingsError: state.embeddingsError,
+      cache: state.cache,
     };
   } catch (err) {
     openError = describe(err).message;
@@ -459,7 +586,8 @@ async function boot(bundle, options = {}) {
 
   progress("manifest", "Reading the bundle manifest");
   const manifestURL = bundleURL + "manifest.json";
-  const response = await fetchOrFail(manifestURL, "the bundle manifest");
+  // Always revalidated (never a stale HTTP-cache copy): its sha256s decide what the cache serves.
+  const response = await fetchOrFail(manifestURL, "the bundle manifest", { cache: "no-cache" });
   let manifest;
   try {
     manifest = await response.json();
@@ -468,14 +596,29 @@ async function boot(bundle, options = {}) {
   }
   checkFormat(manifest, manifestURL);
   const entry = manifest.entry;
-  let t = mark("manifest", t0);
+  mark("manifest", t0);
   const withModel = Boolean(entry.embeddings && options.embeddings !== false);
+  const withMicropip = options.install === "micropip";
   const downloads = Object.keys(manifest.files || {}).filter((path) =>
-    path === entry.store || path.startsWith(entry.pyodide) ||
-    Object.values(entry.wheels).includes(path) ||
+    path === entry.store || path.startsWith(entry.pyodide) || path === entry.wheels.ragspine_lite ||
+    (withMicropip && path === entry.wheels.micropip) ||
     (withModel && [entry.embeddings.model, entry.embeddings.vocab, entry.embeddings.config].includes(path)) ||
     (withModel && entry.embeddings.ort && path.startsWith(entry.embeddings.ort.dir)));
   tracker = trackBytes(manifest, bundleURL, downloads);
+  const { cache, reason } = await openRuntimeCache(bundleURL, options.cache !== false);
+  if (!cache) log("info", `runtime files come from the network: ${reason}`);
+  const cached = cacheRuntimeFiles(cache, manifest, bundleURL, downloads);
+  try {
+    return await bootPython(manifest, bundleURL, cached, { ...options, t0, timings, mark, withModel });
+  } finally {
+    cached.restore();
+  }
+}
+
+async function bootPython(manifest, bundleURL, cached, options) {
+  const { t0, timings, mark, withModel } = options;
+  const entry = manifest.entry;
+  let t = performance.now();
 
   // Start the downloads and their sha256 checks now; they overlap with the Pyodide boot.
   const fetchChecked = (path, what, phase) =>
@@ -515,26 +658,11 @@ async function boot(bundle, options = {}) {
   t = mark("boot", t);
   timings.bootEndedAt = performance.timeOrigin + performance.now(); // epoch ms, for benchmarks
 
-  progress("install", "Installing micropip and ragspine_lite");
-  const micropipURL = bundleURL + entry.wheels.micropip;
-  const loadErrors = [];
-  const loaded = await py.loadPackage(micropipURL, {
-    messageCallback: () => {},
-    errorCallback: (message) => loadErrors.push(message),
-  });
-  if (!loaded || !loaded.length) {
-    throw new BundleError(`could not load micropip from ${micropipURL}: ${loadErrors.join("; ") || "nothing was loaded"}`);
-  }
-  const wheel = await wheelBytes;
+  progress("install", "Installing ragspine_lite");
   const wheelName = entry.wheels.ragspine_lite.split("/").pop();
-  py.FS.mkdirTree("/bundle/wheels");
-  py.FS.writeFile(`/bundle/wheels/${wheelName}`, wheel);
-  py.globals.set("_ragspine_wheel", `emfs:/bundle/wheels/${wheelName}`);
-  try {
-    await py.runPythonAsync("import micropip\nawait micropip.install(_ragspine_wheel, deps=False)\ndel _ragspine_wheel");
-  } catch (err) {
-    throw new BundleError(`could not install ${wheelName} with micropip: ${describe(err).message}`);
-  }
+  const wheel = await wheelBytes;
+  if (options.install === "micropip") await installWithMicropip(py, bundleURL + entry.wheels.micropip, wheelName, wheel);
+  else installWheel(py, wheelName, wheel);
   t = mark("install", t);
 
   let embeddings = null;
@@ -559,6 +687,7 @@ async function boot(bundle, options = {}) {
 
   progress("index", "Opening the search index");
   const db = await dbBytes;
+  py.FS.mkdirTree("/bundle");
   py.FS.writeFile("/bundle/chunks.db", db);
   let searcher;
   if (embeddings) {
@@ -616,6 +745,7 @@ async function boot(bundle, options = {}) {
   }
   mark("restore", t);
   timings.total = Math.round(performance.now() - t0);
+  opened.cache = await cached.settle();
   progress("ready", "Ready");
   tracker.stop();
   tracker = null;
