@@ -1,15 +1,17 @@
 """ragspine_lite in headless Chromium vs MiniSearch and FlexSearch, in the same page.
 
-    python bench/browser.py [--data DIR] [--queries N] [--repeats R] [--work DIR]
+    python bench/browser.py [--data DIR] [--queries N] [--repeats R] [--work DIR] [--startup-only]
 
 Builds one static bundle per retrieval set (``squad_train``: 10k English paragraphs;
-``cmrc_train``: Chinese) with ``build_wasm.py``, serves everything from 127.0.0.1 and drives
-Debian's Chromium (``/usr/bin/chromium``) with Playwright. It prints:
+``cmrc_train``: Chinese) and the sample-corpus site with ``build_wasm.py``, serves everything
+from 127.0.0.1 and drives Debian's Chromium (``/usr/bin/chromium``) with Playwright. It prints:
 
-* start-up of the demo page (navigation → first result on screen) on a cold visit (fresh
-  browser context, empty cache) and a warm one (same context, second visit), with the
-  worker's phases (Pyodide boot, micropip + wheel install, index open) and, for reference,
-  a bare Pyodide boot in a worker on the same visit;
+* start-up to the first result (navigation → ``rs.search()`` resolved) on the samples and
+  squad_train sites, on a cold visit (fresh browser context: empty HTTP cache and Cache API)
+  and a warm one (same context, second visit), for the shipped boot (runtime files kept in the
+  Cache API, the wheel unpacked into site-packages) and the former one (HTTP cache only,
+  micropip), with the bytes Chromium received and the worker's phases (Pyodide boot, wheel
+  install, index open);
 * per set, one row per engine: index build/open time, query latency p50/p95 (ours measured
   around the JS call: worker round trip + Python), and Recall@10 on the set's qrels, with
   MiniSearch 7 and FlexSearch 0.8 (npm) indexing the same paragraphs in the same page;
@@ -35,11 +37,13 @@ import threading
 import zipfile
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote_plus
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 import build_wasm  # noqa: E402
+from ragspine_lite.cli import samples_dir  # noqa: E402
 
 DEFAULT_DATA = REPO.parent / "shared" / "data"
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -55,22 +59,28 @@ BENCH_HTML = """<!doctype html><html><head><meta charset="utf-8"><title>bench</t
 <body>bench</body></html>
 """
 
-BARE_HTML = """<!doctype html><html><head><meta charset="utf-8"><title>bare</title>
+STARTUP_HTML = """<!doctype html><html><head><meta charset="utf-8"><title>startup</title>
 <link rel="icon" href="data:,"></head><body><script type="module">
-const set = new URLSearchParams(location.search).get("set");
-const worker = new Worker(new URL("bare-worker.mjs", location.href), {type: "module"});
-worker.onmessage = (e) => { window.bareResult = {...e.data, readyAt: performance.now()}; };
-worker.postMessage(new URL(`../${set}/pyodide/`, location.href).href);
+const p = new URLSearchParams(location.search);
+const site = `../${p.get("site")}/`;
+try {
+  const { RagSpineLite } = await import(site + "ragspine-lite.mjs");
+  const rs = await RagSpineLite.open({
+    bundle: site, cache: p.get("cache") !== "0", install: p.get("install") || "unpack" });
+  const hits = await rs.search(p.get("q"), { topK: 10 });
+  window.startup = { firstResult: performance.now(), hits: hits.length, timings: rs.info.timings,
+                     cache: rs.info.cache };
+  rs.close();
+} catch (err) { window.startup = { error: String(err && err.stack || err) }; }
 </script></body></html>
 """
-
-BARE_WORKER = """self.onmessage = async (e) => {
-  const t0 = performance.now();
-  const { loadPyodide } = await import(e.data + "pyodide.mjs");
-  await loadPyodide({ indexURL: e.data });
-  self.postMessage({ boot: performance.now() - t0 });
-};
-"""
+# Start-up variants: the shipped default first, then the former boot (no Cache API, micropip).
+VARIANTS = {
+    "Cache API + unpacked wheel (default)": "cache=1&install=unpack",
+    "Cache API + micropip": "cache=1&install=micropip",
+    "HTTP cache only + unpacked wheel": "cache=0&install=unpack",
+    "HTTP cache only + micropip (before)": "cache=0&install=micropip",
+}
 
 BENCH_JS = r"""
 import { RagSpineLite } from "../SET_PLACEHOLDER/ragspine-lite.mjs";
@@ -215,47 +225,72 @@ def sizes(site: Path) -> list[tuple[str, int, int]]:
     return out
 
 
-def startup(browser: Any, base: str, query: str, repeats: int) -> dict[str, list[float]]:
-    url = f"{base}squad_train/index.html?q={query}"
+def _network_bytes(request: Any) -> int:
+    """Bytes a finished request moved over the network (0 when the HTTP cache answered)."""
+    try:
+        sizes = request.sizes()
+    except Exception:
+        return 0
+    return sizes["responseBodySize"] + sizes["responseHeadersSize"]
+
+
+def startup(browser: Any, base: str, sites: dict[str, str], repeats: int) -> dict[str, Any]:
+    """Cold and warm start-up per site and per (install, cache) variant: ms to the first
+    result, bytes over the network, and which runtime files the Cache API served."""
     samples: dict[str, list[float]] = {}
+    files: dict[str, Any] = {}
 
     def add(key: str, value: float) -> None:
         samples.setdefault(key, []).append(value)
 
-    def visit(page: Any, prefix: str) -> None:
+    def visit(context: Any, page: Any, key: str, url: str) -> None:
+        finished: list[Any] = []
+        listener = finished.append
+        context.on("requestfinished", listener)
         page.goto(url)
-        page.wait_for_function(
-            "window.ragspineDemo && (window.ragspineDemo.marks.firstResult"
-            " || document.body.dataset.state === 'error')", timeout=TIMEOUT_MS,
-        )
-        demo = page.evaluate(
-            "({marks: ragspineDemo.marks, timings: ragspineDemo.info.timings,"
-            " origin: performance.timeOrigin})"
-        )
-        add(f"{prefix} first result", demo["marks"]["firstResult"])
-        first_at = demo["origin"] + demo["marks"]["firstResult"]
-        add(f"{prefix} Pyodide up → first result", first_at - demo["timings"]["bootEndedAt"])
+        page.wait_for_function("window.startup", timeout=TIMEOUT_MS)
+        out = page.evaluate("window.startup")
+        context.remove_listener("requestfinished", listener)
+        if "error" in out:
+            raise RuntimeError(f"{url}: {out['error']}")
+        add(f"{key} first result", out["firstResult"])
+        add(f"{key} network bytes", sum(_network_bytes(r) for r in finished))
         for phase in ("boot", "install", "index"):
-            add(f"{prefix} {phase}", demo["timings"][phase])
-
-    def bare(page: Any, prefix: str) -> None:
-        page.goto(f"{base}bench/bare.html?set=squad_train")
-        page.wait_for_function("window.bareResult", timeout=TIMEOUT_MS)
-        result = page.evaluate("window.bareResult")
-        add(f"{prefix} bare Pyodide boot (worker)", result["boot"])
-        add(f"{prefix} bare Pyodide ready (navigation)", result["readyAt"])
+            add(f"{key} {phase}", out["timings"][phase])
+        files[key] = out["cache"]
 
     for _ in range(repeats):
-        context = browser.new_context()
-        page = context.new_page()
-        visit(page, "cold")
-        visit(page, "warm")
-        bare(page, "warm")
-        context.close()
-        context = browser.new_context()
-        bare(context.new_page(), "cold")
-        context.close()
-    return samples
+        for site, query in sites.items():
+            for variant, params in VARIANTS.items():
+                url = f"{base}bench/startup.html?site={site}&q={quote_plus(query)}&{params}"
+                context = browser.new_context()
+                page = context.new_page()
+                visit(context, page, f"{site}|{variant}|cold", url)
+                visit(context, page, f"{site}|{variant}|warm", url)
+                context.close()
+    return {"samples": samples, "files": files}
+
+
+def print_startup(result: dict[str, Any], sites: list[str], repeats: int) -> None:
+    samples = result["samples"]
+    med = lambda key: statistics.median(samples[key])  # noqa: E731
+    print(f"Start-up to the first result (navigation → rs.search() resolved), median of {repeats}; "
+          "network = bytes Chromium received (HTTP-cache and Cache API hits move none)")
+    print(f"  {'site':12} {'variant':34} {'cold ms':>8} {'warm ms':>8} {'warm/cold':>9} "
+          f"{'cold net':>11} {'warm net':>11}   warm: boot / install / index ms")
+    for site in sites:
+        for variant in VARIANTS:
+            k = f"{site}|{variant}"
+            cold, warm = med(f"{k}|cold first result"), med(f"{k}|warm first result")
+            phases = " / ".join(f"{med(f'{k}|warm {p}'):.0f}" for p in ("boot", "install", "index"))
+            print(f"  {site:12} {variant:34} {cold:8.0f} {warm:8.0f} {warm / cold:9.2f} "
+                  f"{med(f'{k}|cold network bytes'):11,.0f} {med(f'{k}|warm network bytes'):11,.0f}"
+                  f"   {phases}")
+    warm = result["files"].get(f"{sites[-1]}|{next(iter(VARIANTS))}|warm")
+    if warm:
+        print(f"  warm visit of {sites[-1]}: from the Cache API {', '.join(warm['cached'])}; "
+              f"fetched {', '.join(warm['fetched']) or 'nothing'}")
+    print()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -264,6 +299,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--queries", type=int, default=200, help="queries per set (200)")
     parser.add_argument("--repeats", type=int, default=3, help="start-up repeats (3)")
     parser.add_argument("--work", type=Path, help="keep built sites here and reuse them")
+    parser.add_argument("--startup-only", action="store_true",
+                        help="only the cold/warm start-up table (skip the query comparison)")
     args = parser.parse_args(argv)
     try:
         from playwright.sync_api import sync_playwright
@@ -286,14 +323,17 @@ def main(argv: list[str] | None = None) -> int:
         node / "flexsearch" / "dist" / "flexsearch.bundle.module.min.mjs", vendor / "flexsearch.mjs"
     )
     (bench_dir / "bench.html").write_text(BENCH_HTML, "utf-8")
-    (bench_dir / "bare.html").write_text(BARE_HTML, "utf-8")
-    (bench_dir / "bare-worker.mjs").write_text(BARE_WORKER, "utf-8")
+    (bench_dir / "startup.html").write_text(STARTUP_HTML, "utf-8")
 
     wheel_dir = work / "wheels"
     shutil.rmtree(wheel_dir, ignore_errors=True)
     wheels = (build_wasm.build_wheel(wheel_dir), build_wasm.find_micropip())
     languages = {"squad_train": "en", "cmrc_train": "zh"}
     first_query = ""
+    if not _current(root / "samples", wheels[0]):
+        shutil.rmtree(root / "samples", ignore_errors=True)
+        build_wasm.build_site([samples_dir()], root / "samples", title="samples", wheel=wheels[0],
+                              micropip=wheels[1], demo=True)
     for name in SETS:
         corpus, queries = load_set(args.data / name, args.queries)
         if name == "squad_train":
@@ -312,8 +352,9 @@ def main(argv: list[str] | None = None) -> int:
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
-            boot = startup(browser, base, first_query.replace(" ", "+"), args.repeats)
-            for name in SETS:
+            sites = {"samples": "Hong Kong new sales", "squad_train": first_query}
+            boot = startup(browser, base, sites, args.repeats)
+            for name in () if args.startup_only else SETS:
                 js = BENCH_JS.replace("SET_PLACEHOLDER", name)
                 (bench_dir / "bench.mjs").write_text(js, "utf-8")
                 context = browser.new_context()
@@ -333,18 +374,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\nragspine_lite browser benchmark — headless Chromium ({CHROMIUM}), Pyodide "
           f"{version['pyodide']} (Python {version['python']}), served from 127.0.0.1, "
           f"median of {args.repeats}\n")
-    print("Start-up of the demo page on squad_train (ms)")
-    print(f"  {'':44} {'cold':>8} {'warm':>8}")
-    keys = ["first result", "boot", "install", "index", "Pyodide up → first result",
-            "bare Pyodide boot (worker)", "bare Pyodide ready (navigation)"]
-    for key in keys:
-        cold = boot.get(f"cold {key}")
-        warm = boot.get(f"warm {key}")
-        label = "navigation → first result" if key == "first result" else f"  {key}"
-        fmt = lambda xs: f"{statistics.median(xs):8.0f}" if xs else f"{'-':>8}"  # noqa: E731
-        print(f"  {label:44} {fmt(cold or [])} {fmt(warm or [])}")
-    gap = statistics.median(boot["warm Pyodide up → first result"])
-    print(f"  warm visit, Pyodide booted → first result on screen: {gap:.0f} ms (goal ≤ 1500)\n")
+    print_startup(boot, list(sites), args.repeats)
+    if args.startup_only:
+        return 0
 
     header = f"  {'engine':16}" + "".join(
         f" | {name + ' (' + str(results[name]['paragraphs']) + ' par.)':^37}" for name in SETS)

@@ -219,6 +219,10 @@ export interface OpenOptions {
   /** "unpack" (default): unpack the wheel into site-packages; "micropip": install it with
    * micropip (slower; kept for comparison). */
   install?: "unpack" | "micropip";
+  /** Keep a Pyodide memory snapshot (taken after importing ragspine_lite) in the Cache API and
+   * restore it on the next visit instead of starting Python afresh (default true; needs
+   * `cache`). Experimental in Pyodide; any failure falls back to a plain boot. */
+  snapshot?: boolean;
 }
 
 export interface Manifest {
@@ -272,8 +276,12 @@ export interface OpenInfo {
   /** Why the bundle's embedding model could not be loaded (search then runs BM25 only). */
   embeddingsError: string | null;
   /** Where the runtime files came from: paths served by the Cache API (`cached`), fetched
-   * from the network (`fetched`), and cache failures (the files then came from the network). */
-  cache: { enabled: boolean; cached: string[]; fetched: string[]; errors: string[] };
+   * from the network (`fetched`), cache failures (the files then came from the network), and
+   * whether Python was restored from a stored snapshot, took one for the next visit, or neither. */
+  cache: {
+    enabled: boolean; cached: string[]; fetched: string[]; errors: string[];
+    snapshot: "restored" | "taken" | "none";
+  };
 }
 
 export interface PageDocument {

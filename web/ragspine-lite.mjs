@@ -66,6 +66,7 @@ export class RagSpineLite {
     jspi = true,
     cache = true,
     install = "unpack",
+    snapshot = true,
   } = {}) {
     const url = workerURL ? new URL(workerURL, bundleURLOf("./")) : new URL("./ragspine-worker.mjs", import.meta.url);
     let worker;
@@ -77,7 +78,7 @@ export class RagSpineLite {
     const rs = new RagSpineLite(worker, { onProgress, onLog, workerURL: String(url) });
     try {
       const info = await rs.#call(
-        "open", { bundle: bundleURLOf(bundle), formatVersion: FORMAT_VERSION, embeddings, jspi, cache, install }, timeoutMs,
+        "open", { bundle: bundleURLOf(bundle), formatVersion: FORMAT_VERSION, embeddings, jspi, cache, install, snapshot }, timeoutMs,
       );
       rs.manifest = info.manifest;
       rs.info = info;

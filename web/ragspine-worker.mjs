@@ -273,6 +273,50 @@ async function loadModel(manifest, bundleURL, fetchChecked, useJspi) {
   };
 }
 
+// ------------------------------------------------------------------ the Python memory snapshot
+//
+// A cold boot takes a Pyodide memory snapshot right after the wheel is unpacked and the
+// runtime's pure-Python modules are imported, before any file is opened, and keeps it in the
+// Cache API; a return visit restores it instead of starting Python and importing again.
+// Pyodide's snapshots are experimental (`_makeSnapshot` / `_loadSnapshot`) and tied to the
+// exact build, so the key covers the sha256s of the Pyodide files and the wheel, the imports
+// and the browser; failing to make, store or restore one falls back to a plain boot (logged).
+
+const SNAPSHOT_IMPORTS = "import ragspine_lite.bundle.runtime\nimport ragspine_lite.vector.browser_backend";
+
+async function snapshotKey(manifest) {
+  const entry = manifest.entry;
+  const files = Object.keys(manifest.files).filter((path) => path.startsWith(entry.pyodide) || path === entry.wheels.ragspine_lite);
+  const parts = [SNAPSHOT_IMPORTS, navigator.userAgent, ...files.sort().map((path) => `${path} ${manifest.files[path].sha256}`)];
+  if (!(self.crypto && crypto.subtle)) return null;
+  return sha256Hex(new TextEncoder().encode(parts.join("\n")));
+}
+
+// Pyodide, from the stored snapshot when there is a usable one, else a plain boot (which
+// takes a snapshot when `snapshot` is on and the cache works). Returns {py, restored, key}.
+async function startPython(loadPyodide, config, cached, snapshot) {
+  const key = snapshot && cached.stats.enabled ? await snapshotKey(cached.manifest) : null;
+  const stored = key ? await cached.readSnapshot(key) : null;
+  if (stored) {
+    try {
+      return { py: await loadPyodide({ ...config, _loadSnapshot: stored }), restored: true, key };
+    } catch (err) {
+      log("warn", `the saved Python snapshot could not be restored (${describe(err).message}); starting Python afresh`);
+      cached.dropSnapshot();
+    }
+  }
+  return { py: await loadPyodide({ ...config, _makeSnapshot: Boolean(key) }), restored: false, key };
+}
+
+function takeSnapshot(py, cached, key) {
+  try {
+    py.runPython(SNAPSHOT_IMPORTS);
+    cached.saveSnapshot(key, py.makeMemorySnapshot());
+  } catch (err) {
+    log("warn", `no Python snapshot for the next visit: ${describe(err).message}`);
+  }
+}
+
 // ------------------------------------------------------------------ installing the wheel
 
 // The wheel is pure Python (no dependencies, no scripts): unpacking it into site-packages is
@@ -420,6 +464,7 @@ function checkFormat(manifest, url) {
 
 const CACHE_PREFIX = "ragspine-lite:";
 const SHA_HEADER = "x-ragspine-sha256";
+const SNAPSHOT_PATH = "ragspine-lite.snapshot"; // a Cache API key only, never a file on the host
 const networkFetch = self.fetch.bind(self);
 
 async function openRuntimeCache(bundleURL, enabled) {
@@ -441,7 +486,7 @@ function requestURL(input) {
 // (Pyodide and onnxruntime-web call the global fetch); returns {stats, settle, restore}.
 function cacheRuntimeFiles(cache, manifest, bundleURL, paths) {
   const wanted = new Map(paths.map((path) => [bundleURL + path, { path, sha256: manifest.files[path].sha256 }]));
-  const stats = { enabled: Boolean(cache), cached: [], fetched: [], errors: [] };
+  const stats = { enabled: Boolean(cache), cached: [], fetched: [], errors: [], snapshot: "none" };
   const writes = [];
   const store = async (url, file, response) => {
     const bytes = await response.arrayBuffer();
@@ -475,16 +520,39 @@ function cacheRuntimeFiles(cache, manifest, bundleURL, paths) {
     return response;
   };
   if (cache) self.fetch = cachedFetch;
+  else stats.fetched.push(...paths);
+  const snapshotURL = bundleURL + SNAPSHOT_PATH;
   return {
     stats,
     restore() {
       self.fetch = networkFetch;
     },
+    // The Python memory snapshot stored under `key` (see startPython), or null.
+    async readSnapshot(key) {
+      if (!cache) return null;
+      try {
+        const hit = await cache.match(snapshotURL);
+        if (hit && hit.headers.get(SHA_HEADER) === key) return new Uint8Array(await hit.arrayBuffer());
+      } catch (err) {
+        stats.errors.push(`the Python snapshot: ${describe(err).message}`);
+      }
+      return null;
+    },
+    saveSnapshot(key, bytes) {
+      if (!cache) return;
+      const headers = { [SHA_HEADER]: key, "content-type": "application/octet-stream" };
+      writes.push(cache.put(snapshotURL, new Response(bytes, { headers })).catch((err) => {
+        stats.errors.push(`the Python snapshot: ${describe(err).message}`);
+      }));
+    },
+    dropSnapshot() {
+      if (cache) writes.push(cache.delete(snapshotURL).catch(() => {}));
+    },
     // Waits for the writes, drops entries of files this manifest no longer names, logs failures.
     async settle() {
       if (!cache) return stats;
       await Promise.all(writes);
-      const listed = new Set(Object.keys(manifest.files).map((path) => bundleURL + path));
+      const listed = new Set([snapshotURL, ...Object.keys(manifest.files).map((path) => bundleURL + path)]);
       try {
         for (const request of await cache.keys()) if (!listed.has(request.url)) await cache.delete(request);
       } catch (err) {
@@ -537,7 +605,7 @@ async function idbAll(db) {
 
 // ------------------------------------------------------------------ open / close
 
-async function open({ bundle, formatVersion, embeddings = true, jspi = true, cache = true, install = "unpack" }) {
+async function open({ bundle, formatVersion, embeddings = true, jspi = true, cache = true, install = "unpack", snapshot = true }) {
   if (state) throw new BundleError("the search runtime is already open");
   if (formatVersion !== undefined && formatVersion !== FORMAT_VERSION) {
     throw new BundleError(
@@ -550,7 +618,7 @@ async function open({ bundle, formatVersion, embeddings = true, jspi = true, cac
     if (install !== "unpack" && install !== "micropip") {
       throw new BundleError(`install must be "unpack" or "micropip", got ${JSON.stringify(install)}`);
     }
-    state = await boot(bundle, { embeddings, jspi, cache, install });
+    state = await boot(bundle, { embeddings, jspi, cache, install, snapshot });
     openError = null;
     return {
       manifest: state.manifest,
@@ -606,8 +674,9 @@ async function boot(bundle, options = {}) {
     (withModel && entry.embeddings.ort && path.startsWith(entry.embeddings.ort.dir)));
   tracker = trackBytes(manifest, bundleURL, downloads);
   const { cache, reason } = await openRuntimeCache(bundleURL, options.cache !== false);
-  if (!cache) log("info", `runtime files come from the network: ${reason}`);
+  if (!cache) log(options.cache === false ? "info" : "warn", `runtime files come from the network: ${reason}`);
   const cached = cacheRuntimeFiles(cache, manifest, bundleURL, downloads);
+  cached.manifest = manifest;
   try {
     return await bootPython(manifest, bundleURL, cached, { ...options, t0, timings, mark, withModel });
   } finally {
@@ -645,16 +714,15 @@ async function bootPython(manifest, bundleURL, cached, options) {
   } catch (err) {
     throw new BundleError(`could not load the Pyodide runtime from ${pyodideURL}pyodide.mjs: ${describe(err).message}`);
   }
-  let py;
+  let python;
   try {
-    py = await loadPyodide({
-      indexURL: pyodideURL,
-      stdout: (line) => log("info", line),
-      stderr: (line) => log("warn", line),
-    });
+    const config = { indexURL: pyodideURL, stdout: (line) => log("info", line), stderr: (line) => log("warn", line) };
+    python = await startPython(loadPyodide, config, cached, options.snapshot !== false);
   } catch (err) {
     throw new BundleError(`Pyodide failed to start from ${pyodideURL}: ${describe(err).message}`);
   }
+  const py = python.py;
+  cached.stats.snapshot = python.restored ? "restored" : python.key ? "taken" : "none";
   t = mark("boot", t);
   timings.bootEndedAt = performance.timeOrigin + performance.now(); // epoch ms, for benchmarks
 
@@ -663,6 +731,7 @@ async function bootPython(manifest, bundleURL, cached, options) {
   const wheel = await wheelBytes;
   if (options.install === "micropip") await installWithMicropip(py, bundleURL + entry.wheels.micropip, wheelName, wheel);
   else installWheel(py, wheelName, wheel);
+  if (python.key && !python.restored) takeSnapshot(py, cached, python.key);
   t = mark("install", t);
 
   let embeddings = null;

@@ -1,13 +1,17 @@
 """End to end: a return visit to a built site starts warm, and a rebuilt site is never stale.
 
 The second visit in the same browser context reads Pyodide's wasm and stdlib, the wheel and the
-chunk store from the Cache API (no network request for them) and finds the same results; after
-the site is rebuilt with another document, the changed files are fetched again and the new
-document is found, while unchanged files still come from the cache.
+chunk store from the Cache API (no network request for them), restores Python from the memory
+snapshot the first visit took, and finds the same results. After the site is rebuilt with
+another document, the changed files are fetched again and the new document is found while
+unchanged files still come from the cache; a rebuilt wheel invalidates the snapshot. Where the
+Cache API is missing (an insecure http origin) search works from the network and says why.
 """
 
 from __future__ import annotations
 
+import shutil
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -15,7 +19,7 @@ import pytest
 pytest.importorskip("playwright.sync_api")
 pytest.importorskip("pytest_playwright")
 
-from _site import CHROMIUM, copy_site, load_build_wasm, serving, shared_wheels
+from _site import CHROMIUM, CHROMIUM_ARGS, copy_site, load_build_wasm, serving, shared_wheels
 
 if not Path(CHROMIUM).exists():
     pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium)", allow_module_level=True)
@@ -42,7 +46,8 @@ def visit(page, base: str, query: str) -> dict:
     """Open the demo page with `query`; the first result's doc ids and where files came from."""
     page.goto(f"{base}index.html?q={query.replace(' ', '+')}")
     page.wait_for_function(
-        "window.ragspineDemo && (ragspineDemo.marks.firstResult || document.body.dataset.state === 'error')",
+        "window.ragspineDemo && (ragspineDemo.marks.firstResult"
+        " || document.body.dataset.state === 'error')",
         timeout=BOOT_TIMEOUT_MS,
     )
     return page.evaluate(
@@ -76,6 +81,7 @@ def test_a_second_visit_reads_the_runtime_from_the_cache_and_a_rebuild_is_not_st
         assert set(RUNTIME) <= fetched(requests, base)
         assert cold["cache"]["enabled"] and not cold["cache"]["errors"]
         assert set(RUNTIME) <= set(cold["cache"]["fetched"])
+        assert cold["cache"]["snapshot"] == "taken"
         assert not any(p.startswith("wheels/micropip") for p in fetched(requests, base))
 
         requests.clear()
@@ -86,6 +92,7 @@ def test_a_second_visit_reads_the_runtime_from_the_cache_and_a_rebuild_is_not_st
             assert path not in again, f"{path} was fetched again on the warm visit"
             assert path in warm["cache"]["cached"]
         assert "manifest.json" in again, "the manifest must be revalidated on every visit"
+        assert warm["cache"]["snapshot"] == "restored"
 
         # Rebuild the site in place with one more document: a new chunk store and manifest.
         docs = copy_site(samples_dir(), tmp_path / "docs")
@@ -98,4 +105,46 @@ def test_a_second_visit_reads_the_runtime_from_the_cache_and_a_rebuild_is_not_st
         assert "data/chunks.db" in refetched and "data/chunks.db" in rebuilt["cache"]["fetched"]
         assert "pyodide/pyodide.asm.wasm" not in refetched
         assert "pyodide/pyodide.asm.wasm" in rebuilt["cache"]["cached"]
+        # Same Pyodide and wheel: the snapshot (imports only, no index) is still valid.
+        assert rebuilt["cache"]["snapshot"] == "restored"
+
+        # A different wheel (one more member): the old snapshot must not be restored.
+        other = tmp_path / "other" / wheel.name
+        other.parent.mkdir()
+        shutil.copy2(wheel, other)
+        with zipfile.ZipFile(other, "a") as archive:
+            archive.writestr("ragspine_lite/_rebuilt.py", "REBUILT = True\n")
+        bw.build_site([docs], site, wheel=other, micropip=micropip, title="warm", demo=True)
+        requests.clear()
+        rewheeled = visit(page, base, QUERY)
+        assert rewheeled["ids"] == cold["ids"]
+        assert "wheels/" + wheel.name in fetched(requests, base)
+        assert rewheeled["cache"]["snapshot"] == "taken"
         context.close()
+
+
+def test_without_the_cache_api_search_comes_from_the_network_and_says_why(
+    browser_type, site, tmp_path
+):
+    """An http origin that is not localhost is no secure context: no Cache API, no snapshot."""
+    with serving(site) as base:
+        port = base.rsplit(":", 1)[1].strip("/")
+        browser = browser_type.launch(
+            executable_path=CHROMIUM,
+            args=[*CHROMIUM_ARGS, "--host-resolver-rules=MAP ragspine.test 127.0.0.1"],
+        )
+        try:
+            page = browser.new_page()
+            logs: list[str] = []
+            page.on("console", lambda message: logs.append(message.text))
+            insecure = f"http://ragspine.test:{port}/"
+            first = visit(page, insecure, QUERY)
+            second = visit(page, insecure, QUERY)
+        finally:
+            browser.close()
+    assert first["ids"] and second["ids"] == first["ids"]
+    for run in (first, second):
+        assert not run["cache"]["enabled"] and not run["cache"]["cached"]
+        assert run["cache"]["snapshot"] == "none"
+        assert set(RUNTIME) <= set(run["cache"]["fetched"])
+    assert any("no Cache API" in line for line in logs), logs
