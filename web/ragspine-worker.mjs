@@ -285,17 +285,17 @@ async function loadModel(manifest, bundleURL, fetchChecked, useJspi) {
 const SNAPSHOT_IMPORTS = "import ragspine_lite.bundle.runtime\nimport ragspine_lite.vector.browser_backend";
 
 async function snapshotKey(manifest) {
+  if (!(self.crypto && crypto.subtle)) return null;
   const entry = manifest.entry;
   const files = Object.keys(manifest.files).filter((path) => path.startsWith(entry.pyodide) || path === entry.wheels.ragspine_lite);
   const parts = [SNAPSHOT_IMPORTS, navigator.userAgent, ...files.sort().map((path) => `${path} ${manifest.files[path].sha256}`)];
-  if (!(self.crypto && crypto.subtle)) return null;
   return sha256Hex(new TextEncoder().encode(parts.join("\n")));
 }
 
 // Pyodide, from the stored snapshot when there is a usable one, else a plain boot (which
 // takes a snapshot when `snapshot` is on and the cache works). Returns {py, restored, key}.
-async function startPython(loadPyodide, config, cached, snapshot) {
-  const key = snapshot && cached.stats.enabled ? await snapshotKey(cached.manifest) : null;
+async function startPython(loadPyodide, config, manifest, cached, snapshot) {
+  const key = snapshot && cached.stats.enabled ? await snapshotKey(manifest) : null;
   const stored = key ? await cached.readSnapshot(key) : null;
   if (stored) {
     try {
@@ -676,7 +676,6 @@ async function boot(bundle, options = {}) {
   const { cache, reason } = await openRuntimeCache(bundleURL, options.cache !== false);
   if (!cache) log(options.cache === false ? "info" : "warn", `runtime files come from the network: ${reason}`);
   const cached = cacheRuntimeFiles(cache, manifest, bundleURL, downloads);
-  cached.manifest = manifest;
   try {
     return await bootPython(manifest, bundleURL, cached, { ...options, t0, timings, mark, withModel });
   } finally {
@@ -717,7 +716,7 @@ async function bootPython(manifest, bundleURL, cached, options) {
   let python;
   try {
     const config = { indexURL: pyodideURL, stdout: (line) => log("info", line), stderr: (line) => log("warn", line) };
-    python = await startPython(loadPyodide, config, cached, options.snapshot !== false);
+    python = await startPython(loadPyodide, config, manifest, cached, options.snapshot !== false);
   } catch (err) {
     throw new BundleError(`Pyodide failed to start from ${pyodideURL}: ${describe(err).message}`);
   }
