@@ -66,7 +66,8 @@ const site = `../${p.get("site")}/`;
 try {
   const { RagSpineLite } = await import(site + "ragspine-lite.mjs");
   const rs = await RagSpineLite.open({
-    bundle: site, cache: p.get("cache") !== "0", install: p.get("install") || "unpack" });
+    bundle: site, cache: p.get("cache") !== "0", install: p.get("install") || "unpack",
+    snapshot: p.get("snapshot") !== "0" });
   const hits = await rs.search(p.get("q"), { topK: 10 });
   window.startup = { firstResult: performance.now(), hits: hits.length, timings: rs.info.timings,
                      cache: rs.info.cache };
@@ -74,12 +75,13 @@ try {
 } catch (err) { window.startup = { error: String(err && err.stack || err) }; }
 </script></body></html>
 """
-# Start-up variants: the shipped default first, then the former boot (no Cache API, micropip).
+# Start-up variants: the shipped default first, then one step of it off at a time, down to
+# the former boot (HTTP cache only, micropip, no snapshot).
 VARIANTS = {
-    "Cache API + unpacked wheel (default)": "cache=1&install=unpack",
-    "Cache API + micropip": "cache=1&install=micropip",
-    "HTTP cache only + unpacked wheel": "cache=0&install=unpack",
-    "HTTP cache only + micropip (before)": "cache=0&install=micropip",
+    "Cache API + unpack + snapshot (default)": "cache=1&install=unpack&snapshot=1",
+    "Cache API + unpack, no snapshot": "cache=1&install=unpack&snapshot=0",
+    "Cache API + micropip, no snapshot": "cache=1&install=micropip&snapshot=0",
+    "HTTP cache only + micropip (before)": "cache=0&install=micropip&snapshot=0",
 }
 
 BENCH_JS = r"""
@@ -245,7 +247,7 @@ def startup(browser: Any, base: str, sites: dict[str, str], repeats: int) -> dic
 
     def visit(context: Any, page: Any, key: str, url: str) -> None:
         finished: list[Any] = []
-        listener = finished.append
+        listener = lambda request: finished.append(request)  # noqa: E731
         context.on("requestfinished", listener)
         page.goto(url)
         page.wait_for_function("window.startup", timeout=TIMEOUT_MS)
@@ -276,14 +278,14 @@ def print_startup(result: dict[str, Any], sites: list[str], repeats: int) -> Non
     med = lambda key: statistics.median(samples[key])  # noqa: E731
     print(f"Start-up to the first result (navigation → rs.search() resolved), median of {repeats}; "
           "network = bytes Chromium received (HTTP-cache and Cache API hits move none)")
-    print(f"  {'site':12} {'variant':34} {'cold ms':>8} {'warm ms':>8} {'warm/cold':>9} "
+    print(f"  {'site':12} {'variant':40} {'cold ms':>8} {'warm ms':>8} {'warm/cold':>9} "
           f"{'cold net':>11} {'warm net':>11}   warm: boot / install / index ms")
     for site in sites:
         for variant in VARIANTS:
             k = f"{site}|{variant}"
             cold, warm = med(f"{k}|cold first result"), med(f"{k}|warm first result")
             phases = " / ".join(f"{med(f'{k}|warm {p}'):.0f}" for p in ("boot", "install", "index"))
-            print(f"  {site:12} {variant:34} {cold:8.0f} {warm:8.0f} {warm / cold:9.2f} "
+            print(f"  {site:12} {variant:40} {cold:8.0f} {warm:8.0f} {warm / cold:9.2f} "
                   f"{med(f'{k}|cold network bytes'):11,.0f} {med(f'{k}|warm network bytes'):11,.0f}"
                   f"   {phases}")
     warm = result["files"].get(f"{sites[-1]}|{next(iter(VARIANTS))}|warm")
