@@ -12,6 +12,7 @@ Ctrl/⌘-K modal with CSS custom properties, and drops outside the demo's drop z
 from __future__ import annotations
 
 import re
+import shutil
 from pathlib import Path
 from urllib.parse import quote, unquote, urlsplit
 
@@ -58,7 +59,8 @@ HOST_PAGE = """<!doctype html>
 
 @pytest.fixture(scope="module")
 def public(tmp_path_factory):
-    root = html_site(tmp_path_factory)
+    # A copy: the built site is shared with other test modules, which count its pages.
+    root = shutil.copytree(html_site(tmp_path_factory), tmp_path_factory.mktemp("embed") / "public")
     (root / "embed.html").write_text(HOST_PAGE, "utf-8")  # written after the build: not indexed
     return root
 
