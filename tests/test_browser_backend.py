@@ -201,4 +201,5 @@ def test_with_the_exported_use_model_it_matches_the_cpython_backend(tmp_path):
     for u, v in zip(browser.embed_texts(texts), cpu.embed_texts(texts), strict=True):
         assert sum(a * b for a, b in zip(u, v, strict=True)) > 0.99999
     assert browser.model_id == cpu.model_id and browser.dim == 512
+    assert browser.calibration == cpu.calibration is not None  # same fusion as on CPython
     assert browser.coverage("香港银保渠道营收增长") > 0.9  # the multilingual model knows Chinese

@@ -457,6 +457,7 @@ def test_the_model_files_are_the_packaged_ones(bw, embedded_site):
     assert (model / "vocab.txt").read_bytes() == backend.files.vocab_path.read_bytes()
     config = json.loads((model / "embedding_config.json").read_text("utf-8"))
     assert config == backend.config.to_dict()
+    assert config["calibration"] == backend.calibration.to_dict()  # the browser's fusion too
     assert "Apache License" in (model / "LICENSE").read_text("utf-8")
     assert "all-MiniLM-L6-v2" in (model / "NOTICE").read_text("utf-8")
     for name in bw.ORT_FILES:

@@ -422,7 +422,7 @@ def test_invalid_backend_arguments_are_rejected(minilm):
 @pytest.mark.cpython_only
 def test_hybrid_finds_a_paraphrase_that_bm25_misses(minilm):
     chunks = [
-        Chunk("d#c0", "d", 0, "The automobile would not start this morning.", "d#p1", 1, 1),
+        Chunk("d#c0", "d", 0, "The automobile had a breakdown this morning.", "d#p1", 1, 1),
         Chunk("d#c1", "d", 1, "Quarterly revenue grew in Hong Kong.", "d#p2", 2, 2),
         Chunk("d#c2", "d", 2, "The board met on Tuesday.", "d#p3", 3, 3),
     ]

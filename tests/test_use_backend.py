@@ -95,7 +95,7 @@ def test_use_vectors_are_unit_512_d_and_cross_lingual(use_numpy):
 def test_the_onnx_export_matches_the_package_forward_pass(use_numpy, tmp_path_factory):
     pytest.importorskip("onnx")
     pytest.importorskip("onnxruntime")
-    from ragspine_lite.vector.use_backend import UseOnnxEmbeddingBackend
+    from ragspine_lite.vector.use_backend import USE_CALIBRATION, UseOnnxEmbeddingBackend
 
     out = tmp_path_factory.mktemp("use-onnx")
     model = export_use_onnx(out)
@@ -104,6 +104,8 @@ def test_the_onnx_export_matches_the_package_forward_pass(use_numpy, tmp_path_fa
     config = json.loads((out / "embedding_config.json").read_text(encoding="utf-8"))
     assert config["dim"] == 512 and config["pooling"] == "none"
     onnx_backend = UseOnnxEmbeddingBackend(out, batch_size=7, threads=1)
+    assert onnx_backend.calibration == use_numpy.calibration == USE_CALIBRATION
+    assert config["calibration"] == USE_CALIBRATION.to_dict()
     texts = _sample_texts()
     reference = use_numpy.embed_texts(texts)
     got = onnx_backend.embed_texts(texts)

