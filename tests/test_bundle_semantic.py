@@ -20,6 +20,7 @@ from ragspine_lite.cli import samples_dir
 from ragspine_lite.lexical.retrieval import GlossaryQueryRewriter, NarrativeIndex
 from ragspine_lite.link.narrative_link import NarrativeIndexRetriever
 from ragspine_lite.vector.browser_backend import BrowserOnnxEmbeddingBackend
+from ragspine_lite.vector.calibration import DenseCalibration
 from ragspine_lite.vector.embedding_backends import DeterministicEmbeddingBackend
 from ragspine_lite.vector.sqlite_store import SqliteVectorStore
 from ragspine_lite.vector.wordpiece import WordPieceTokenizer
@@ -163,3 +164,78 @@ def test_embed_gives_the_backend_vectors(toy_db):
             s.embed("operating profit")
     with BundleSearcher(toy_db) as plain, pytest.raises(ValueError, match="no embedding model"):
         plain.embed(["x"])
+
+
+class Counting(DeterministicEmbeddingBackend):
+    """The hashed model with a calibration, counting the texts it embeds."""
+
+    model_id = "DeterministicEmbeddingBackend/64"
+    calibration = DenseCalibration(floor=0.3, ceiling=0.8)
+
+    def __init__(self, dim: int = 64) -> None:
+        super().__init__(dim=dim)
+        object.__setattr__(self, "embedded", [])
+
+    def embed_texts(self, texts):
+        self.embedded.extend(texts)
+        return super().embed_texts(texts)
+
+
+NOTE = ("quokka-notes.md", "# Quokka notes\n\nThe quokka population on Rottnest Island grew.\n\n"
+        "Small marsupials thrive without foxes.")
+
+
+def test_page_documents_are_embedded_and_searched_hybrid(hashed_db):
+    backend = Counting()
+    with BundleSearcher(hashed_db, embedding_backend=backend) as s:
+        info = s.ingest(*NOTE)
+        assert info["embedded"] == info["chunks"] > 0 and "embedding_error" not in info
+        assert len(backend.embedded) == info["chunks"]
+        hits = s.search("quokka population", top_k=5).snippets
+        assert hits[0]["library_id"] == "page" and hits[0]["scores"]["vector"] > 0
+        bm25 = s.search("quokka population", top_k=5, mode="bm25").snippets
+        assert all(h["scores"]["vector"] == 0 for h in bm25 if h["library_id"] == "page")
+        stored = json.loads(s.dispatch("page_vectors", json.dumps({"docId": info["doc_id"]})))
+    assert stored["model_id"] == "DeterministicEmbeddingBackend/64"
+    assert len(stored["items"]) == info["chunks"]
+    assert stored["items"][0][1] == backend.embed_texts([stored["items"][0][0]])[0]
+
+    again = Counting()  # a reload: the stored vectors come back with the document
+    with BundleSearcher(hashed_db, embedding_backend=again) as s:
+        payload = {"name": NOTE[0], "text": NOTE[1], "vectors": stored}
+        assert json.loads(s.dispatch("ingest", json.dumps(payload)))["embedded"] == info["chunks"]
+        assert again.embedded == []
+        assert s.search("quokka population", top_k=5).snippets == hits
+        foreign = {**stored, "model_id": "another-model"}  # never mixed in: re-embedded
+        s.ingest(NOTE[0], NOTE[1], foreign)
+        assert s.search("quokka population", top_k=5).snippets == hits
+        assert s.forget([info["doc_id"]]) == 1
+        assert s._page_backend.known == {}
+        assert all(h["library_id"] == "bundle" for h in s.search("quokka", top_k=5).snippets)
+
+
+def test_without_jspi_a_document_is_planned_primed_then_ingested(toy_db):
+    with BundleSearcher(toy_db, embedding_backend=toy_backend(False)) as worker:
+        doc = {"name": "profit.md", "text": "Operating profit fell in Hong Kong."}
+        plan = json.loads(worker.dispatch("embed_plan", json.dumps({"document": doc})))
+        assert plan["texts"] == ["Operating profit fell in Hong Kong."]
+        worker.prime_embeddings(json.dumps(plan["texts"]),
+                                toy_hidden(plan["ids"], plan["batch"], plan["seq"]))
+        info = worker.ingest(doc["name"], doc["text"])
+        assert info["embedded"] == 1
+        again = json.loads(worker.dispatch("embed_plan", json.dumps({"document": doc})))
+        assert again["texts"] == []  # its vector is kept with the document
+        unprimed = worker.ingest("other.md", "Revenue grew strongly in 2024.")
+        assert unprimed["embedded"] == 0 and "no JSPI" in unprimed["embedding_error"]
+        hits = worker.search("revenue grew", top_k=5, mode="bm25").snippets
+        assert any(h["doc_id"] == "other.md" for h in hits)  # BM25 still finds it
+
+
+def test_a_searcher_without_a_model_keeps_page_documents_bm25_only(hashed_db):
+    with BundleSearcher(hashed_db) as s:
+        info = s.ingest(*NOTE)
+        assert "embedded" not in info
+        assert s.page_vectors(info["doc_id"]) == {"model_id": None, "items": []}
+        plan = json.loads(s.dispatch("embed_plan", json.dumps({"document": {
+            "name": NOTE[0], "text": NOTE[1]}})))
+        assert plan["texts"] == []

@@ -291,6 +291,10 @@ export interface PageDocument {
   chunks: number;
   language: string;
   restricted: boolean;
+  /** With the bundle's embedding model: how many chunk vectors it got (kept in IndexedDB). */
+  embedded?: number;
+  /** Why the model could not embed it (the document is then searched with BM25 only). */
+  embedding_error?: string;
 }
 
 export interface Stats {

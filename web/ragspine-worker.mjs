@@ -183,7 +183,8 @@ async function semanticCall(op, args, planArgs) {
   let modelMs = 0;
   // Python hands out the texts to embed a batch at a time (bounded model memory). If the
   // model fails, a search goes on without the vectors: Python then falls back to BM25 and
-  // says so (semantic.channel "bm25:embedding-failed"); an explicit embed() fails.
+  // says so (semantic.channel "bm25:embedding-failed"), an ingested document stays BM25-only
+  // (its embedding_error says why); an explicit embed() fails.
   let last = null;
   for (let plan = call("embed_plan", planArgs); plan.texts.length; plan = call("embed_plan", planArgs)) {
     if (plan.texts[0] === last) throw new BundleError("the embedding cache did not keep the vectors it was given");
@@ -193,8 +194,8 @@ async function semanticCall(op, args, planArgs) {
     try {
       output = await emb.run(plan.ids, plan.mask, plan.batch, plan.seq);
     } catch (err) {
-      if (op !== "search") throw err;
-      log("warn", `the embedding model failed (${describe(err).message}); searching with BM25 only`);
+      if (op !== "search" && op !== "ingest") throw err;
+      log("warn", `the embedding model failed (${describe(err).message}); using BM25 only`);
       break;
     }
     modelMs += performance.now() - t;
@@ -801,15 +802,19 @@ async function bootPython(manifest, bundleURL, cached, options) {
   if (opened.idb) {
     const stored = await idbAll(opened.idb);
     stored.sort((a, b) => (a.added - b.added) || (a.doc_id < b.doc_id ? -1 : 1));
+    const fresh = [];
     for (let i = 0; i < stored.length; i++) {
       progress("restore", `Restoring your documents (${i + 1}/${stored.length})`, { loaded: i + 1, total: stored.length });
       try {
-        call("ingest", { name: stored[i].name, text: stored[i].text });
+        // Vectors stored with the document are reused; only a document without them is embedded.
+        const info = await indexDocument(stored[i]);
+        if (embeddings && !sameVectors(stored[i].vectors)) fresh.push({ ...stored[i], doc_id: info.doc_id });
         opened.restored += 1;
       } catch (err) {
         opened.restoreErrors.push(`${stored[i].name}: ${describe(err).message}`);
       }
     }
+    await storeVectors(fresh);
   }
   mark("restore", t);
   timings.total = Math.round(performance.now() - t0);
@@ -868,12 +873,42 @@ async function ingest(docs) {
     });
   }
   const results = [];
+  const verb = state.embeddings ? "Embedding and indexing" : "Indexing";
   for (let i = 0; i < records.length; i++) {
-    progress("ingest", `Indexing ${records[i].name} (${i + 1}/${records.length})`, { loaded: i + 1, total: records.length });
-    results.push(call("ingest", { name: records[i].name, text: records[i].text }));
+    progress("ingest", `${verb} ${records[i].name} (${i + 1}/${records.length})`, { loaded: i + 1, total: records.length });
+    results.push(await indexDocument(records[i]));
   }
+  if (state.embeddings) await storeVectors(records);
   progress("ready", "Ready");
   return { documents: results, persisted: Boolean(state.idb) };
+}
+
+// Index one page document; with the bundle's model its chunks are embedded too (vectors the
+// record carries from an earlier visit are reused, so nothing is embedded twice).
+async function indexDocument(record) {
+  const args = { name: record.name, text: record.text };
+  if (!state.embeddings) return call("ingest", args);
+  if (sameVectors(record.vectors)) args.vectors = record.vectors;
+  const info = await semanticCall("ingest", args, { document: { name: record.name, text: record.text } });
+  delete info.worker;
+  return info;
+}
+
+function sameVectors(vectors) {
+  return Boolean(vectors && state.embeddings && vectors.model_id === state.embeddings.modelId);
+}
+
+// Keep each document's chunk vectors in its IndexedDB record, so a reload does not re-embed.
+async function storeVectors(records) {
+  if (!state.idb || !records.length) return;
+  const updated = records.map((record) => ({ ...record, vectors: call("page_vectors", { docId: record.doc_id }) }));
+  try {
+    await idbTransaction(state.idb, (store) => {
+      for (const record of updated) store.put(record);
+    });
+  } catch (err) {
+    log("warn", `the vectors of your documents were not saved (they will be re-embedded): ${describe(err).message}`);
+  }
 }
 
 async function forget(docIds) {

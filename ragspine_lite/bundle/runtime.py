@@ -40,10 +40,12 @@ from ragspine_lite.filtering.metadata_filter import (
     MetadataFilter,
     parse_filter_expression,
 )
+from ragspine_lite.lexical.pipeline import embed_queries, index_text
 from ragspine_lite.lexical.retrieval import GlossaryQueryRewriter, NarrativeIndex
 from ragspine_lite.link.narrative_link import NarrativeIndexRetriever
 from ragspine_lite.rerank.listwise_rerank import listwise_rerank
 from ragspine_lite.routing.multi_index import LibraryIndex, MultiIndexRetriever
+from ragspine_lite.vector.store import InProcessVectorStore
 
 __all__ = [
     "BUNDLE_LIBRARY",
@@ -410,6 +412,52 @@ def _postprocessor(spec: Any) -> Any:
     return make_postprocessor(spec)
 
 
+class _PageBackend:
+    """The bundle's model as page documents see it: chunk vectors a document was stored with
+    are reused (a reload does not re-embed); everything else is the model's."""
+
+    def __init__(self, backend: Any) -> None:
+        self.backend = backend
+        self.known: dict[str, list[float]] = {}
+
+    def __getattr__(self, name: str) -> Any:  # calibration, coverage, plan, model_id, …
+        return getattr(self.backend, name)
+
+    def remember(self, vectors: Any) -> None:
+        """Take ``{"model_id", "items": [[text, vector], …]}`` from :meth:`page_vectors`;
+        vectors of another model (or malformed ones) are ignored: the text is re-embedded."""
+        from ragspine_lite.vector.sqlite_store import embedding_model_id
+
+        if not isinstance(vectors, Mapping) or vectors.get("model_id") != embedding_model_id(
+            self.backend
+        ):
+            return
+        dim = getattr(self.backend, "dim", None)
+        for item in vectors.get("items") or ():
+            if isinstance(item, (list, tuple)) and len(item) == 2 and isinstance(item[0], str):
+                vector = [float(x) for x in item[1]]
+                if dim is None or len(vector) == dim:
+                    self.known[item[0]] = vector
+
+    def forget(self, keep: set[str]) -> None:
+        """Drop the vectors of texts no longer indexed."""
+        self.known = {t: v for t, v in self.known.items() if t in keep}
+
+    def embed_texts(self, texts: list[str]) -> list[list[float]]:
+        missing = [t for t in dict.fromkeys(texts) if t not in self.known]
+        if missing:
+            vectors = self.backend.embed_texts(missing)
+            self.known.update(zip(missing, (list(v) for v in vectors), strict=True))
+        return [self.known[t] for t in texts]
+
+    def embed_queries(self, texts: list[str]) -> list[Any]:
+        return embed_queries(self.backend, texts)
+
+    def missing(self, texts: Sequence[str]) -> list[str]:
+        """The texts without a vector yet."""
+        return [t for t in dict.fromkeys(texts) if t not in self.known]
+
+
 @dataclass
 class SearchOutcome:
     """Hits (``{"snippet", "section", "highlights"}``), the held-back count and timing.
@@ -578,6 +626,21 @@ class BundleSearcher:
                 index_text_fn=self.index_text_fn,
             )
         )
+        # With the bundle's model loaded, page documents are embedded with it too.
+        self._page_backend: _PageBackend | None = None
+        self._page_hybrid: _FilteredIndex | None = None
+        if self._hybrid is not None:
+            self._page_backend = _PageBackend(self.embedding_backend)
+            self._page_hybrid = _FilteredIndex(
+                NarrativeIndex(
+                    self.page_store,
+                    query_rewriter=GlossaryQueryRewriter(),
+                    embedding_backend=self._page_backend,
+                    vector_store=InProcessVectorStore(),
+                    index_text_fn=self.index_text_fn,
+                ),
+                fallback=self._page.index,
+            )
         self._page_docs: dict[str, dict[str, Any]] = {}
         self._page_sections: dict[str, list[tuple[int, int, str, str, int]]] = {}
         self.reranker = RerankSetting()
@@ -661,16 +724,31 @@ class BundleSearcher:
 
     # -- page documents -------------------------------------------------------------------
 
-    def ingest(self, name: str, text: str) -> dict[str, Any]:
+    def ingest(self, name: str, text: str, vectors: Any = None) -> dict[str, Any]:
         """Add (or replace) one page document given as a file name and its text.
 
         Same format rules as the CLI (front matter, ``.md``/``.txt``/``.html``); ``doc_id``
-        defaults to ``name``. RESTRICTED documents are indexed but never returned.
+        defaults to ``name``. RESTRICTED documents are indexed but never returned. With the
+        bundle's model loaded the chunks are embedded with it (``embedded``: how many; a model
+        failure leaves the document BM25-only and says so in ``embedding_error``);
+        ``vectors`` (what :meth:`page_vectors` gave for it) are reused instead of re-embedding.
         """
         if not isinstance(name, str) or not name.strip():
             raise ValueError(f"document name must be a non-empty string, got {name!r}")
         body, meta = document_from_text(text, name=name)
-        chunks = self._page.index.ingest(body, meta)
+        extra: dict[str, Any] = {}
+        if self._page_hybrid is None or self._page_backend is None:
+            chunks = self._page.index.ingest(body, meta)
+        else:
+            self._page_backend.remember(vectors)
+            try:
+                chunks = self._page_hybrid.index.ingest(body, meta)
+                extra["embedded"] = len(self._page_vectors(meta.doc_id))
+            except (sqlite3.Error, ValueError):
+                raise
+            except Exception as exc:  # the model failed: the document stays BM25-only
+                extra = {"embedded": 0, "embedding_error": f"{type(exc).__name__}: {exc}"}
+                chunks = self._page.index.ingest(body, meta)
         self._page_sections[meta.doc_id] = [
             (s.para_start, s.para_end, s.heading, s.anchor, s.level)
             for s in load_sections(name, text=text)
@@ -682,12 +760,30 @@ class BundleSearcher:
             "chunks": chunks,
             "language": meta.language,
             "restricted": is_restricted(meta.sensitivity),
+            **extra,
         }
         if chunks:
             self._page_docs[meta.doc_id] = info
         else:
             self._page_docs.pop(meta.doc_id, None)
         return info
+
+    def _page_vectors(self, doc_id: str) -> list[list[Any]]:
+        """``[index text, vector]`` of the page document's chunks that have a vector."""
+        if self._page_backend is None or self._page_hybrid is None:
+            return []
+        index = self._page_hybrid.index
+        known = self._page_backend.known
+        chunks = [c for c in self.page_store.iter_chunks() if c.doc_id == doc_id]
+        texts = [index_text(index.index_text_fn, c) for c in chunks]
+        return [[t, known[t]] for t in dict.fromkeys(texts) if t in known]
+
+    def page_vectors(self, doc_id: str) -> dict[str, Any]:
+        """The chunk vectors of a page document, to store with it (``{"model_id", "items"}``)."""
+        from ragspine_lite.vector.sqlite_store import embedding_model_id
+
+        model = embedding_model_id(self.embedding_backend) if self._page_backend else None
+        return {"model_id": model, "items": self._page_vectors(str(doc_id))}
 
     def check_document(self, name: str, text: str) -> dict[str, Any]:
         """Validate a page document without indexing it → ``{"doc_id", "title", ...}``."""
@@ -704,6 +800,12 @@ class BundleSearcher:
                 del self._page_docs[doc_id]
                 self._page_sections.pop(doc_id, None)
                 removed += 1
+        if removed and self._page_hybrid is not None and self._page_backend is not None:
+            index = self._page_hybrid.index
+            for doc_id in targets:
+                index.vector_store.delete(where={"doc_id": doc_id})  # type: ignore[union-attr]
+            active = self.page_store.iter_chunks()
+            self._page_backend.forget({index_text(index.index_text_fn, c) for c in active})
         return removed
 
     def page_documents(self) -> list[dict[str, Any]]:
@@ -853,6 +955,16 @@ class BundleSearcher:
         """:meth:`embedding_plan` for explicit texts (what :meth:`embed` will need)."""
         return self._backend_for(texts).plan(list(texts))
 
+    def document_embedding_plan(self, name: str, text: str) -> dict[str, Any]:
+        """:meth:`embedding_plan` for what :meth:`ingest` of this document will embed (chunks
+        without a vector yet; none without a model or for a RESTRICTED document)."""
+        empty: dict[str, Any] = {"texts": [], "ids": [], "mask": [], "batch": 0, "seq": 0}
+        if self._page_hybrid is None or self._page_backend is None:
+            return empty
+        body, meta = document_from_text(text, name=name)
+        todo = self._page_backend.missing(self._page_hybrid.index.texts_to_embed(body, meta))
+        return self.embedding_backend.plan(todo) if todo else empty
+
     def prime_embeddings(self, texts: Sequence[str] | str, output: Any) -> int:
         """Hand the model output for :meth:`embedding_plan`'s texts to the backend."""
         if self.embedding_backend is None:
@@ -939,9 +1051,10 @@ class BundleSearcher:
         ``rerank=False`` skips a configured reranker, ``query_layers=False`` the configured LLM
         query layers (:meth:`configure_llm`), for this search. ``mode`` ``"hybrid"``
         (the default when the bundle has vectors and a backend) or ``"bm25"``; page documents
-        are always searched with BM25. ``postprocess`` (``"mmr,lost_in_middle"`` or a list of
-        names, see :func:`~ragspine_lite.postprocess.make_postprocessor`) runs on the
-        snippets after the RESTRICTED exit and the reranker.
+        are searched the same way (hybrid with the bundle's model). ``postprocess``
+        (``"mmr,lost_in_middle"`` or a list of names, see
+        :func:`~ragspine_lite.postprocess.make_postprocessor`) runs on the snippets after the
+        RESTRICTED exit and the reranker.
         """
         started = time.perf_counter()
         if not isinstance(query, str):
@@ -961,7 +1074,8 @@ class BundleSearcher:
         if bundle is not None:
             wrappers.append((BUNDLE_LIBRARY, bundle))
         if self._page_docs:
-            wrappers.append((PAGE_LIBRARY, self._page))
+            page = self._page_hybrid if hybrid and self._page_hybrid else self._page
+            wrappers.append((PAGE_LIBRARY, page))
         if not wrappers:
             return outcome
         libraries = []
@@ -1061,11 +1175,12 @@ class BundleSearcher:
         """Run ``op`` with JSON arguments and return a JSON result (errors propagate).
 
         Ops: ``search`` {query, filters?, topK?, highlight?, rerank?, mode?, postprocess?};
-        ``ingest`` {name, text}; ``check`` {name, text}; ``forget`` {docIds?}; ``documents``;
-        ``stats``;
+        ``ingest`` {name, text, vectors?}; ``page_vectors`` {docId}; ``check`` {name, text};
+        ``forget`` {docIds?}; ``documents``; ``stats``;
         ``configure`` {reranker, url?, token?, timeout?, check?}; ``configure_llm`` {url?,
         token?, timeout?, transform?, decompose?, adaptive?, check?}; ``embed_plan`` {query,
-        mode?} or {texts}; ``embed`` {texts}. ``search`` also takes ``queryLayers``.
+        mode?}, {texts} or {document: {name, text}}; ``embed`` {texts}. ``search`` also takes
+        ``queryLayers``.
         """
         args = json.loads(payload) if payload else {}
         if not isinstance(args, dict):
@@ -1085,6 +1200,9 @@ class BundleSearcher:
         elif op == "embed_plan":
             if "texts" in args:
                 result = self.embedding_plan_for(args["texts"])
+            elif "document" in args:
+                doc = args["document"] if isinstance(args["document"], dict) else {}
+                result = self.document_embedding_plan(doc.get("name", ""), doc.get("text", ""))
             else:
                 result = self.embedding_plan(args.get("query", ""), args.get("mode"))
         elif op == "embed":
@@ -1108,7 +1226,9 @@ class BundleSearcher:
                 check=bool(args.get("check", True)),
             )
         elif op == "ingest":
-            result = self.ingest(args.get("name", ""), args.get("text", ""))
+            result = self.ingest(args.get("name", ""), args.get("text", ""), args.get("vectors"))
+        elif op == "page_vectors":
+            result = self.page_vectors(args.get("docId", ""))
         elif op == "check":
             result = self.check_document(args.get("name", ""), args.get("text", ""))
         elif op == "forget":
@@ -1121,6 +1241,6 @@ class BundleSearcher:
         else:
             raise ValueError(
                 f"unknown operation {op!r}; valid: check, configure, configure_llm, documents, "
-                "embed, embed_plan, forget, ingest, search, stats"
+                "embed, embed_plan, forget, ingest, page_vectors, search, stats"
             )
         return json.dumps(result, ensure_ascii=False)

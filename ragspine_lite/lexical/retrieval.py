@@ -523,30 +523,39 @@ class NarrativeIndex:
 
     def ingest(self, text: str, meta: DocumentMeta, valid_as_of: str = "") -> int:
         """Chunk ``text``, make it the document's active version, swap its vectors."""
-        if self.chunker is not None:
-            chunks = self.chunker.chunk(
-                text, meta, max_chars=self.max_chars, overlap_chars=self.overlap_chars
-            )
-        else:
-            chunks = chunk_document(
-                text, meta, max_chars=self.max_chars, overlap_chars=self.overlap_chars
-            )
+        chunks = self._chunk(text, meta)
         count = self.store.replace_doc_chunks(meta.doc_id, chunks, valid_as_of)
         if self.vector_store is not None:
             self.vector_store.delete(where={"doc_id": meta.doc_id})
-            if self.embedding_backend is not None:
-                offhost = sends_text_off_host(self.embedding_backend)
-                keep = [
-                    c
-                    for c in chunks
-                    if self.persistence_policy.persistable(c)
-                    and not (offhost and is_restricted(c.sensitivity))
-                ]
-                if keep:
-                    texts = [index_text(self.index_text_fn, c) for c in keep]
-                    vectors = _embed(self.embedding_backend, texts)
-                    self.vector_store.upsert(_records(keep, vectors))
+            keep = self._vector_chunks(chunks)
+            if keep:
+                texts = [index_text(self.index_text_fn, c) for c in keep]
+                vectors = _embed(self.embedding_backend, texts)  # type: ignore[arg-type]
+                self.vector_store.upsert(_records(keep, vectors))
         return count
+
+    def texts_to_embed(self, text: str, meta: DocumentMeta) -> list[str]:
+        """The index texts :meth:`ingest` of this document would embed (nothing is written)."""
+        if self.vector_store is None:
+            return []
+        keep = self._vector_chunks(self._chunk(text, meta))
+        return [index_text(self.index_text_fn, c) for c in keep]
+
+    def _chunk(self, text: str, meta: DocumentMeta) -> list[Chunk]:
+        chunk = self.chunker.chunk if self.chunker is not None else chunk_document
+        return chunk(text, meta, max_chars=self.max_chars, overlap_chars=self.overlap_chars)
+
+    def _vector_chunks(self, chunks: list[Chunk]) -> list[Chunk]:
+        """The chunks that get a vector: persistable ones, never RESTRICTED sent off host."""
+        if self.embedding_backend is None:
+            return []
+        offhost = sends_text_off_host(self.embedding_backend)
+        return [
+            c
+            for c in chunks
+            if self.persistence_policy.persistable(c)
+            and not (offhost and is_restricted(c.sensitivity))
+        ]
 
     def retrieve(
         self,

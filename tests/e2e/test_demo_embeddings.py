@@ -20,7 +20,7 @@ pytest.importorskip("pytest_playwright")
 pytest.importorskip("onnxruntime")
 
 from _site import CHROMIUM
-from test_demo_page import Console, search, wait_ready
+from test_demo_page import Console, drop_file, search, wait_ready
 
 if not Path(CHROMIUM).exists():
     pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium)", allow_module_level=True)
@@ -179,3 +179,96 @@ def test_a_model_that_cannot_load_leaves_bm25_search_working(browser, semantic_u
     assert [h["locator"] for h in hits] == _cpython_locators(semantic, query, None, None)
     assert page.get_attribute("#results", "data-channel") == "bm25"
     page.close()
+
+
+CAT_DOC = (
+    "# Cat notes\n\nOur cat Zorblax refuses dry food and will only eat fresh tuna every evening.\n"
+)
+STORED_JS = """async () => {
+  const names = (await indexedDB.databases()).map((d) => d.name)
+    .filter((n) => n.startsWith("ragspine-lite:"));
+  const db = await new Promise((ok, fail) => {
+    const r = indexedDB.open(names[0]);
+    r.onsuccess = () => ok(r.result);
+    r.onerror = () => fail(r.error);
+  });
+  const all = await new Promise((ok, fail) => {
+    const r = db.transaction("documents").objectStore("documents").getAll();
+    r.onsuccess = () => ok(r.result);
+    r.onerror = () => fail(r.error);
+  });
+  db.close();
+  return all.map((d) => ({ name: d.name, model: d.vectors && d.vectors.model_id,
+                           items: d.vectors ? d.vectors.items.length : 0 }));
+}"""
+
+
+def _first_scores(page) -> str:
+    return page.locator("#results li.hit .scores").first.inner_text()
+
+
+def test_a_dropped_document_is_found_by_a_paraphrase_and_by_its_rare_word(browser, semantic_url):
+    context = browser.new_context()
+    page = context.new_page()
+    console = Console(page)
+    page.goto(semantic_url)
+    wait_ready(page)
+    drop_file(page, "cat_notes.md", CAT_DOC)
+    page.wait_for_function(
+        "document.querySelector('#ingest-status').textContent.includes('Indexed cat_notes.md')"
+    )
+    for _ in range(2):  # as dropped, then restored after a reload from its stored vectors
+        hits = search(page, "feline that dislikes kibble")  # no word in common: dense only
+        assert hits[0]["docId"] == "cat_notes.md" and hits[0]["library"] == "page"
+        scores = _first_scores(page)
+        assert "bm25 0.000" in scores and "vector 0.000" not in scores
+        assert search(page, "zorblax")[0]["docId"] == "cat_notes.md"
+        assert search(page, "xyzzyplugh frobnicate") == []
+        assert page.is_visible("#empty")
+        stored = page.evaluate(STORED_JS)
+        assert stored == [{"name": "cat_notes.md", "model": stored[0]["model"], "items": 1}]
+        assert stored[0]["model"].startswith("sentence-transformers/all-MiniLM-L6-v2")
+        page.reload()
+        wait_ready(page)
+        assert "Restored 1 document(s)" in page.inner_text("#ingest-status")
+    context.close()
+    assert console.messages == []
+
+
+NO_JSPI_JS = """async ([doc, queries]) => {
+  const { RagSpineLite } = await import('./ragspine-lite.mjs');
+  const rounds = [];
+  for (let round = 0; round < 2; round++) {
+    const rs = await RagSpineLite.open({ bundle: './', jspi: false });
+    try {
+      if (round === 0) await rs.ingest([doc]);
+      const results = [];
+      for (const q of queries) {
+        const hits = await rs.search(q);
+        results.push(hits.map((s) => [s.doc_id, s.library_id, s.scores.bm25 > 0,
+                                      s.scores.vector > 0]));
+      }
+      rounds.push({ jspi: rs.info.embeddings.jspi, restored: rs.info.restored, results });
+    } finally {
+      rs.close();
+    }
+  }
+  return rounds;
+}"""
+
+
+def test_without_jspi_a_page_document_is_embedded_and_restored_too(browser, semantic_url):
+    context = browser.new_context()
+    page = context.new_page()
+    console = Console(page)
+    page.route("**/favicon.ico", lambda route: route.fulfill(status=204, body=""))
+    page.goto(semantic_url + "manifest.json")
+    doc = {"name": "cat_notes.md", "text": CAT_DOC}
+    rounds = page.evaluate(NO_JSPI_JS, [doc, ["feline that dislikes kibble", "zorblax"]])
+    context.close()
+    assert console.messages == []
+    assert [(r["jspi"], r["restored"]) for r in rounds] == [(False, 0), (False, 1)]
+    for r in rounds:
+        paraphrase, rare = r["results"]
+        assert paraphrase[0] == ["cat_notes.md", "page", False, True]
+        assert rare[0][:3] == ["cat_notes.md", "page", True]
