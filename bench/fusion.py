@@ -46,6 +46,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
+from embeddings import print_table  # noqa: E402
 from quality import DEFAULT_DATA, K, load_set, metrics, to_chunks  # noqa: E402
 
 from ragspine_lite.lexical.pipeline import ChannelHits, RRFFusion  # noqa: E402
@@ -326,17 +327,6 @@ def print_calibration(
     print(f"{key}: cosine(query, best)       {q(top)}")
     print(f"{key}: cosine(query, median)     {q(median)}")
     print(f"{key}: cosine(nonsense, best)    {q(nonsense)}")
-
-
-def print_table(rows: list[dict[str, object]]) -> None:
-    cols = list(rows[0])
-    cells = [[f"{r[c]:.3f}" if isinstance(r[c], float) else str(r[c]) for c in cols]
-             for r in rows]
-    widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(cols)]
-    print(" | ".join(c.ljust(w) for c, w in zip(cols, widths, strict=True)))
-    print("-|-".join("-" * w for w in widths))
-    for row in cells:
-        print(" | ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)))
 
 
 def main(argv: list[str] | None = None) -> int:
