@@ -429,5 +429,6 @@ def test_hybrid_finds_a_paraphrase_that_bm25_misses(minilm):
     query = "my car broke down"
     assert HybridRetriever(chunks).search(query) == []
     hits = HybridRetriever(chunks, embedding_backend=minilm).search(query)
-    assert hits[0].chunk.chunk_id == "d#c0"
-    assert hits[0].vector_score > max(h.vector_score for h in hits[1:])
+    # Only the paraphrase is evidence above MiniLM's calibrated floor: the rest is left out.
+    assert [h.chunk.chunk_id for h in hits] == ["d#c0"]
+    assert hits[0].vector_score > minilm.calibration.floor
