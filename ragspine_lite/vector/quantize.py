@@ -1,0 +1,170 @@
+"""int8 vectors with exact integer scoring: the same scores and ranking everywhere.
+
+A vector is L2-normalised, multiplied by a per-model ``scale``, rounded half-to-even and
+clipped to ``[-127, 127]``; it is kept as one signed byte per dimension (25 % of float32).
+The scale is *calibrated* once per model: :func:`calibrate_scale` returns
+``127 / m`` where ``m`` is the largest ``|component|`` of the calibration vectors after
+normalisation, so those vectors use the whole int8 range without clipping; later vectors
+with a larger component saturate at ±127. The scale is stored beside the codes, so a
+reader needs nothing else. Query vectors are quantised with the same scale.
+
+Scores are dot products of integers, hence exact: :class:`Int8Matrix` computes them in pure
+Python (runs in Pyodide) or, when numpy is importable, with int32 accumulation (exact:
+``|dot| <= 127² · dim`` fits int32 for any ``dim`` below 133,000), and both give the same
+integers. Ranking is ``(-dot, id)``; rows are kept in id order, so ties fall to the row
+index. :func:`dot_to_cosine` puts a dot back on the cosine scale (``dot / scale²``), which
+is what a store hands to the fusion.
+
+>>> codec = Int8Codec(calibrate_scale([(3.0, 4.0), (1.0, 0.0)]))
+>>> codec.scale, list(codec.encode((3.0, 4.0)))
+(127.0, [76, 102])
+>>> m = Int8Matrix(["b", "a"], [codec.encode((0.0, 1.0)), codec.encode((1.0, 0.0))], 2)
+>>> m.top_k(codec.encode((0.6, 0.8)), 2, numpy=False)
+[(12954, 'b'), (9652, 'a')]
+>>> round(codec.cosine(12954), 4)  # the float cosine is 0.8
+0.8031
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import operator
+from array import array
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+__all__ = ["INT8_MAX", "Int8Codec", "Int8Matrix", "calibrate_scale", "numpy_or_none"]
+
+INT8_MAX = 127
+_MAX_DIM = 2**31 // (INT8_MAX * INT8_MAX)  # int32 accumulation cannot overflow below this
+
+
+def _unit_factor(vector: Sequence[float]) -> float:
+    """``1 / ‖vector‖`` (``0.0`` for a zero vector), with an exactly rounded norm."""
+    norm = math.sqrt(math.fsum(x * x for x in vector))
+    return 0.0 if norm == 0.0 else 1.0 / norm
+
+
+def calibrate_scale(vectors: Iterable[Sequence[float]]) -> float:
+    """``127 / (largest |component| of the L2-normalised vectors)``; ``127.0`` if none.
+
+    ``127.0`` is the scale that never clips (a unit vector's components are at most 1).
+    """
+    largest = 0.0
+    for vector in vectors:
+        factor = _unit_factor(vector)
+        if factor:
+            largest = max(largest, max(abs(x) for x in vector) * factor)
+    return INT8_MAX / largest if largest > 0.0 else float(INT8_MAX)
+
+
+class Int8Codec:
+    """Quantise vectors at a fixed ``scale`` (> 0, finite) and map dots back to cosines."""
+
+    def __init__(self, scale: float) -> None:
+        scale = float(scale)
+        if not math.isfinite(scale) or scale <= 0.0:
+            raise ValueError(f"int8 scale must be a finite number > 0, got {scale!r}")
+        self.scale = scale
+
+    def __repr__(self) -> str:
+        return f"Int8Codec(scale={self.scale!r})"
+
+    def encode(self, vector: Sequence[float]) -> bytes:
+        """The int8 codes of ``vector`` (normalised first; a zero vector → all zeros)."""
+        factor = _unit_factor(vector) * self.scale
+        top, bottom = INT8_MAX, -INT8_MAX
+        return array("b", [max(bottom, min(top, round(x * factor))) for x in vector]).tobytes()
+
+    def cosine(self, dot: int) -> float:
+        """The integer dot product of two code vectors on the cosine scale: ``dot / scale²``."""
+        return dot / (self.scale * self.scale)
+
+
+def numpy_or_none() -> Any:
+    """The numpy module when importable, else ``None`` (e.g. Pyodide without numpy)."""
+    try:
+        import numpy
+    except ImportError:
+        return None
+    return numpy
+
+
+class Int8Matrix:
+    """Rows of int8 codes, sorted by id, scanned exactly by integer dot product.
+
+    ``codes[i]`` holds ``dim`` signed bytes for ``ids[i]`` (ids unique). ``numpy=None``
+    in :meth:`dots`/:meth:`top_k` uses numpy when importable; ``False`` forces pure Python,
+    ``True`` requires numpy. Both give identical integers.
+    """
+
+    def __init__(self, ids: Sequence[str], codes: Sequence[bytes], dim: int) -> None:
+        if not 0 < dim < _MAX_DIM:
+            raise ValueError(f"int8 dimension must be in 1..{_MAX_DIM - 1}, got {dim!r}")
+        if len(ids) != len(codes):
+            raise ValueError(f"{len(ids)} ids but {len(codes)} code rows")
+        order = sorted(range(len(ids)), key=ids.__getitem__)
+        self.ids = [ids[i] for i in order]
+        if len(set(self.ids)) != len(self.ids):
+            raise ValueError("Int8Matrix ids must be unique")
+        for i in order:
+            if len(codes[i]) != dim:
+                raise ValueError(f"row {ids[i]!r}: {len(codes[i])} codes != dimension {dim}")
+        self.dim = dim
+        self._rows = [memoryview(bytes(codes[i])).cast("b") for i in order]
+        self._np_rows: Any = None
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def _numpy_rows(self, np: Any) -> Any:
+        if self._np_rows is None:
+            flat = b"".join(row.tobytes() for row in self._rows)
+            matrix = np.frombuffer(flat, dtype=np.int8).reshape(len(self._rows), self.dim)
+            self._np_rows = matrix.astype(np.int32)
+        return self._np_rows
+
+    def _check_query(self, query: bytes) -> memoryview:
+        if len(query) != self.dim:
+            raise ValueError(f"query has {len(query)} codes, matrix dimension is {self.dim}")
+        return memoryview(bytes(query)).cast("b")
+
+    def dots(
+        self, query: bytes, rows: Sequence[int] | None = None, *, numpy: bool | None = None
+    ) -> list[int]:
+        """Exact ``query · row`` for ``rows`` (row indices; default all), as Python ints."""
+        q = self._check_query(query)
+        picked = range(len(self._rows)) if rows is None else rows
+        np = _pick_numpy(numpy)
+        if np is None:
+            mul, table = operator.mul, self._rows
+            return [sum(map(mul, q, table[i])) for i in picked]
+        matrix = self._numpy_rows(np)
+        if rows is not None:
+            matrix = matrix[np.asarray(rows, dtype=np.intp)]
+        out: list[int] = (matrix @ np.asarray(q, dtype=np.int32)).tolist()
+        return out
+
+    def top_k(
+        self,
+        query: bytes,
+        k: int,
+        rows: Sequence[int] | None = None,
+        *,
+        numpy: bool | None = None,
+    ) -> list[tuple[int, str]]:
+        """The ``k`` best ``(dot, id)`` among ``rows``, by ``(-dot, id)``."""
+        picked = list(range(len(self._rows))) if rows is None else sorted(rows)
+        dots = self.dots(query, picked, numpy=numpy)
+        best = heapq.nsmallest(k, zip((-d for d in dots), picked, strict=True))
+        return [(-neg, self.ids[i]) for neg, i in best]
+
+
+def _pick_numpy(numpy: bool | None) -> Any:
+    if numpy is False:
+        return None
+    np = numpy_or_none()
+    if np is None and numpy:
+        raise ImportError("the numpy int8 scan needs numpy (pip install numpy)")
+    return np
