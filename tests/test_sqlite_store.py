@@ -14,6 +14,7 @@ from ragspine_lite.chunking.chunking import DocumentMeta
 from ragspine_lite.lexical.retrieval import NarrativeIndex
 from ragspine_lite.vector.embedding_backends import DeterministicEmbeddingBackend
 from ragspine_lite.vector.persistence_policy import PersistEverythingPolicy
+from ragspine_lite.vector.quantize import Int8Codec, calibrate_scale
 from ragspine_lite.vector.sqlite_store import (
     DEFAULT_VECTOR_MODEL_ID,
     DEFAULT_VECTOR_TABLE,
@@ -383,3 +384,126 @@ def test_a_tampered_vector_names_the_database_and_the_row(tmp_path):
     message = str(info.value)
     assert repr(str(path)) in message and "the vector of 'b' holds 5 bytes" in message
     assert "rebuild" in message
+
+
+# --- int8 mode ---------------------------------------------------------------------------
+
+
+def gauss_records(n: int, dim: int, seed: int, **metadata: str) -> list[VectorRecord]:
+    import random
+
+    rnd = random.Random(seed)
+    return [
+        VectorRecord(f"r{i:03d}", tuple(rnd.gauss(0.0, 1.0) for _ in range(dim)), dict(metadata))
+        for i in range(n)
+    ]
+
+
+def int8_dot(a: bytes, b: bytes) -> int:
+    return sum(x * y for x, y in zip(array("b", a), array("b", b), strict=True))
+
+
+def test_int8_mode_stores_one_byte_per_dimension_and_scores_exact_integer_dots(tmp_path):
+    path = tmp_path / "v.db"
+    records = gauss_records(50, 32, seed=1)
+    with SqliteVectorStore(path, model_id="m", quantization="int8") as s:
+        assert s.upsert(records) == 50
+        assert s.quantization == "int8" and "quantization='int8'" in repr(s)
+    conn = sqlite3.connect(path)
+    blobs = dict(conn.execute("SELECT id, vector FROM ragspine_vector"))
+    (scale,) = conn.execute("SELECT scale FROM ragspine_vector_int8 WHERE model_id='m'").fetchone()
+    conn.close()
+    assert {len(b) for b in blobs.values()} == {32}
+    codec = Int8Codec(scale)
+    assert scale == calibrate_scale(r.vector for r in records)
+    assert all(blobs[r.id] == codec.encode(r.vector) for r in records)
+    with SqliteVectorStore(path, model_id="m") as s:  # the mode is found on reopen
+        assert s.quantization == "int8"
+        query = records[4].vector
+        q = codec.encode(query)
+        want = sorted((-codec.cosine(int8_dot(q, b)), rid) for rid, b in blobs.items())[:10]
+        assert s.query_scores(query, k=10) == [(rid, -neg) for neg, rid in want]
+        assert s.query_scores(query, k=1)[0][0] == "r004"
+        assert abs(s.query_scores(query, k=1)[0][1] - 1.0) < 0.02  # the cosine scale
+
+
+def test_int8_ties_rank_by_id_and_where_filters_before_scoring():
+    s = SqliteVectorStore(":memory:", model_id="m", quantization="int8")
+    s.upsert([
+        rec("b", 1.0, 0.5, 0.0, t="x"),
+        rec("a", 2.0, 1.0, 0.0, t="y"),  # same direction: the same codes
+        rec("c", 0.0, 0.0, 0.0, t="x"),  # zero vector: 0.0, still returned
+        rec("d", -1.0, 0.2, 0.3, t="x"),
+    ])
+    assert [h.id for h in s.query((1.0, 0.5, 0.0), k=2)] == ["a", "b"]
+    hits = s.query((1.0, 0.5, 0.0), k=4, where={"t": "x"})
+    assert [h.id for h in hits] == ["b", "c", "d"]
+    assert hits[1].score == 0.0 and hits[0].metadata == {"t": "x"}
+    assert s.delete(where={"t": "y"}) == 1
+    assert [h.id for h in s.query((1.0, 0.5, 0.0), k=1)] == ["b"]
+    assert [sc for _, sc in s.query_scores((0.0, 0.0, 0.0), k=3)] == [0.0, 0.0, 0.0]
+
+
+def test_int8_scores_are_the_same_with_and_without_numpy(monkeypatch):
+    from ragspine_lite.vector import quantize
+
+    s = SqliteVectorStore(":memory:", model_id="m", quantization="int8")
+    records = gauss_records(200, 24, seed=2)
+    s.upsert(records)
+    queries = [r.vector for r in records[:5]]
+    auto = [s.query_scores(q, k=15) for q in queries]
+    monkeypatch.setattr(quantize, "numpy_or_none", lambda: None)
+    s._drop_row_cache()  # rebuild the matrix without numpy
+    assert [s.query_scores(q, k=15) for q in queries] == auto
+
+
+def test_a_quantization_mismatch_on_reopen_is_a_clear_error(tmp_path):
+    f_path, q_path = tmp_path / "f.db", tmp_path / "q.db"
+    with SqliteVectorStore(f_path, model_id="m") as s:
+        s.upsert([rec("a", 1.0, 0.0)])
+    with SqliteVectorStore(q_path, model_id="m", quantization="int8") as s:
+        s.upsert([rec("a", 1.0, 0.0)])
+    with pytest.raises(VectorStoreError, match=r"float32 vectors for model 'm'; quantization='i"):
+        SqliteVectorStore(f_path, model_id="m", quantization="int8")
+    with pytest.raises(VectorStoreError, match=r"int8 vectors for model 'm'; quantization='flo"):
+        SqliteVectorStore(q_path, model_id="m", quantization="float32")
+    with SqliteVectorStore(q_path, model_id="other") as other:  # modes are per model
+        assert other.quantization == "float32"
+    with SqliteVectorStore(q_path, model_id="m", read_only=True) as ro:
+        assert ro.quantization == "int8" and ro.query_scores((1.0, 0.0))[0][0] == "a"
+    with pytest.raises(ValueError, match="quantization must be one of"):
+        SqliteVectorStore(":memory:", quantization="int4")
+
+
+def test_the_default_float_path_writes_no_int8_table(tmp_path):
+    path = tmp_path / "v.db"
+    with SqliteVectorStore(path, model_id="m") as s:
+        s.upsert([rec("a", 1.0, 0.0)])
+        assert s.quantization == "float32"
+    conn = sqlite3.connect(path)
+    tables = {name for (name,) in conn.execute("SELECT name FROM sqlite_master")}
+    conn.close()
+    assert "ragspine_vector_int8" not in tables
+
+
+def test_int8_calibration_ignores_records_the_policy_holds_back():
+    s = SqliteVectorStore(":memory:", model_id="m", quantization="int8")
+    written = s.upsert([
+        rec("pub", 1.0, 1.0, sensitivity="PUBLIC"),
+        rec("sec", 1.0, 0.0, sensitivity="RESTRICTED"),  # would set the scale to 127
+    ])
+    assert written == 1 and s.metadata_by_id() == {"pub": {"sensitivity": "PUBLIC"}}
+    assert s._codec is not None and s._codec.scale == calibrate_scale([(1.0, 1.0)])
+
+
+def test_a_tampered_int8_vector_names_the_database_and_the_row(tmp_path):
+    path = tmp_path / "v.db"
+    with SqliteVectorStore(path, model_id="m", quantization="int8") as store:
+        store.upsert([rec("a", 1.0, 0.0), rec("b", 0.0, 1.0)])
+    conn = sqlite3.connect(path)
+    conn.execute("UPDATE ragspine_vector SET vector = x'7f0000' WHERE id = 'b'")
+    conn.commit()
+    conn.close()
+    with SqliteVectorStore(path, model_id="m") as store, pytest.raises(VectorStoreError) as info:
+        store.query([1.0, 0.0], k=2)
+    assert "the vector of 'b' holds 3 bytes, not 2 int8 codes" in str(info.value)

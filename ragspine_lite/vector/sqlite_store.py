@@ -6,6 +6,14 @@ a store instance sees only the rows of its ``model_id``, whose dimension is reco
 ``ragspine_vector_model`` when the first vector arrives. Vectors are packed as little-endian
 float32 (``array('f')``), so scores are float32-exact cosines computed with ``math.fsum``.
 
+``quantization="int8"`` opts a model into integer vectors instead (see
+:mod:`ragspine_lite.vector.quantize`): one signed byte per dimension (25 % of float32) at a
+scale calibrated on the model's first written batch and recorded in ``ragspine_vector_int8``
+(a table created by the first int8 write), scored by exact integer dot products (numpy when
+importable, else pure Python; the same integers either way) and reported on the cosine
+scale, ``dot / scale²``. A reopen finds the mode on its own; asking for the other mode is a
+:class:`VectorStoreError`. The default float32 path is unchanged.
+
 The persistence policy is honoured on write: a record whose metadata carries a
 ``sensitivity`` the policy does not allow (RESTRICTED, by default) is never written, and an
 older row with its id is removed.
@@ -36,6 +44,7 @@ from typing import Any
 from ragspine_lite.common.errors import RagspineError
 from ragspine_lite.common.sqlite import connect, immediate_transaction
 from ragspine_lite.vector.persistence_policy import IsolationFirstPolicy, PersistencePolicy
+from ragspine_lite.vector.quantize import Int8Codec, Int8Matrix, calibrate_scale
 from ragspine_lite.vector.store import (
     DEFAULT_QUERY_K,
     VectorHit,
@@ -57,6 +66,7 @@ __all__ = [
 
 DEFAULT_VECTOR_TABLE = "ragspine_vector"
 DEFAULT_VECTOR_MODEL_ID = "default"
+QUANTIZATIONS = ("float32", "int8")
 _TABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
 
 
@@ -109,6 +119,12 @@ class SqliteVectorStore:
     scores are computed on the stored float32 values. Rows are cached in memory and reloaded
     when the file changes underneath (``PRAGMA data_version``). ``read_only=True`` opens an
     existing file and refuses every write (:class:`VectorStoreError`).
+
+    ``quantization``: ``None`` (default) keeps the mode recorded for this model, float32 for
+    a new one; ``"int8"`` or ``"float32"`` asks for that mode and raises
+    :class:`VectorStoreError` if the model's vectors were written in the other. In int8 mode
+    scores are dequantised integer dots (``dot / scale²``), still on the cosine scale the
+    fusion expects, ranked by ``(-dot, id)``.
     """
 
     def __init__(
@@ -119,7 +135,12 @@ class SqliteVectorStore:
         table: str = DEFAULT_VECTOR_TABLE,
         persistence_policy: PersistencePolicy | None = None,
         read_only: bool = False,
+        quantization: str | None = None,
     ) -> None:
+        if quantization is not None and quantization not in QUANTIZATIONS:
+            raise ValueError(
+                f"quantization must be one of {QUANTIZATIONS} or None, got {quantization!r}"
+            )
         if not isinstance(model_id, str) or not model_id.strip():
             raise ValueError(f"model_id must be a non-empty str, got {model_id!r}")
         if not isinstance(table, str) or not _TABLE_NAME.fullmatch(table):
@@ -130,6 +151,7 @@ class SqliteVectorStore:
         self.model_id = model_id
         self.table = table
         self.model_table = f"{table}_model"
+        self.int8_table = f"{table}_int8"
         self.persistence_policy = (
             persistence_policy if persistence_policy is not None else IsolationFirstPolicy()
         )
@@ -140,8 +162,17 @@ class SqliteVectorStore:
         # id -> (vector, norm, metadata); None = not loaded (or stale)
         self._rows: dict[str, tuple[array, float, dict[str, str]]] | None = None  # type: ignore[type-arg]
         self._data_version: int | None = None
+        self._matrix: Int8Matrix | None = None
         if not self.read_only:
             self._init_schema()
+        self._codec = self._recorded_codec()
+        recorded = self._recorded_quantization()
+        if quantization is not None and recorded is not None and quantization != recorded:
+            raise VectorStoreError(
+                f"vector store {self.db_path!r} holds {recorded} vectors for model "
+                f"{model_id!r}; quantization={quantization!r} does not match"
+            )
+        self.quantization: str = recorded or quantization or "float32"
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -161,6 +192,8 @@ class SqliteVectorStore:
 
     def __repr__(self) -> str:
         state = "closed" if self.closed else f"count={self.count()}, dim={self.dim}"
+        if self.quantization != "float32":
+            state += f", quantization={self.quantization!r}"
         return f"SqliteVectorStore({self.db_path!r}, model_id={self.model_id!r}, {state})"
 
     def _connection(self) -> sqlite3.Connection:
@@ -177,6 +210,7 @@ class SqliteVectorStore:
 
     def _drop_row_cache(self) -> None:
         self._rows = None
+        self._matrix = None
 
     def _init_schema(self) -> None:
         with self._transaction("init_schema") as conn:
@@ -189,6 +223,27 @@ class SqliteVectorStore:
                 "model_id TEXT NOT NULL, id TEXT NOT NULL, vector BLOB NOT NULL, "
                 "metadata TEXT NOT NULL, PRIMARY KEY (model_id, id))"
             )
+
+    def _recorded_codec(self) -> Int8Codec | None:
+        """The int8 codec recorded for this model (``None``: float32 or nothing yet)."""
+        conn = self._connection()
+        try:
+            if not conn.execute(  # the table exists once an int8 model was written
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
+                (self.int8_table,),
+            ).fetchone():
+                return None
+            row = conn.execute(
+                f"SELECT scale FROM {self.int8_table} WHERE model_id = ?", (self.model_id,)
+            ).fetchone()
+        except sqlite3.Error as exc:
+            raise VectorStoreError(f"reading {self.db_path!r} failed: {exc}") from exc
+        return None if row is None else Int8Codec(row[0])
+
+    def _recorded_quantization(self) -> str | None:
+        if self._codec is not None:
+            return "int8"
+        return None if self.dim is None else "float32"
 
     # -- cache -------------------------------------------------------------------------
 
@@ -207,17 +262,25 @@ class SqliteVectorStore:
         except sqlite3.Error as exc:
             raise VectorStoreError(f"reading vectors from {self.db_path!r} failed: {exc}") from exc
         loaded = {}
+        int8_dim = None if self._codec is None else self.dim
         for rid, blob, metadata in rows:
-            if len(blob) % 4:
-                raise VectorStoreError(
-                    f"the vector table {self.table!r} in {self.db_path!r} is damaged: the vector "
-                    f"of {rid!r} holds {len(blob)} bytes, not a whole number of 4-byte floats; "
-                    "the file was damaged or edited, rebuild its vectors from the documents"
-                )
+            if int8_dim is not None:  # int8 codes; the matrix is built on first query
+                self._check_blob(rid, blob, len(blob) != int8_dim, f"{int8_dim} int8 codes")
+                loaded[rid] = (blob, 0.0, json.loads(metadata))
+                continue
+            self._check_blob(rid, blob, len(blob) % 4 != 0, "a whole number of 4-byte floats")
             vec = _unpack(blob)
             loaded[rid] = (vec, _norm(vec), json.loads(metadata))
-        self._rows, self._data_version = loaded, version
+        self._rows, self._data_version, self._matrix = loaded, version, None
         return loaded
+
+    def _check_blob(self, rid: str, blob: bytes, damaged: bool, unit: str) -> None:
+        if damaged:
+            raise VectorStoreError(
+                f"the vector table {self.table!r} in {self.db_path!r} is damaged: the vector "
+                f"of {rid!r} holds {len(blob)} bytes, not {unit}; "
+                "the file was damaged or edited, rebuild its vectors from the documents"
+            )
 
     @property
     def dim(self) -> int | None:
@@ -270,6 +333,7 @@ class SqliteVectorStore:
                 f"INSERT OR IGNORE INTO {self.model_table} (model_id, dim) VALUES (?, ?)",
                 (self.model_id, dim),
             )
+            codec = self._int8_codec(conn, staged)
             for rid, vector, metadata in staged:
                 if not self._persistable(metadata):
                     conn.execute(
@@ -280,11 +344,41 @@ class SqliteVectorStore:
                 conn.execute(
                     f"INSERT OR REPLACE INTO {self.table} (model_id, id, vector, metadata) "
                     "VALUES (?, ?, ?, ?)",
-                    (self.model_id, rid, _pack(vector), json.dumps(metadata, sort_keys=True)),
+                    (
+                        self.model_id,
+                        rid,
+                        _pack(vector) if codec is None else codec.encode(vector),
+                        json.dumps(metadata, sort_keys=True),
+                    ),
                 )
                 written += 1
-        self._rows = None
+        self._codec = codec
+        self._drop_row_cache()
         return written
+
+    def _int8_codec(
+        self, conn: sqlite3.Connection, staged: list[tuple[str, tuple[float, ...], dict[str, Any]]]
+    ) -> Int8Codec | None:
+        """This model's int8 codec (``None`` in float32 mode), calibrating it on a first write.
+
+        The scale comes from the persistable vectors of the first batch, so nothing held
+        back by the persistence policy shapes what is stored.
+        """
+        if self.quantization != "int8":
+            return None
+        recorded = self._recorded_codec()  # inside the transaction: another writer's wins
+        if recorded is not None:
+            return recorded
+        scale = calibrate_scale(v for _rid, v, meta in staged if self._persistable(meta))
+        conn.execute(
+            f"CREATE TABLE IF NOT EXISTS {self.int8_table} "
+            "(model_id TEXT PRIMARY KEY, scale REAL NOT NULL)"
+        )
+        conn.execute(
+            f"INSERT INTO {self.int8_table} (model_id, scale) VALUES (?, ?)",
+            (self.model_id, scale),
+        )
+        return Int8Codec(scale)
 
     def _ranked(
         self, vector: Sequence[float], k: int, where: Mapping[str, str] | None
@@ -299,6 +393,8 @@ class SqliteVectorStore:
         dim = self.dim
         if len(query) != dim:
             raise ValueError(f"query dimension {len(query)} != store dimension {dim}")
+        if self._codec is not None:
+            return self._ranked_int8(self._codec, query, k, where, rows)
         qnorm = _norm(query)
         mul = operator.mul
         fsum = math.fsum
@@ -315,6 +411,23 @@ class SqliteVectorStore:
         scored.sort()
         del scored[k:]
         return scored
+
+    def _ranked_int8(
+        self,
+        codec: Int8Codec,
+        query: tuple[float, ...],
+        k: int,
+        where: Mapping[str, str] | None,
+        rows: dict[str, tuple[Any, float, dict[str, str]]],
+    ) -> list[tuple[float, str]]:
+        if self._matrix is None:
+            self._matrix = Int8Matrix(list(rows), [row[0] for row in rows.values()], len(query))
+        matrix = self._matrix
+        picked = None
+        if where:
+            picked = [i for i, rid in enumerate(matrix.ids) if _matches(rows[rid][2], where)]
+        best = matrix.top_k(codec.encode(query), k, picked)
+        return [(-codec.cosine(dot), rid) for dot, rid in best]
 
     def query(
         self,
