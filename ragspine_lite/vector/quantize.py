@@ -130,20 +130,23 @@ class Int8Matrix:
             raise ValueError(f"query has {len(query)} codes, matrix dimension is {self.dim}")
         return memoryview(bytes(query)).cast("b")
 
+    def _numpy_dots(self, np: Any, query: memoryview, rows: Sequence[int] | None) -> Any:
+        matrix = self._numpy_rows(np)
+        if rows is not None:
+            matrix = matrix[np.asarray(rows, dtype=np.intp)]
+        return matrix @ np.asarray(query, dtype=np.int32)
+
     def dots(
         self, query: bytes, rows: Sequence[int] | None = None, *, numpy: bool | None = None
     ) -> list[int]:
         """Exact ``query · row`` for ``rows`` (row indices; default all), as Python ints."""
         q = self._check_query(query)
-        picked = range(len(self._rows)) if rows is None else rows
         np = _pick_numpy(numpy)
         if np is None:
             mul, table = operator.mul, self._rows
+            picked = range(len(table)) if rows is None else rows
             return [sum(map(mul, q, table[i])) for i in picked]
-        matrix = self._numpy_rows(np)
-        if rows is not None:
-            matrix = matrix[np.asarray(rows, dtype=np.intp)]
-        out: list[int] = (matrix @ np.asarray(q, dtype=np.int32)).tolist()
+        out: list[int] = self._numpy_dots(np, q, rows).tolist()
         return out
 
     def top_k(
@@ -154,9 +157,21 @@ class Int8Matrix:
         *,
         numpy: bool | None = None,
     ) -> list[tuple[int, str]]:
-        """The ``k`` best ``(dot, id)`` among ``rows``, by ``(-dot, id)``."""
+        """The ``k`` best ``(dot, id)`` among ``rows``, by ``(-dot, id)``.
+
+        With numpy, only rows scoring at least the k-th best dot (ties included) reach the
+        final ranking, which is the same pure-Python ``(-dot, row)`` sort either way.
+        """
         picked = list(range(len(self._rows))) if rows is None else sorted(rows)
-        dots = self.dots(query, picked, numpy=numpy)
+        np = _pick_numpy(numpy)
+        if np is None or len(picked) <= k:
+            dots = self.dots(query, picked, numpy=numpy)
+        else:
+            found = self._numpy_dots(np, self._check_query(query), picked)
+            kth = np.partition(found, len(picked) - k)[len(picked) - k]
+            keep = np.flatnonzero(found >= kth)
+            dots = found[keep].tolist()
+            picked = [picked[i] for i in keep.tolist()]
         best = heapq.nsmallest(k, zip((-d for d in dots), picked, strict=True))
         return [(-neg, self.ids[i]) for neg, i in best]
 
