@@ -148,3 +148,20 @@ def test_without_the_cache_api_search_comes_from_the_network_and_says_why(
         assert run["cache"]["snapshot"] == "none"
         assert set(RUNTIME) <= set(run["cache"]["fetched"])
     assert any("no Cache API" in line for line in logs), logs
+
+
+def test_a_hybrid_site_restored_from_the_snapshot_searches_like_the_cold_visit(
+    browser, semantic_url
+):
+    """The snapshot holds the browser embedding backend's imports; the model still runs."""
+    context = browser.new_context()
+    page = context.new_page()
+    cold = visit(page, semantic_url, QUERY)
+    warm = visit(page, semantic_url, QUERY)
+    semantic = page.evaluate(
+        "async (q) => (await ragspineDemo.rs.searchDetailed(q, { topK: 5 })).semantic", QUERY
+    )
+    context.close()
+    assert cold["cache"]["snapshot"] == "taken" and warm["cache"]["snapshot"] == "restored"
+    assert warm["ids"] == cold["ids"]
+    assert semantic["channel"] == "hybrid" and semantic["error"] is None, semantic
