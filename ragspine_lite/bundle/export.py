@@ -52,7 +52,7 @@ from ragspine_lite.chunking.sources import (
     load_sections,
 )
 from ragspine_lite.common.errors import RagspineError
-from ragspine_lite.common.sensitivity import is_restricted
+from ragspine_lite.common.sensitivity import SQL_IS_RESTRICTED, is_restricted
 
 __all__ = [
     "EMBEDDING_PHASE",
@@ -294,7 +294,7 @@ def export_store(
             for name in FACET_FIELDS
         }
         leaked = store.execute_read(
-            "SELECT COUNT(*) AS n FROM narrative_chunk WHERE UPPER(sensitivity) = 'RESTRICTED'"
+            f"SELECT COUNT(*) AS n FROM narrative_chunk WHERE {SQL_IS_RESTRICTED}(sensitivity)"
         )
         if int(leaked[0]["n"]):
             raise RestrictedLeakError(
@@ -359,7 +359,6 @@ def _write_vectors(
     batch_size: int | None,
 ) -> None:
     """Embed the store's active chunks into a vector table of ``target``; fill ``report``."""
-    from ragspine_lite.common.sensitivity import RESTRICTED
     from ragspine_lite.vector.chunk_vectors import DEFAULT_SYNC_BATCH_SIZE, sync_chunk_vectors
     from ragspine_lite.vector.sqlite_store import SqliteVectorStore, embedding_model_id
 
@@ -379,7 +378,7 @@ def _write_vectors(
         stored = vectors.metadata_by_id()
         dim = vectors.dim
     wrong = sorted(
-        rid for rid, md in stored.items() if md.get("sensitivity", "").strip().upper() == RESTRICTED
+        rid for rid, md in stored.items() if is_restricted(md.get("sensitivity", ""))
     )
     if wrong:
         raise RestrictedLeakError(
