@@ -844,16 +844,7 @@ class BundleSearcher:
             kwargs["timeout"] = timeout
         judge = make_reranker(name, **kwargs)
         self.reranker = RerankSetting(name if judge is not None else "none", judge, url or None)
-        info = self.reranker.describe()
-        client = getattr(judge, "client", None)
-        if check and client is not None:
-            from ragspine_lite.remote.errors import RemoteError
-
-            try:
-                info["models"] = client.models()
-            except RemoteError as exc:
-                info["error"] = str(exc)
-        return info
+        return _with_models(self.reranker.describe(), getattr(judge, "client", None), check)
 
     def configure_llm(
         self,
@@ -884,16 +875,9 @@ class BundleSearcher:
         setting = QueryLayerSetting(**specs, provider=provider, url=url or None)
         setting.wrap(None)  # building the layers validates the specs before anything changes
         self.query_layers = setting
-        info = self.query_layers.describe()
-        client = getattr(provider, "client", None)
-        if check and client is not None:
-            from ragspine_lite.remote.errors import RemoteError
-
-            try:
-                info["models"] = client.models()
-            except RemoteError as exc:
-                info["error"] = str(exc)
-        return info
+        return _with_models(
+            self.query_layers.describe(), getattr(provider, "client", None), check
+        )
 
     def _rerank(self, query: str, snippets: list[dict[str, Any]]) -> tuple[list, dict]:
         judge = self.reranker.judge
@@ -1244,3 +1228,15 @@ class BundleSearcher:
                 "embed, embed_plan, forget, ingest, page_vectors, search, stats"
             )
         return json.dumps(result, ensure_ascii=False)
+
+
+def _with_models(info: dict[str, Any], client: Any, check: bool) -> dict[str, Any]:
+    """``info`` plus the endpoint's ``/v1/models`` (or why asking failed) when ``check``."""
+    if check and client is not None:
+        from ragspine_lite.remote.errors import RemoteError
+
+        try:
+            info["models"] = client.models()
+        except RemoteError as exc:
+            info["error"] = str(exc)
+    return info
