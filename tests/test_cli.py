@@ -12,6 +12,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from _cli import clean_edge_env, run
 
 from ragspine_lite import cli
 from ragspine_lite.chunking.chunk_store import ChunkStore
@@ -41,16 +42,7 @@ ERROR_PREFIX = "ragspine-lite: error:"
 @pytest.fixture(autouse=True)
 def _clean_env(monkeypatch):
     """Every test starts from the same edge configuration: no RAGSPINE_* variables."""
-    for name in list(os.environ):
-        if name.startswith("RAGSPINE_"):
-            monkeypatch.delenv(name)
-    monkeypatch.setenv("RAGSPINE_EMBEDDING_BACKEND", "none")
-
-
-def run(capsys, *argv: str) -> tuple[int, str, str]:
-    code = cli.main(list(argv))
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
+    clean_edge_env(monkeypatch)
 
 
 def sample_docs():
