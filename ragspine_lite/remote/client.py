@@ -191,6 +191,27 @@ def _client(
     return RemoteClient(endpoint, token=token, timeout=timeout, transport=transport)
 
 
+class _LabelledRemote:
+    """The endpoint client and default label that the chat and visual seams share."""
+
+    sends_text_off_host = True
+
+    def __init__(
+        self,
+        endpoint: str | RemoteClient,
+        *,
+        token: str | None = None,
+        timeout: float = 60.0,
+        transport: Transport | None = None,
+        default_sensitivity: str = DEFAULT_SENSITIVITY,
+    ) -> None:
+        self.client = _client(endpoint, token, timeout, transport)
+        self.default_sensitivity = default_sensitivity
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.client!r})"
+
+
 @dataclass(frozen=True)
 class RemoteRanking:
     """One rerank answer mapped back onto the caller's candidates.
@@ -287,30 +308,13 @@ class RemoteListwiseJudge(RemoteReranker):
         )
 
 
-class RemoteChatProvider:
+class RemoteChatProvider(_LabelledRemote):
     """An ``LLMProvider`` whose completions come from the endpoint's ``/v1/chat``.
 
     Each message travels labelled (its own ``sensitivity`` key, else ``default_sensitivity``);
     a RESTRICTED one is refused with ``ValueError`` before anything is sent, and the server
     refuses it too. No tools. Failures raise ``RemoteError`` (a ``ProviderError``).
     """
-
-    sends_text_off_host = True
-
-    def __init__(
-        self,
-        endpoint: str | RemoteClient,
-        *,
-        token: str | None = None,
-        timeout: float = 60.0,
-        transport: Transport | None = None,
-        default_sensitivity: str = DEFAULT_SENSITIVITY,
-    ) -> None:
-        self.client = _client(endpoint, token, timeout, transport)
-        self.default_sensitivity = default_sensitivity
-
-    def __repr__(self) -> str:
-        return f"RemoteChatProvider({self.client!r})"
 
     def chat(
         self, messages: list[dict[str, Any]], *, tools: list[dict[str, Any]] | None = None
@@ -405,30 +409,13 @@ class RemoteEmbeddingBackend:
         return out
 
 
-class RemoteVisualEmbedder:
+class RemoteVisualEmbedder(_LabelledRemote):
     """A ``VisualEmbedder`` on the endpoint (ColPali-style multi-vectors) and its page index.
 
     ``embed_query`` → one vector per query token; ``embed_images`` → patch vectors per
     image. ``register_pages`` uploads pages to the endpoint's index (RESTRICTED pages are
     dropped here and refused there); ``search`` queries it.
     """
-
-    sends_text_off_host = True
-
-    def __init__(
-        self,
-        endpoint: str | RemoteClient,
-        *,
-        token: str | None = None,
-        timeout: float = 60.0,
-        transport: Transport | None = None,
-        default_sensitivity: str = DEFAULT_SENSITIVITY,
-    ) -> None:
-        self.client = _client(endpoint, token, timeout, transport)
-        self.default_sensitivity = default_sensitivity
-
-    def __repr__(self) -> str:
-        return f"RemoteVisualEmbedder({self.client!r})"
 
     def embed_query(self, query: str) -> list[list[float]]:
         def check(data: dict[str, Any]) -> list[list[float]]:
