@@ -71,6 +71,7 @@ WINDOW_CHARS = 48
 SHOWN_LEAKS = 5
 
 _SQLITE_MAGIC = b"SQLite format 3\x00"
+_ZLIB_MAGIC = b"\x78"  # zlib streams (bundle pack files) start with it
 _ZIP_MAGIC = b"PK\x03\x04"
 # Scripts that do not separate words (CJK): each character counts as a word.
 _CJK = "\u2e80-\u9fff\u3040-\u30ff\uac00-\ud7af\uf900-\ufaff\U00020000-\U0002fa1f"
@@ -475,10 +476,36 @@ def scan_for_leaks(root: str | Path, needles: Iterable[Needle | str]) -> list[Le
             found = _scan_sqlite(path, rel, matcher)
             leaks.extend(found)
             logical = {leak.label for leak in found}
+        elif data.startswith(_ZLIB_MAGIC):
+            found = _scan_pack(data, rel, matcher)
+            leaks.extend(found)
+            logical = {leak.label for leak in found}
         raw = matcher.find_bytes(data) - logical
         leaks.extend(Leak(rel, "", label) for label in sorted(raw))
         if data.startswith(_ZIP_MAGIC):
             leaks.extend(_scan_zip(path, rel, matcher))
+    return leaks
+
+
+def _scan_pack(data: bytes, rel: str, matcher: _Matcher) -> list[Leak]:
+    """A bundle pack file decompressed: its chunk rows value by value (named like database
+    rows), then the rest of its JSON; nothing for zlib data that is not a pack."""
+    from ragspine_lite.bundle.manifest import BundleFormatError
+    from ragspine_lite.bundle.shards import unpack
+
+    try:
+        meta, _ = unpack(data, rel)
+    except BundleFormatError:
+        return []
+    leaks: list[Leak] = []
+    columns, rows = meta.get("fields"), meta.get("rows")
+    if isinstance(columns, list) and isinstance(rows, list):
+        del meta["rows"]
+        for number, row in enumerate(rows, 1):
+            leaks.extend(_row_leaks(rel, "chunks", number, columns, row, matcher))
+    found = {leak.label for leak in leaks}
+    rest = matcher.find_text(json.dumps(meta, ensure_ascii=False)) - found
+    leaks.extend(Leak(rel, "", label) for label in sorted(rest))
     return leaks
 
 

@@ -29,8 +29,9 @@ from ragspine_lite.bundle.manifest import (
     PAGE_TABLE,
     SECTION_TABLE,
     BundleFormatError,
-    check_format_version,
 )
+from ragspine_lite.bundle.sharded_index import ShardedIndex
+from ragspine_lite.bundle.shards import BundleFiles, ShardedBundle, bundle_facts, index_text_fn_of
 from ragspine_lite.chunking.chunk_store import SCHEMA_VERSION, ChunkStore, ChunkStoreError
 from ragspine_lite.chunking.sources import document_from_text, load_sections
 from ragspine_lite.common.glossary import DEFAULT_GLOSSARY, Glossary, find_terms
@@ -381,23 +382,6 @@ class _FilteredIndex:
         return len(self.held)
 
 
-def _index_text_fn(facts: Mapping[str, Any], where: str) -> Any:
-    """The index text the bundle was exported with (its ``index_text`` fact; none if absent).
-
-    A contextual bundle is searched with the same header (BM25 over the active chunks in
-    memory, vectors as exported); a setting this runtime cannot reproduce is refused.
-    """
-    from ragspine_lite.contextual import make_index_text_fn
-
-    setting = str(facts.get("index_text") or "none")
-    if setting not in ("none", "contextual"):
-        raise BundleFormatError(
-            f"{where!r} was indexed with index text {setting!r}, which this runtime cannot "
-            "reproduce: rebuild the bundle with or without --contextual"
-        )
-    return make_index_text_fn(setting)
-
-
 def _postprocessor(spec: Any) -> Any:
     """The snippet postprocessor a search asks for (``None``: none). Never read from the
     environment: a page passes what it wants."""
@@ -581,16 +565,25 @@ def _section_rows(store: ChunkStore) -> dict[str, list[tuple[int, int, str, str,
 
 
 class BundleSearcher:
-    """Search a bundle's chunk store (read-only) plus documents added in the page.
+    """Search a bundle (read-only) plus documents added in the page.
 
-    ``bundle_db`` ``None`` → page documents only. Raises :class:`BundleFormatError` when the
-    store was not exported as a bundle of this format, or has a newer chunk-store schema.
+    The bundle is either the exported chunk store ``bundle_db`` (SQLite, the reference path)
+    or ``bundle``, the sharded files of a built site (:meth:`from_files`); neither → page
+    documents only. Both give the same results. Raises :class:`BundleFormatError` when the
+    bundle is not of this format, or has a newer chunk-store schema.
     """
 
     def __init__(
-        self, bundle_db: str | Path | None = None, *, embedding_backend: Any = None
+        self,
+        bundle_db: str | Path | None = None,
+        *,
+        embedding_backend: Any = None,
+        bundle: ShardedBundle | None = None,
     ) -> None:
+        if bundle_db is not None and bundle is not None:
+            raise ValueError("give the bundle as a chunk store path or as shards, not both")
         self.bundle_store: ChunkStore | None = None
+        self.sharded: ShardedBundle | None = bundle
         self.bundle_facts: dict[str, Any] = {}
         self._sections: dict[str, list[tuple[int, int, str, str, int]]] = {}
         self._urls: dict[str, str] = {}
@@ -603,7 +596,7 @@ class BundleSearcher:
             store = open_read_only_store(bundle_db)
             try:
                 self.bundle_facts = self._check_bundle(store, str(bundle_db))
-                self.index_text_fn = _index_text_fn(self.bundle_facts, str(bundle_db))
+                self.index_text_fn = index_text_fn_of(self.bundle_facts, str(bundle_db))
                 self._sections = _section_rows(store)
                 self._urls = _page_urls(store)
             except Exception:
@@ -617,6 +610,14 @@ class BundleSearcher:
             )
             if embedding_backend is not None:
                 self._open_vectors(bundle_db, embedding_backend)
+        elif bundle is not None:
+            self.bundle_facts = dict(bundle.facts)
+            self.index_text_fn = index_text_fn_of(self.bundle_facts, bundle.header_path)
+            self._bundle = _FilteredIndex(
+                ShardedIndex(  # type: ignore[arg-type]
+                    bundle, query_rewriter=GlossaryQueryRewriter(), index_text_fn=self.index_text_fn
+                )
+            )
         self.page_store = ChunkStore(":memory:")
         self.page_store.init_schema()
         self._page = _FilteredIndex(
@@ -645,6 +646,32 @@ class BundleSearcher:
         self._page_sections: dict[str, list[tuple[int, int, str, str, int]]] = {}
         self.reranker = RerankSetting()
         self.query_layers = QueryLayerSetting()
+
+    @classmethod
+    def from_files(
+        cls, files: BundleFiles, *, header: str | None = None, embedding_backend: Any = None
+    ) -> BundleSearcher:
+        """Search a built site's sharded bundle read through ``files`` (a
+        :class:`~ragspine_lite.bundle.shards.DirectoryFiles` on CPython; the worker's fetching
+        reader in the browser). ``header``: its path (default: the manifest's ``entry.index``).
+        """
+        return cls(embedding_backend=embedding_backend, bundle=ShardedBundle(files, header))
+
+    def files_for(self, query: str) -> list[str]:
+        """The bundle files a search for ``query`` would read that are not cached yet (the
+        postings shards of its terms; none for a SQLite bundle): fetch them ahead, while the
+        visitor types, and hand them to :meth:`provide`."""
+        if self._bundle is None or not isinstance(self._bundle.index, ShardedIndex):
+            return []
+        if not isinstance(query, str) or not query.strip():
+            return []
+        return self._bundle.index.files_for(query)
+
+    def provide(self, path: str, data: Any) -> None:
+        """Take the bytes of a bundle file fetched ahead (checked against its name's hash)."""
+        if self.sharded is None:
+            raise ValueError("this searcher has no sharded bundle to provide files to")
+        self.sharded.provide(str(path), data)
 
     @property
     def vector_count(self) -> int:
@@ -696,15 +723,7 @@ class BundleSearcher:
                 f"{BUNDLE_META_TABLE} table): rebuild the bundle with "
                 "'python build_wasm.py build DOCS_DIR --out DIR'"
             ) from None
-        facts: dict[str, Any] = {}
-        for r in rows:
-            value = r["value"]
-            try:
-                facts[r["key"]] = json.loads(value)
-            except ValueError:
-                facts[r["key"]] = value
-        facts["format_version"] = check_format_version(facts.get("format_version"))
-        return facts
+        return bundle_facts(((r["key"], r["value"]) for r in rows), where)
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -963,16 +982,23 @@ class BundleSearcher:
 
     # -- search ---------------------------------------------------------------------------
 
+    def _document(self, snippet: Mapping[str, Any]) -> tuple[str | None, Sequence[Any]]:
+        """``(url, sections)`` of a hit's document (``None``: no page to link to)."""
+        doc_id = str(snippet.get("doc_id"))
+        if snippet.get("library_id") == PAGE_LIBRARY:
+            return None, self._page_sections.get(doc_id, ())
+        if self.sharded is not None:
+            url, sections = self.sharded.document(doc_id) or ("", [])
+            return url or None, sections
+        return self._urls.get(doc_id), self._sections.get(doc_id, ())
+
     def _section_of(
         self, snippet: Mapping[str, Any], query: str = ""
     ) -> tuple[dict[str, Any] | None, int]:
         """``(section, line)``: the heading section of the hit and the index of its first
         non-blank line of the chunk text in it. With a ``query``, the section of the chunk
         with the most matches (the first on ties); else the one the chunk starts in."""
-        table = self._page_sections if snippet.get("library_id") == PAGE_LIBRARY else (
-            self._sections
-        )
-        rows = table.get(str(snippet.get("doc_id")), ())
+        rows = self._document(snippet)[1]
         match = _LOCATOR_PARA_RE.search(str(snippet.get("source_locator", "")))
         if match is None:
             return None, 0
@@ -1001,9 +1027,7 @@ class BundleSearcher:
         """A snippet with its section, result URL (page + ``#anchor``; ``None`` when the
         document has no page) and, with ``highlight``, highlight spans and an excerpt."""
         section, line = self._section_of(snippet, query)
-        url = None
-        if snippet.get("library_id") != PAGE_LIBRARY:
-            url = self._urls.get(str(snippet.get("doc_id")))
+        url = self._document(snippet)[0]
         if url is not None and section is not None and section["anchor"]:
             url = f"{url}#{section['anchor']}"
         text = str(snippet["text"])
@@ -1144,9 +1168,15 @@ class BundleSearcher:
                 "loaded": self._hybrid is not None,
             },
         }
+        counted = None
         if self.bundle_store is not None:
+            counted = self._store_stats(self.bundle_store)
+        elif self.sharded is not None:
+            facts = self.bundle_facts
+            counted = {"documents": int(facts["documents"]), "chunks": int(facts["chunks"])}
+        if counted is not None:
             out["bundle"] = {
-                **self._store_stats(self.bundle_store),
+                **counted,
                 "excluded_restricted_documents": int(
                     self.bundle_facts.get("excluded_restricted_documents", 0)
                 ),
@@ -1160,7 +1190,7 @@ class BundleSearcher:
 
         Ops: ``search`` {query, filters?, topK?, highlight?, rerank?, mode?, postprocess?};
         ``ingest`` {name, text, vectors?}; ``page_vectors`` {docId}; ``check`` {name, text};
-        ``forget`` {docIds?}; ``documents``; ``stats``;
+        ``forget`` {docIds?}; ``documents``; ``stats``; ``files_for`` {query};
         ``configure`` {reranker, url?, token?, timeout?, check?}; ``configure_llm`` {url?,
         token?, timeout?, transform?, decompose?, adaptive?, check?}; ``embed_plan`` {query,
         mode?}, {texts} or {document: {name, text}}; ``embed`` {texts}. ``search`` also takes
@@ -1189,6 +1219,8 @@ class BundleSearcher:
                 result = self.document_embedding_plan(doc.get("name", ""), doc.get("text", ""))
             else:
                 result = self.embedding_plan(args.get("query", ""), args.get("mode"))
+        elif op == "files_for":
+            result = {"paths": self.files_for(args.get("query", ""))}
         elif op == "embed":
             result = {"vectors": self.embed(args.get("texts", []))}
         elif op == "configure":
@@ -1225,7 +1257,7 @@ class BundleSearcher:
         else:
             raise ValueError(
                 f"unknown operation {op!r}; valid: check, configure, configure_llm, documents, "
-                "embed, embed_plan, forget, ingest, page_vectors, search, stats"
+                "embed, embed_plan, files_for, forget, ingest, page_vectors, search, stats"
             )
         return json.dumps(result, ensure_ascii=False)
 

@@ -309,6 +309,18 @@ class BM25Index:
         with self.reading():
             return self._rank(list(query_tokens), float(k1), float(b), candidates, limit)
 
+    def rank_variants(
+        self,
+        queries: Sequence[str],
+        *,
+        candidates: CandidateSet | None = None,
+        limit: int | None = None,
+    ) -> list[list[Hit]]:
+        """:meth:`rank` of each query variant's tokens. Only a lone variant is cut to
+        ``limit``: several are fused, and then every hit counts."""
+        prune = limit if len(queries) == 1 else None
+        return [self.rank(tokenize(q), candidates=candidates, limit=prune) for q in queries]
+
     # -- scoring -------------------------------------------------------------------------------
 
     def _rank(

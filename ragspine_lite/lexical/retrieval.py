@@ -706,8 +706,7 @@ class NarrativeIndex:
         if cand is not None and cand.count == 0:
             return []
         queries = query_variants(self.query_rewriter, query)
-        prune = limit if len(queries) == 1 else None
-        hits = [bm25.rank(tokenize(q), candidates=cand, limit=prune) for q in queries]
+        hits = bm25.rank_variants(queries, candidates=cand, limit=limit)
         rowid_of = {cid: d for ranking in hits for d, cid, _ in ranking}
         lexical = [[(cid, s) for _, cid, s in ranking] for ranking in hits]
 

@@ -1,0 +1,211 @@
+"""Bundle format 2: sharded files read per query, bit-identical to the SQLite chunk store."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from _corpus import load_slice
+
+from ragspine_lite.bundle import shards
+from ragspine_lite.bundle.export import export_store, load_corpus, verify_no_leaks
+from ragspine_lite.bundle.manifest import BundleFormatError
+from ragspine_lite.bundle.runtime import BundleSearcher
+from ragspine_lite.bundle.shards import (
+    DirectoryFiles,
+    ShardedBM25Index,
+    ShardedBundle,
+    pack,
+    unpack,
+    write_shards,
+)
+from ragspine_lite.chunking.chunk_store import ChunkStore
+from ragspine_lite.contextual import make_index_text_fn
+from ragspine_lite.lexical.inverted_index import StoreBM25Index
+from ragspine_lite.lexical.tokenizer import tokenize
+
+TOPICS = ("drama", "science", "history")
+
+
+def _write_docs(folder: Path, n_en: int = 160, n_zh: int = 90) -> Path:
+    """Markdown documents from the test slices, with topics and languages to filter on."""
+    folder.mkdir(parents=True, exist_ok=True)
+    rows = load_slice("squad_slice").corpus[:n_en] + load_slice("cmrc_slice").corpus[:n_zh]
+    for i, row in enumerate(rows):
+        language = "zh" if row["id"].startswith("zh") else "en"
+        text = row["text"]
+        body = f"# {row.get('title') or row['id']}\n\n{text}\n\n## More\n\n{text[:200]}\n"
+        (folder / f"{row['id']}.md").write_text(
+            f"---\ntitle: Page {i}\ntopic: {TOPICS[i % 3]}\nlanguage: {language}\n"
+            f"sensitivity: PUBLIC\n---\n{body}",
+            encoding="utf-8",
+        )
+    return folder
+
+
+def _site(tmp: Path, *, index_text_fn=None) -> tuple[Path, Path]:
+    """(exported chunk store, bundle root with the shards)."""
+    db = tmp / "chunks.db"
+    export_store(load_corpus([_write_docs(tmp / "docs")]), db, index_text_fn=index_text_fn)
+    root = tmp / "site"
+    report = write_shards(db, root)
+    (root / "manifest.json").write_text(
+        json.dumps({"format_version": 1, "entry": {"index": report.header},
+                    "files": {p: {} for p in report.files}}),
+        encoding="utf-8",
+    )
+    return db, root
+
+
+@pytest.fixture(scope="module")
+def small_files(tmp_path_factory):
+    """Small shard targets, so the corpus spreads over many files."""
+    patch = pytest.MonkeyPatch()
+    patch.setattr(shards, "TERM_SHARD_BYTES", 4096)
+    patch.setattr(shards, "FRAGMENT_BYTES", 4096)
+    try:
+        yield _site(tmp_path_factory.mktemp("shards"))
+    finally:
+        patch.undo()
+
+
+def _queries() -> list[str]:
+    en = [q["text"] for q in load_slice("squad_slice").queries[:40]]
+    zh = [q["text"] for q in load_slice("cmrc_slice").queries[:25]]
+    return en + zh + ["the", "drama tragedy festivals", "zzzz unknown", "a"]
+
+
+def test_pack_round_trips_and_refuses_damage():
+    data = pack({"x": "营收"}, {"a": shards.array("I", [1, 2**31]), "b": shards.array("B", [7])})
+    meta, arrays = unpack(data)
+    assert meta == {"x": "营收"} and list(arrays["a"]) == [1, 2**31] and list(arrays["b"]) == [7]
+    with pytest.raises(BundleFormatError, match=r"t\.bin is damaged"):
+        unpack(data[:-3], "t.bin")
+
+
+def test_the_corpus_spreads_over_many_files(small_files):
+    _, root = small_files
+    names = [p.name for p in (root / "data").rglob("*.bin")]
+    assert sum(n.startswith("t-") for n in names) > 20
+    assert sum(n.startswith("f-") for n in names) > 20
+    for path in (root / "data").rglob("*.bin"):  # every name is its content hash
+        digest = shards.hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+        assert path.stem.endswith(digest)
+
+
+def test_bm25_scores_and_ranking_are_bit_identical_to_the_sqlite_index(small_files):
+    db, root = small_files
+    bundle = ShardedBundle(DirectoryFiles(root))
+    sharded = ShardedBM25Index(bundle)
+    with ChunkStore(db, read_only=True) as store:
+        reference = StoreBM25Index.attach(store)
+        ids = sorted(c.chunk_id for c in store.iter_chunks())
+        rowid_of = {c.chunk_id: r for r, c in store.iter_chunk_rows()}
+        with reference.reading():
+            assert sharded.n_docs == reference.n_docs == len(ids)
+        some = [rowid_of[i] for i in ids[::3]]
+        for query in _queries():
+            tokens = tokenize(query)
+            for limit in (None, 1, 10):
+                want = [(cid, s) for _, cid, s in reference.rank(tokens, limit=limit)]
+                got = [(ids[d], s) for d, _, s in sharded.rank(tokens, limit=limit)]
+                assert got == want, (query, limit)
+            want = reference.rank(tokens, candidates=reference.candidates(some), limit=5)
+            got = sharded.rank(tokens, candidates=sharded.candidates(range(0, len(ids), 3)),
+                               limit=5)
+            assert [(ids[d], s) for d, _, s in got] == [(c, s) for _, c, s in want], query
+
+
+def _outcome(searcher: BundleSearcher, query: str, **kwargs) -> list:
+    return searcher.search(query, **kwargs).as_dict()["hits"]
+
+
+@pytest.mark.parametrize("kwargs", [
+    {}, {"top_k": 3}, {"filters": {"topic": "drama"}}, {"filters": {"language": "zh"}},
+    {"filters": ["topic=in:science,history"], "top_k": 20}, {"highlight": False},
+])
+def test_search_results_equal_the_sqlite_bundle(small_files, kwargs):
+    db, root = small_files
+    with BundleSearcher(db) as reference, BundleSearcher.from_files(DirectoryFiles(root)) as lazy:
+        for query in _queries():
+            assert _outcome(lazy, query, **kwargs) == _outcome(reference, query, **kwargs), query
+        assert lazy.stats()["bundle"] == reference.stats()["bundle"]
+        assert lazy.stats()["facets"] == reference.stats()["facets"]
+
+
+def test_hits_link_to_their_page_section(small_files):
+    db, root = small_files
+    with BundleSearcher(db) as reference, BundleSearcher.from_files(DirectoryFiles(root)) as lazy:
+        hits = lazy.search("More").hits
+        assert hits and all(h["section"] for h in hits)
+        assert [h["section"] for h in hits] == [h["section"] for h in reference.search("More").hits]
+
+
+def test_a_search_reads_the_header_its_term_shards_and_its_hits_fragments_only(small_files):
+    _, root = small_files
+    searcher = BundleSearcher.from_files(DirectoryFiles(root))
+    bundle = searcher.sharded
+    assert bundle.reads == []  # opening reads the header only (not cached as a shard)
+    query = "Greek drama festivals"
+    outcome = searcher.search(query)
+    terms = {bundle.term_path(t) for q in ("Greek drama festivals",) for t in tokenize(q)}
+    read_terms = {p for p in bundle.reads if "/terms/" in p}
+    assert terms <= read_terms
+    fragments = [p for p in bundle.reads if "/text/f-" in p]
+    assert len(fragments) <= len(outcome.hits)
+    assert not any("/text/m-" in p for p in bundle.reads)  # no filter: no filter file
+    total = len(list((root / "data" / "terms").iterdir()))
+    assert len(read_terms) < total / 4
+
+
+def test_prefetched_files_are_not_read_again(small_files):
+    _, root = small_files
+    files = DirectoryFiles(root)
+    searcher = BundleSearcher.from_files(files)
+    query = "tragedy festivals religious"
+    wanted = searcher.files_for(query)
+    assert wanted and all(p.startswith("data/terms/t-") for p in wanted)
+    for path in wanted:
+        searcher.provide(path, files.read(path))
+    assert searcher.files_for(query) == []
+    searcher.search(query)
+    assert not any("/terms/" in p for p in searcher.sharded.reads)
+    assert json.loads(searcher.dispatch("files_for", json.dumps({"query": query}))) == {"paths": []}
+
+
+def test_a_damaged_or_mixed_up_file_is_refused_by_name(small_files, tmp_path):
+    _, root = small_files
+    searcher = BundleSearcher.from_files(DirectoryFiles(root))
+    path = searcher.files_for("tragedy")[0]
+    with pytest.raises(BundleFormatError, match=re.escape(path) + ".*does not match the hash"):
+        searcher.provide(path, b"not the file")
+
+
+def test_contextual_bundles_index_their_index_text_in_the_shards(tmp_path):
+    db, root = _site(tmp_path, index_text_fn=make_index_text_fn("contextual"))
+    with BundleSearcher(db) as reference, BundleSearcher.from_files(DirectoryFiles(root)) as lazy:
+        assert lazy.index_text_fn is not None
+        for query in [*_queries()[::4], "Page 3"]:  # titles are in the context header
+            assert _outcome(lazy, query) == _outcome(reference, query), query
+
+
+def test_a_canary_inside_a_compressed_fragment_fails_the_self_check(tmp_path):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.md").write_text("---\nsensitivity: PUBLIC\n---\nThe codename is ZEBRA-CANARY-77.\n")
+    db = tmp_path / "chunks.db"
+    export_store(load_corpus([docs]), db)
+    root = tmp_path / "site"
+    write_shards(db, root)
+    db.unlink()
+    assert b"ZEBRA" not in b"".join(p.read_bytes() for p in root.rglob("*.bin"))  # compressed
+    with pytest.raises(Exception, match=r"data/text/f-.*canary #1"):
+        verify_no_leaks(root, ["ZEBRA-CANARY-77"])
+
+
+def test_a_missing_header_in_the_manifest_says_rebuild(tmp_path):
+    (tmp_path / "manifest.json").write_text(json.dumps({"format_version": 1, "files": {}}))
+    with pytest.raises(BundleFormatError, match="rebuild"):
+        BundleSearcher.from_files(DirectoryFiles(tmp_path))
