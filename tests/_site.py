@@ -38,6 +38,21 @@ CHROMIUM_ARGS = [
 _cache: dict[str, Any] = {}
 
 
+def browser_module(*requires: str) -> pytest.MarkDecorator:
+    """The header of every e2e module: skip it without Playwright (or a module it ``requires``,
+    e.g. ``"onnxruntime"``) or without Debian's Chromium; returns the ``cpython_only`` mark.
+
+        pytestmark = browser_module("starlette")
+    """
+    for name in ("playwright.sync_api", "pytest_playwright", *requires):
+        pytest.importorskip(name)
+    if not Path(CHROMIUM).exists():
+        pytest.skip(
+            f"no Chromium at {CHROMIUM} (apt-get install chromium)", allow_module_level=True
+        )
+    return pytest.mark.cpython_only
+
+
 def load_build_wasm() -> ModuleType:
     """``build_wasm.py`` as a module (skips when the file or the pyodide npm package is absent)."""
     if "module" in _cache:

@@ -7,22 +7,13 @@ runtime does over the same bundle; postprocessing runs on top of it.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
-
-pytest.importorskip("playwright.sync_api")
-pytest.importorskip("pytest_playwright")
-
-from _site import CANARY, CHROMIUM, load_build_wasm, serving, shared_wheels
-
-if not Path(CHROMIUM).exists():
-    pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium)", allow_module_level=True)
+from _site import CANARY, browser_module, load_build_wasm, serving, shared_wheels
 
 from ragspine_lite.bundle.runtime import BundleSearcher
 from ragspine_lite.cli import samples_dir
 
-pytestmark = pytest.mark.cpython_only
+pytestmark = browser_module()
 
 BOOT_TIMEOUT_MS = 120_000
 QUERIES = ["ACME_CN", "acme_hk 2024", "香港 营收"]

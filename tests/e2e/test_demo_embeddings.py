@@ -14,20 +14,12 @@ import math
 from pathlib import Path
 
 import pytest
-
-pytest.importorskip("playwright.sync_api")
-pytest.importorskip("pytest_playwright")
-pytest.importorskip("onnxruntime")
-
-from _site import CHROMIUM
+from _site import browser_module
 from test_demo_page import Console, drop_file, search, wait_ready
-
-if not Path(CHROMIUM).exists():
-    pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium)", allow_module_level=True)
 
 from ragspine_lite.bundle.runtime import BundleSearcher
 
-pytestmark = pytest.mark.cpython_only
+pytestmark = browser_module("onnxruntime")
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 EMBED_JS = """async ([texts, jspi]) => {

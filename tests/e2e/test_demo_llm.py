@@ -8,23 +8,14 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
-
-pytest.importorskip("playwright.sync_api")
-pytest.importorskip("pytest_playwright")
-pytest.importorskip("starlette")
-
 from _remote_server import RecordingRelay, StubHTTPServer, chat_reply
-from _site import CANARY, CHROMIUM
+from _site import CANARY, browser_module
 from test_demo_page import drop_file, wait_ready
 from test_demo_remote import _free_port, _wait_healthy
 
-if not Path(CHROMIUM).exists():
-    pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium)", allow_module_level=True)
-
-pytestmark = pytest.mark.cpython_only
+pytestmark = browser_module("starlette")
 
 TOKEN = "e2e-llm-token"
 QUERY = "ACME revenue growth"

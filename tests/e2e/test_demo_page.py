@@ -16,19 +16,12 @@ import zipfile
 from pathlib import Path
 
 import pytest
-
-pytest.importorskip("playwright.sync_api")
-pytest.importorskip("pytest_playwright")
-
-from _site import CANARY, CHROMIUM, serving
-
-if not Path(CHROMIUM).exists():
-    pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium)", allow_module_level=True)
+from _site import CANARY, browser_module, serving
 
 from ragspine_lite.bundle.export import load_corpus, restricted_needles
 from ragspine_lite.cli import samples_dir
 
-pytestmark = pytest.mark.cpython_only
+pytestmark = browser_module()
 
 BOOT_TIMEOUT_MS = 120_000
 QUOKKA_DOC = """---

@@ -18,26 +18,16 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-
-pytest.importorskip("playwright.sync_api")
-pytest.importorskip("pytest_playwright")
-pytest.importorskip("starlette")
-pytest.importorskip("onnxruntime")
-
 from _remote_server import RecordingRelay
-from _site import CANARY, CHROMIUM
+from _site import CANARY, browser_module
 from test_demo_page import BOOT_TIMEOUT_MS, Console, drop_file, search, wait_ready
-
-if not Path(CHROMIUM).exists():
-    pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium)", allow_module_level=True)
 
 from ragspine_lite.bundle.runtime import BundleSearcher
 from ragspine_lite.vector.onnx_backend import minilm_packages_available
 
+pytestmark = browser_module("starlette", "onnxruntime")
 if not minilm_packages_available():
     pytest.skip("the MiniLM model packages are not installed", allow_module_level=True)
-
-pytestmark = pytest.mark.cpython_only
 
 TOKEN = "e2e-remote-token"
 QUERY = "ACME revenue growth"

@@ -13,20 +13,12 @@ from __future__ import annotations
 
 import re
 import shutil
-from pathlib import Path
 from urllib.parse import quote, unquote, urlsplit
 
 import pytest
+from _site import REPO, SITE_TITLE, browser_module, html_site, serving
 
-pytest.importorskip("playwright.sync_api")
-pytest.importorskip("pytest_playwright")
-
-from _site import CHROMIUM, REPO, SITE_TITLE, html_site, serving
-
-if not Path(CHROMIUM).exists():
-    pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium)", allow_module_level=True)
-
-pytestmark = pytest.mark.cpython_only
+pytestmark = browser_module()
 
 AXE = REPO / "node_modules" / "axe-core" / "axe.min.js"
 BOOT_TIMEOUT_MS = 120_000

@@ -12,21 +12,20 @@ from __future__ import annotations
 
 import shutil
 import zipfile
-from pathlib import Path
 
-import pytest
-
-pytest.importorskip("playwright.sync_api")
-pytest.importorskip("pytest_playwright")
-
-from _site import CHROMIUM, CHROMIUM_ARGS, copy_site, load_build_wasm, serving, shared_wheels
-
-if not Path(CHROMIUM).exists():
-    pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium)", allow_module_level=True)
+from _site import (
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    browser_module,
+    copy_site,
+    load_build_wasm,
+    serving,
+    shared_wheels,
+)
 
 from ragspine_lite.cli import samples_dir
 
-pytestmark = pytest.mark.cpython_only
+pytestmark = browser_module()
 
 BOOT_TIMEOUT_MS = 120_000
 QUERY = "Hong Kong new sales"
