@@ -11,7 +11,7 @@ from _corpus import load_slice
 
 from ragspine_lite.bundle import shards
 from ragspine_lite.bundle.export import export_store, load_corpus, verify_no_leaks
-from ragspine_lite.bundle.manifest import BundleFormatError
+from ragspine_lite.bundle.manifest import BUNDLE_FORMAT_VERSION, BundleFormatError
 from ragspine_lite.bundle.runtime import BundleSearcher
 from ragspine_lite.bundle.shards import (
     DirectoryFiles,
@@ -52,7 +52,7 @@ def _site(tmp: Path, *, index_text_fn=None) -> tuple[Path, Path]:
     root = tmp / "site"
     report = write_shards(db, root)
     (root / "manifest.json").write_text(
-        json.dumps({"format_version": 1, "entry": {"index": report.header},
+        json.dumps({"format_version": BUNDLE_FORMAT_VERSION, "entry": {"index": report.header},
                     "files": {p: {} for p in report.files}}),
         encoding="utf-8",
     )
@@ -175,6 +175,33 @@ def test_prefetched_files_are_not_read_again(small_files):
     assert json.loads(searcher.dispatch("files_for", json.dumps({"query": query}))) == {"paths": []}
 
 
+@pytest.mark.parametrize(
+    ("query", "filters"),
+    [("tragedy festivals religious", None), ("drama history", {"topic": "drama"}),
+     ("the", ["language=in:zh"])],
+)
+def test_asking_files_for_until_nothing_is_missing_loads_all_a_search_reads(
+    small_files, query, filters
+):
+    _, root = small_files
+    files = DirectoryFiles(root)
+    searcher = BundleSearcher.from_files(files)
+    asked = []
+    while paths := searcher.files_for(query, filters=filters, top_k=10):
+        asked.append(paths)
+        for path in paths:
+            searcher.provide(path, files.read(path))
+    # First the postings shards (and the filter file), then the fragments of the hits.
+    assert len(asked) == 2 and all("/text/f-" not in p for p in asked[0])
+    assert ("data/text/m-" in " ".join(asked[0])) == (filters is not None)
+    assert asked[1] and all(p.startswith("data/text/f-") for p in asked[1])
+    outcome = searcher.search(query, filters=filters, top_k=10)
+    assert outcome.hits and searcher.sharded.reads == []
+    assert len(asked[1]) <= len(outcome.hits)
+    request = {"query": query, "filters": filters, "topK": 10, "mode": "bm25"}
+    assert json.loads(searcher.dispatch("files_for", json.dumps(request))) == {"paths": []}
+
+
 def test_a_damaged_or_mixed_up_file_is_refused_by_name(small_files, tmp_path):
     _, root = small_files
     searcher = BundleSearcher.from_files(DirectoryFiles(root))
@@ -206,6 +233,7 @@ def test_a_canary_inside_a_compressed_fragment_fails_the_self_check(tmp_path):
 
 
 def test_a_missing_header_in_the_manifest_says_rebuild(tmp_path):
-    (tmp_path / "manifest.json").write_text(json.dumps({"format_version": 1, "files": {}}))
+    manifest = {"format_version": BUNDLE_FORMAT_VERSION, "files": {}}
+    (tmp_path / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(BundleFormatError, match="rebuild"):
         BundleSearcher.from_files(DirectoryFiles(tmp_path))

@@ -657,15 +657,29 @@ class BundleSearcher:
         """
         return cls(embedding_backend=embedding_backend, bundle=ShardedBundle(files, header))
 
-    def files_for(self, query: str) -> list[str]:
-        """The bundle files a search for ``query`` would read that are not cached yet (the
-        postings shards of its terms; none for a SQLite bundle): fetch them ahead, while the
-        visitor types, and hand them to :meth:`provide`."""
+    def files_for(
+        self,
+        query: str,
+        *,
+        filters: Any = None,
+        top_k: int | None = None,
+        mode: str | None = None,
+    ) -> list[str]:
+        """The bundle files a search for ``query`` would read that are not cached yet (none
+        for a SQLite bundle): the postings shards of its terms (and the filter file when it
+        filters); once those are provided, with ``top_k``, the text fragments of its ``top_k``
+        BM25 hits (``mode`` ``"bm25"``; a hybrid search's hits depend on the query vector).
+        Fetch them ahead, while the visitor types, and hand them to :meth:`provide`; asking
+        again until nothing is missing loads all a search reads."""
         if self._bundle is None or not isinstance(self._bundle.index, ShardedIndex):
             return []
         if not isinstance(query, str) or not query.strip():
             return []
-        return self._bundle.index.files_for(query)
+        if top_k is not None and self._resolve_mode(mode) != "bm25":
+            top_k = None
+        return self._bundle.index.files_for(
+            query, metadata_filter=parse_filters(filters), top_k=top_k
+        )
 
     def provide(self, path: str, data: Any) -> None:
         """Take the bytes of a bundle file fetched ahead (checked against its name's hash)."""
@@ -1190,7 +1204,8 @@ class BundleSearcher:
 
         Ops: ``search`` {query, filters?, topK?, highlight?, rerank?, mode?, postprocess?};
         ``ingest`` {name, text, vectors?}; ``page_vectors`` {docId}; ``check`` {name, text};
-        ``forget`` {docIds?}; ``documents``; ``stats``; ``files_for`` {query};
+        ``forget`` {docIds?}; ``documents``; ``stats``; ``files_for`` {query, filters?, topK?,
+        mode?};
         ``configure`` {reranker, url?, token?, timeout?, check?}; ``configure_llm`` {url?,
         token?, timeout?, transform?, decompose?, adaptive?, check?}; ``embed_plan`` {query,
         mode?}, {texts} or {document: {name, text}}; ``embed`` {texts}. ``search`` also takes
@@ -1220,7 +1235,10 @@ class BundleSearcher:
             else:
                 result = self.embedding_plan(args.get("query", ""), args.get("mode"))
         elif op == "files_for":
-            result = {"paths": self.files_for(args.get("query", ""))}
+            result = {"paths": self.files_for(
+                args.get("query", ""), filters=args.get("filters"), top_k=args.get("topK"),
+                mode=args.get("mode"),
+            )}
         elif op == "embed":
             result = {"vectors": self.embed(args.get("texts", []))}
         elif op == "configure":

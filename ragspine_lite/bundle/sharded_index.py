@@ -19,6 +19,7 @@ from ragspine_lite.filtering.metadata_filter import MetadataFilter
 from ragspine_lite.lexical.inverted_index import CandidateSet
 from ragspine_lite.lexical.pipeline import (
     CHANNEL_BM25,
+    ChannelHits,
     RetrievalResult,
     channel_hits,
     default_fusion,
@@ -56,11 +57,26 @@ class ShardedIndex:
         self.fusion = default_fusion(None)
         self.last_channel: str | None = None
 
-    def files_for(self, query: str) -> list[str]:
-        """The postings shards a search for ``query`` reads and the cache lacks."""
+    def files_for(
+        self,
+        query: str,
+        *,
+        metadata_filter: MetadataFilter | None = None,
+        top_k: int | None = None,
+    ) -> list[str]:
+        """The files a search for ``query`` reads and the cache lacks: the postings shards of
+        its terms and, when it filters, the filter file; once those are all cached and
+        ``top_k`` is given, the text fragments of its ``top_k`` hits (ranked from memory)."""
         terms = {t for q in query_variants(self.query_rewriter, query) for t in tokenize(q)}
-        paths = (self.bundle.term_path(t) for t in sorted(terms))
-        return self.bundle.missing(p for p in paths if p is not None)
+        paths = [p for p in (self.bundle.term_path(t) for t in sorted(terms)) if p is not None]
+        if metadata_filter is not None:
+            paths.append(self.bundle.filter_path)
+        missing = self.bundle.missing(paths)
+        if missing or top_k is None:
+            return missing
+        hits = self._hits(query, {}, metadata_filter, top_k)
+        ordered = self.fusion.fuse(hits, top_k) if hits else []
+        return self.bundle.missing(self.bundle.fragment_path(int(key)) for key, _ in ordered)
 
     def retrieve(
         self,
@@ -79,14 +95,27 @@ class ShardedIndex:
         limit = self.top_k if top_k is None else top_k
         self.last_channel = CHANNEL_BM25
         filters = equality_filters(topic, entity, geography, period, language)
+        hits = self._hits(query, filters, metadata_filter, limit)
+        if hits is None:
+            return []
+        return fused_results(hits, self.fusion, limit, self._chunks_for)
+
+    def _hits(
+        self,
+        query: str,
+        filters: Mapping[str, str | None],
+        metadata_filter: MetadataFilter | None,
+        limit: int,
+    ) -> list[ChannelHits] | None:
+        """The BM25 rankings of the query variants (``None``: no document passes the filters)."""
         candidates = self._candidates(filters, metadata_filter)
         if candidates is not None and candidates.count == 0:
-            return []
+            return None
         queries = query_variants(self.query_rewriter, query)
         with self.bm25.reading():
             rankings = self.bm25.rank_variants(queries, candidates=candidates, limit=limit)
         lexical = [[(key, s) for _, key, s in ranking] for ranking in rankings]
-        return fused_results(channel_hits(queries, lexical), self.fusion, limit, self._chunks_for)
+        return channel_hits(queries, lexical)
 
     def _candidates(
         self, filters: Mapping[str, str | None], metadata_filter: MetadataFilter | None

@@ -401,14 +401,18 @@ class ShardedBundle:
 
     # -- chunks -------------------------------------------------------------------------
 
+    def fragment_path(self, docno: int) -> str:
+        """The text fragment holding ``docno``'s chunk."""
+        i = bisect_right(self.fragment_starts, docno) - 1
+        if not 0 <= docno < self.n_docs or i < 0:
+            raise IndexError(f"docno {docno!r} is not in this bundle ({self.n_docs} chunks)")
+        return self.fragment_paths[i]
+
     def chunks(self, docnos: Iterable[int]) -> dict[int, StoredChunk]:
         """The chunks of these docnos (their fragments are read)."""
         out: dict[int, StoredChunk] = {}
         for d in sorted(set(docnos)):
-            i = bisect_right(self.fragment_starts, d) - 1
-            if not 0 <= d < self.n_docs or i < 0:
-                raise IndexError(f"docno {d!r} is not in this bundle ({self.n_docs} chunks)")
-            fragment = self._load(self.fragment_paths[i])
+            fragment = self._load(self.fragment_path(d))
             out[d] = fragment.chunks[d - fragment.start]
         return out
 
