@@ -558,40 +558,50 @@ def print_bytes(results: dict[int, dict[str, dict]], n_queries: int) -> None:
 
 
 def plot_bytes(results: dict[int, dict[str, dict]], png: Path) -> None:
-    """Corpus bytes of the first query, bytes of ten more and cold first-result time against
-    the number of pages, one line per engine."""
+    """Three panels against the number of pages, one colour per engine: corpus bytes of the
+    first query (solid) and of the first eleven (dashed); all bytes of the cold visit; time
+    to the first result, cold (solid) and on the return visit (dashed)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    sizes = sorted(results)
-    fig, axes = plt.subplots(1, 3, figsize=(13, 4))
+    def corpus11(r: dict) -> float:
+        return r["cold"]["corpus"] + r["more"]["corpus"]
+
     panels = (
-        ("first query: corpus bytes (kB)", lambda r: r["cold"]["corpus"] / 1000),
-        ("ten more queries: all bytes (kB)",
-         lambda r: (r["more"]["corpus"] + r["more"]["runtime"]) / 1000),
-        ("time to first result (s)", lambda r: r["cold"]["ms"] / 1000),
+        ("corpus-dependent kB: first query (—), first 11 (--)",
+         lambda r: r["cold"]["corpus"], corpus11, 1000),
+        ("all kB of the cold visit (runtime + corpus)",
+         lambda r: r["cold"]["corpus"] + r["cold"]["runtime"], None, 1000),
+        ("seconds to the first result: cold (—), return visit (--)",
+         lambda r: r["cold"]["ms"], lambda r: r["warm"]["ms"], 1000),
     )
-    for ax, (title, value) in zip(axes, panels, strict=True):
-        for engine in BYTES_ENGINES:
+    sizes = sorted(results)
+    fig, axes = plt.subplots(1, 3, figsize=(14, 4.2))
+    for ax, (title, solid, dashed, unit) in zip(axes, panels, strict=True):
+        for colour, engine in enumerate(BYTES_ENGINES):
             xs = [n for n in sizes if engine in results[n]]
-            if xs:
-                ax.plot(xs, [value(results[n][engine]) for n in xs], marker="o", label=engine)
-        if title.startswith("time"):
-            xs = [n for n in sizes if "ragspine_lite" in results[n]]
-            ax.plot(xs, [results[n]["ragspine_lite"]["warm"]["ms"] / 1000 for n in xs],
-                    marker="o", linestyle="--", color="C0", label="ragspine_lite, return visit")
+            if not xs:
+                continue
+            rows = [results[n][engine] for n in xs]
+            ax.plot(xs, [solid(r) / unit for r in rows], marker="o", color=f"C{colour}",
+                    label=engine)
+            if dashed:
+                ax.plot(xs, [dashed(r) / unit for r in rows], marker=".", linestyle="--",
+                        color=f"C{colour}")
         ax.set_xscale("log")
         ax.set_yscale("log")
+        ax.set_xticks(sizes, [f"{n:,}" for n in sizes])
         ax.set_xlabel("pages")
-        ax.set_title(title, fontsize=10)
+        ax.set_title(title, fontsize=9)
         ax.grid(True, which="both", alpha=0.3)
+    axes[0].axhline(500, color="grey", linestyle=":", linewidth=1)
+    axes[0].text(sizes[0], 520, "issue target (10,000 pages): 500 kB", fontsize=7, color="grey")
     axes[0].legend(fontsize=8)
-    axes[2].legend(fontsize=8)
     fig.tight_layout()
     png.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(png, dpi=110)
+    fig.savefig(png, dpi=100)
 
 
 def bytes_main(args: argparse.Namespace, work: Path, wheels: tuple) -> int:
