@@ -486,11 +486,12 @@ def tally(engine: str, log: list[tuple[str, int, int]]) -> dict[str, Any]:
     return out
 
 
-def bytes_visit(browser: Any, server: CountingServer, base: str, n: int, engine: str,
+def bytes_visit(playwright: Any, server: CountingServer, base: str, n: int, engine: str,
                 queries: list[dict]) -> dict[str, Any]:
-    """Cold visit (fresh context) with the first query, ten more queries in the same page,
-    a warm return visit (same context, new page) with the twelfth, then every query for
-    quality (gold page in the top 5 / top 10)."""
+    """A cold visit (new browser profile) with the first query and ten more in the same page;
+    the browser closes; a warm return visit (the browser reopened on the same profile: disk
+    cache and Cache API kept) with the twelfth, then every query for quality (gold page in
+    the top 5 / top 10)."""
     texts = [q["text"] for q in queries]
 
     def visit(context: Any, q: str) -> tuple[Any, dict[str, Any]]:
@@ -503,16 +504,24 @@ def bytes_visit(browser: Any, server: CountingServer, base: str, n: int, engine:
             raise RuntimeError(f"{engine} on {n} pages: {first['error']}")
         return page, {"ms": first["ms"], **tally(engine, server.take())}
 
-    context = browser.new_context()
-    try:
-        page, cold = visit(context, texts[0])
-        page.evaluate("(qs) => window.run(qs)", texts[1:11])
-        more = tally(engine, server.take())
-        page.close()
-        page, warm = visit(context, texts[11])
-        ranked = page.evaluate("(qs) => window.run(qs)", texts)
-    finally:
-        context.close()
+    with tempfile.TemporaryDirectory(prefix="ragspine-profile-") as profile:
+        def browser() -> Any:
+            return playwright.chromium.launch_persistent_context(
+                profile, executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+
+        context = browser()
+        try:
+            page, cold = visit(context, texts[0])
+            page.evaluate("(qs) => window.run(qs)", texts[1:11])
+            more = tally(engine, server.take())
+        finally:
+            context.close()
+        context = browser()
+        try:
+            page, warm = visit(context, texts[11])
+            ranked = page.evaluate("(qs) => window.run(qs)", texts)
+        finally:
+            context.close()
     ranks = [ids.index(q["rel"]) + 1 if q["rel"] in ids else None
              for ids, q in zip(ranked, queries, strict=True)]
     return {
@@ -544,7 +553,7 @@ def print_bytes(results: dict[int, dict[str, dict]], n_queries: int) -> None:
                   f"{w['ms'] / c['ms']:9.2f} | {r['top5']:5.2f} {r['top10']:5.2f}")
     print(f"  quality = gold page in the top 5 / top 10 over {n_queries} SQuAD questions; "
           "+10 q = ten more queries in the same page; warm = a return visit (same browser "
-          "profile) with an eleventh question")
+          "profile, browser restarted) with a twelfth question")
     for n, engines in results.items():
         r = engines.get("ragspine_lite")
         if not r:
@@ -619,17 +628,15 @@ def bytes_main(args: argparse.Namespace, work: Path, wheels: tuple) -> int:
     threading.Thread(target=server.serve_forever, daemon=True).start()
     base = f"http://127.0.0.1:{server.server_address[1]}/"
     results: dict[int, dict[str, dict]] = {}
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
+    try:
+        with sync_playwright() as p:
             for n in args.sizes:
                 for engine in args.engines:
                     print(f"measuring {engine} on {n:,} pages…", file=sys.stderr, flush=True)
                     results.setdefault(n, {})[engine] = bytes_visit(
-                        browser, server, base, n, engine, queries)
-        finally:
-            browser.close()
-            server.shutdown()
+                        p, server, base, n, engine, queries)
+    finally:
+        server.shutdown()
     print(f"\nragspine_lite bytes benchmark — headless Chromium ({CHROMIUM}), Pagefind 1.6, "
           "MiniSearch 7, FlexSearch 0.8, served from 127.0.0.1\n")
     print_bytes(results, n_queries)
