@@ -527,12 +527,24 @@ def bytes_visit(playwright: Any, server: CountingServer, base: str, n: int, engi
     return {
         "cold": cold, "more": more, "warm": warm,
         "top5": sum(r is not None and r <= 5 for r in ranks) / len(ranks),
-        "top10": sum(r is not None for r in ranks) / len(ranks),
+        "top10": sum(r is not None for r in ranks) / len(ranks), "ranked": ranked,
     }
 
 
 def _kb(n: float) -> str:
     return f"{n / 1000:,.0f}" if n >= 10_000 else f"{n / 1000:,.1f}"
+
+
+def corpus_groups(files: dict[str, int]) -> str:
+    """ragspine_lite's corpus bytes by kind of file, largest first:
+    ``data/terms/t-*.bin 212 (5), …`` (kB, and how many files)."""
+    groups: dict[str, list[int]] = {}
+    for path, wire in files.items():
+        if byte_kind("ragspine_lite", path) == "corpus":
+            name = re.sub(r"-[0-9a-f]{16}\.", "-*.", path.split("/rs/", 1)[1])
+            groups.setdefault(name, []).append(wire)
+    ranked = sorted(groups.items(), key=lambda kv: -sum(kv[1]))
+    return ", ".join(f"{name} {_kb(sum(w))} ({len(w)})" for name, w in ranked) or "none"
 
 
 def print_bytes(results: dict[int, dict[str, dict]], n_queries: int) -> None:
@@ -558,11 +570,9 @@ def print_bytes(results: dict[int, dict[str, dict]], n_queries: int) -> None:
         r = engines.get("ragspine_lite")
         if not r:
             continue
-        files = sorted(((b, p) for p, b in r["cold"]["files"].items()
-                        if byte_kind("ragspine_lite", p) == "corpus"), reverse=True)
-        print(f"  ragspine_lite cold corpus bytes at {n:,} pages: " + ", ".join(
-            f"{p.split('/', 4)[-1]} {_kb(b)}" for b, p in files[:6])
-              + (f" (+{len(files) - 6} more)" if len(files) > 6 else ""))
+        for phase, label in (("cold", "first query"), ("more", "ten more")):
+            print(f"  ragspine_lite at {n:,} pages, corpus kB of the {label}: "
+                  f"{corpus_groups(r[phase]['files'])}")
     print()
 
 
@@ -622,6 +632,8 @@ def bytes_main(args: argparse.Namespace, work: Path, wheels: tuple) -> int:
     for n in args.sizes:
         pages, queries = make_corpus(args.data, n, n_queries)
         build_bytes_site(root / "bytes" / str(n), pages, wheels, args.engines)
+    if args.build_only:
+        return 0
     from playwright.sync_api import sync_playwright
 
     server = CountingServer(root)
@@ -664,6 +676,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--engines", type=lambda v: v.split(","), default=list(BYTES_ENGINES),
                         help=f"--bytes: engines to measure (default {','.join(BYTES_ENGINES)})")
     parser.add_argument("--plot", type=Path, help="--bytes: write a PNG plot here")
+    parser.add_argument("--build-only", action="store_true",
+                        help="--bytes: build the sites into --work, measure nothing")
     args = parser.parse_args(argv)
     unknown = set(args.engines) - set(BYTES_ENGINES)
     if unknown:
