@@ -135,3 +135,41 @@ def test_matrix_rejects_bad_shapes() -> None:
         Int8Matrix(["a", "b"], [b"\x01"], 1)
     with pytest.raises(ValueError, match="query has 2 codes"):
         Int8Matrix(["a"], [b"\x01"], 1).top_k(b"\x01\x02", 1)
+
+
+def test_dot_threshold_cuts_exactly_where_the_float_cosine_passes_the_floor() -> None:
+    rnd = random.Random(4)
+    for scale in (127.0, 127 / 0.31, 250.3, calibrate_scale(gaussian_rows(5, 8, seed=1))):
+        codec = Int8Codec(scale)
+        for floor in (-0.2, 0.0, 0.1, 0.3, 0.45, 0.999, *(rnd.uniform(-1, 1) for _ in range(30))):
+            t = codec.dot_threshold(floor)
+            assert codec.cosine(t) <= floor < codec.cosine(t + 1)
+    with pytest.raises(ValueError, match="finite"):
+        Int8Codec(127.0).dot_threshold(math.nan)
+
+
+def flat_rows(n: int, dim: int, seed: int) -> bytes:
+    rnd = random.Random(seed)
+    return bytes(rnd.randrange(256) for _ in range(n * dim))
+
+
+@pytest.mark.parametrize("numpy", [False, pytest.param(True, marks=needs_numpy)])
+def test_from_buffer_and_above_are_the_exact_dots_over_a_threshold(numpy: bool) -> None:
+    dim, flat = 12, flat_rows(50, 12, seed=2)
+    matrix = Int8Matrix.from_buffer(range(50), flat, dim)
+    rows = [signed(flat[i * dim : (i + 1) * dim]) for i in range(50)]
+    query = flat_rows(1, dim, seed=3)
+    q = signed(query)
+    want = [sum(a * b for a, b in zip(q, r, strict=True)) for r in rows]
+    assert matrix.dots(query, numpy=numpy) == want
+    assert matrix.above(query, None, numpy=numpy) == list(enumerate(want))
+    cut = sorted(want)[35]
+    assert matrix.above(query, cut, numpy=numpy) == [(i, d) for i, d in enumerate(want) if d > cut]
+    assert all(type(i) is int and type(d) is int for i, d in matrix.above(query, cut, numpy=numpy))
+
+
+def test_from_buffer_checks_its_shape_and_ids() -> None:
+    with pytest.raises(ValueError, match="7 code bytes for 2 rows of 3"):
+        Int8Matrix.from_buffer([0, 1], bytes(7), 3)
+    with pytest.raises(ValueError, match="ascending"):
+        Int8Matrix.from_buffer([1, 0], bytes(6), 3)

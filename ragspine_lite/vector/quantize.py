@@ -28,6 +28,7 @@ is what a store hands to the fusion.
 from __future__ import annotations
 
 import heapq
+import itertools
 import math
 import operator
 from array import array
@@ -38,6 +39,7 @@ __all__ = ["INT8_MAX", "Int8Codec", "Int8Matrix", "calibrate_scale", "numpy_or_n
 
 INT8_MAX = 127
 _MAX_DIM = 2**31 // (INT8_MAX * INT8_MAX)  # int32 accumulation cannot overflow below this
+_NUMPY_BLOCK = 8192  # rows widened to int32 at once by the numpy scan
 
 
 def _unit_factor(vector: Sequence[float]) -> float:
@@ -81,6 +83,25 @@ class Int8Codec:
         """The integer dot product of two code vectors on the cosine scale: ``dot / scale²``."""
         return dot / (self.scale * self.scale)
 
+    def dot_threshold(self, cosine: float) -> int:
+        """The largest integer dot whose :meth:`cosine` is at most ``cosine``.
+
+        ``dot > dot_threshold(c)`` exactly when ``self.cosine(dot) > c`` (the float
+        comparison a fusion floor makes), so a scan can cut on integers.
+
+        >>> codec = Int8Codec(100.0)
+        >>> codec.dot_threshold(0.3), codec.cosine(3000) > 0.3, codec.cosine(3001) > 0.3
+        (3000, False, True)
+        """
+        if not math.isfinite(cosine):
+            raise ValueError(f"a cosine threshold must be finite, got {cosine!r}")
+        dot = math.floor(cosine * self.scale * self.scale)
+        while self.cosine(dot + 1) <= cosine:
+            dot += 1
+        while self.cosine(dot) > cosine:
+            dot -= 1
+        return dot
+
 
 def numpy_or_none() -> Any:
     """The numpy module when importable, else ``None`` (e.g. Pyodide without numpy)."""
@@ -113,16 +134,38 @@ class Int8Matrix:
                 raise ValueError(f"row {ids[i]!r}: {len(codes[i])} codes != dimension {dim}")
         self.dim = dim
         self._rows = [memoryview(bytes(codes[i])).cast("b") for i in order]
+        self._flat: bytes | None = None
         self._np_rows: Any = None
+
+    @classmethod
+    def from_buffer(cls, ids: Sequence[Any], flat: bytes, dim: int) -> Int8Matrix:
+        """Rows ``flat[i·dim : (i+1)·dim]`` for ``ids[i]`` (ascending, unique), without copies.
+
+        For row-major int8 blocks such as a bundle's vector shards.
+        """
+        if not 0 < dim < _MAX_DIM:
+            raise ValueError(f"int8 dimension must be in 1..{_MAX_DIM - 1}, got {dim!r}")
+        if len(flat) != len(ids) * dim:
+            raise ValueError(f"{len(flat)} code bytes for {len(ids)} rows of {dim}")
+        if any(a >= b for a, b in itertools.pairwise(ids)):
+            raise ValueError("Int8Matrix.from_buffer ids must be ascending and unique")
+        matrix = cls.__new__(cls)
+        view = memoryview(flat).cast("b")
+        matrix.ids, matrix.dim, matrix._flat, matrix._np_rows = list(ids), dim, flat, None
+        matrix._rows = [view[i * dim : (i + 1) * dim] for i in range(len(ids))]
+        return matrix
 
     def __len__(self) -> int:
         return len(self.ids)
 
     def _numpy_rows(self, np: Any) -> Any:
+        """The rows as one int8 numpy matrix (built once)."""
         if self._np_rows is None:
-            flat = b"".join(row.tobytes() for row in self._rows)
+            flat = self._flat
+            if flat is None:
+                flat = b"".join(row.tobytes() for row in self._rows)
             matrix = np.frombuffer(flat, dtype=np.int8).reshape(len(self._rows), self.dim)
-            self._np_rows = matrix.astype(np.int32)
+            self._np_rows = matrix
         return self._np_rows
 
     def _check_query(self, query: bytes) -> memoryview:
@@ -134,7 +177,13 @@ class Int8Matrix:
         matrix = self._numpy_rows(np)
         if rows is not None:
             matrix = matrix[np.asarray(rows, dtype=np.intp)]
-        return matrix @ np.asarray(query, dtype=np.int32)
+        q = np.asarray(query, dtype=np.int32)
+        out = np.empty(len(matrix), dtype=np.int32)
+        for start in range(0, len(matrix), _NUMPY_BLOCK):  # int32 copies of a block at a time
+            out[start : start + _NUMPY_BLOCK] = (
+                matrix[start : start + _NUMPY_BLOCK].astype(np.int32) @ q
+            )
+        return out
 
     def dots(
         self, query: bytes, rows: Sequence[int] | None = None, *, numpy: bool | None = None
@@ -148,6 +197,21 @@ class Int8Matrix:
             return [sum(map(mul, q, table[i])) for i in picked]
         out: list[int] = self._numpy_dots(np, q, rows).tolist()
         return out
+
+    def above(
+        self, query: bytes, threshold: int | None, *, numpy: bool | None = None
+    ) -> list[tuple[int, int]]:
+        """``(row, dot)`` of every row whose dot with ``query`` is ``> threshold`` (all rows
+        when ``None``), in row order."""
+        np = _pick_numpy(numpy)
+        if np is None:
+            found = enumerate(self.dots(query, numpy=False))
+            if threshold is None:
+                return list(found)
+            return [(i, d) for i, d in found if d > threshold]
+        dots = self._numpy_dots(np, self._check_query(query), None)
+        keep = np.arange(len(dots)) if threshold is None else np.flatnonzero(dots > threshold)
+        return list(zip(keep.tolist(), dots[keep].tolist(), strict=True))
 
     def top_k(
         self,

@@ -483,6 +483,19 @@ class SqliteVectorStore:
             raise VectorStoreError(f"counting vectors in {self.db_path!r} failed: {exc}") from exc
         return int(row[0])
 
+    def int8_codes(self) -> tuple[Int8Codec, dict[str, bytes]]:
+        """This model's codec and every stored id → its int8 codes (int8 mode only).
+
+        What a bundle copies into its vector shards, so every scan sees the same integers.
+        """
+        if self._codec is None:
+            raise VectorStoreError(
+                f"vector store {self.db_path!r} holds no int8 vectors for model "
+                f"{self.model_id!r} (mode {self.quantization}): write them with "
+                "quantization='int8'"
+            )
+        return self._codec, {rid: bytes(row[0]) for rid, row in self._load().items()}
+
     def metadata_by_id(self) -> dict[str, dict[str, str]]:
         """Every stored id of this model → a copy of its metadata."""
         return {rid: dict(row[2]) for rid, row in self._load().items()}

@@ -1,0 +1,233 @@
+"""A format-2 bundle's chunk vectors: raw int8 shards by docno range, scanned exactly.
+
+The export keeps chunk vectors int8 (:class:`~ragspine_lite.vector.quantize.Int8Codec`
+codes in the chunk store); :func:`write_vector_shards` copies those codes, row-major, into
+``data/vectors/v-<hash16>.i8`` files of consecutive docnos (a missing vector is a zero row,
+listed in ``missing``) and returns the header's ``vectors`` entry. A :class:`DenseScanner`
+scores query codes against every row by exact integer dot product; :class:`ShardScanner`
+reads the shards through the bundle's files (numpy when importable, else pure Python, the
+same integers), :class:`JsDenseScanner` wraps the worker's JavaScript scanner
+(``web/ragspine-dense.mjs``). :class:`DenseLane` turns a query vector into the dense
+ranking the fusion takes, ``(docno, cosine)`` best first by ``(-dot, docno)``, as the
+SQLite store ranks the same codes by ``(-dot, chunk_id)``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from array import array
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from ragspine_lite.bundle.manifest import BundleFormatError
+from ragspine_lite.vector.quantize import Int8Codec, Int8Matrix
+
+if TYPE_CHECKING:
+    from ragspine_lite.bundle.shards import BundleFiles
+
+__all__ = [
+    "VECTOR_SHARD_BYTES",
+    "DenseLane",
+    "DenseScanner",
+    "JsDenseScanner",
+    "ShardScanner",
+    "write_vector_shards",
+]
+
+#: Target size of one vector shard (whole rows; a row larger than this is a shard alone).
+VECTOR_SHARD_BYTES = 1_536 * 1024
+_VECTOR_DIR = "data/vectors"
+
+
+class DenseScanner(Protocol):
+    """Exact integer dot products of int8 query codes with a bundle's vector rows."""
+
+    def scan(self, query: bytes, threshold: int | None) -> list[tuple[int, int]]:
+        """``(docno, dot)`` of every row whose dot is ``> threshold`` (every row when
+        ``None``), any order; rows without a vector never appear."""
+        ...
+
+    def dots(self, query: bytes, docnos: Sequence[int]) -> list[int]:
+        """The dots of these rows (0 for a row without a vector), in the given order."""
+        ...
+
+
+def _content_path(kind: str, ext: str, data: bytes) -> str:
+    return f"{_VECTOR_DIR}/{kind}-{hashlib.sha256(data).hexdigest()[:16]}.{ext}"
+
+
+def _write_file(root: Path, rel: str, data: bytes) -> None:
+    target = root / rel
+    if target.exists() and target.read_bytes() == data:
+        return
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_bytes(data)
+
+
+def write_vector_shards(
+    db_path: str | Path,
+    chunk_ids: Sequence[str],
+    bundle_root: str | Path,
+    *,
+    model_id: str,
+    shard_bytes: int = VECTOR_SHARD_BYTES,
+) -> dict[str, Any]:
+    """Write the int8 codes of ``chunk_ids`` (docno order) as shards; → the header entry.
+
+    ``db_path`` is the exported chunk store, whose vectors of ``model_id`` must be int8
+    (:meth:`~ragspine_lite.vector.sqlite_store.SqliteVectorStore.int8_codes`). Returns
+    ``{"model_id", "dim", "scale", "shards": [[start, count, path], …], "missing": [docno,
+    …]}``, paths relative to ``bundle_root``.
+    """
+    from ragspine_lite.vector.sqlite_store import SqliteVectorStore
+
+    with SqliteVectorStore(db_path, model_id=model_id, read_only=True) as store:
+        codec, codes = store.int8_codes()
+        dim = int(store.dim or 0)
+    zero = bytes(dim)
+    missing = [docno for docno, cid in enumerate(chunk_ids) if cid not in codes]
+    per_shard = max(1, shard_bytes // dim)
+    shards: list[list[Any]] = []
+    for start in range(0, len(chunk_ids), per_shard):
+        block = b"".join(codes.get(cid, zero) for cid in chunk_ids[start : start + per_shard])
+        path = _content_path("v", "i8", block)
+        _write_file(Path(bundle_root), path, block)
+        shards.append([start, len(block) // dim, path])
+    return {
+        "model_id": model_id,
+        "dim": dim,
+        "scale": codec.scale,
+        "shards": shards,
+        "missing": missing,
+    }
+
+
+def _check_entry(entry: Mapping[str, Any]) -> tuple[int, int, list[tuple[int, int, str]]]:
+    """``(dim, rows, shards)`` of a header ``vectors`` entry; shards must tile ``0..rows``."""
+    try:
+        dim = int(entry["dim"])
+        shards = [(int(s), int(n), str(p)) for s, n, p in entry["shards"]]
+        Int8Codec(entry["scale"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise BundleFormatError(f"the bundle's vectors entry is malformed: {exc}") from None
+    rows = 0
+    for start, count, path in shards:
+        if start != rows or count < 1:
+            raise BundleFormatError(f"vector shard {path!r} starts at {start}, expected {rows}")
+        rows += count
+    return dim, rows, shards
+
+
+class ShardScanner:
+    """A :class:`DenseScanner` over the ``.i8`` shards of a header ``vectors`` entry.
+
+    Shards are read through ``files`` (``read(path) -> bytes``) on the first scan, checked
+    (size and the content hash in the name) and kept as one matrix. ``numpy`` as in
+    :meth:`Int8Matrix.dots`: ``None`` uses it when importable.
+    """
+
+    def __init__(
+        self, files: BundleFiles, entry: Mapping[str, Any], *, numpy: bool | None = None
+    ) -> None:
+        self.dim, self.rows, self._shards = _check_entry(entry)
+        self.missing = frozenset(int(d) for d in entry.get("missing", ()))
+        self._files = files
+        self._numpy = numpy
+        self._matrix: Int8Matrix | None = None
+
+    def _load(self) -> Int8Matrix:
+        if self._matrix is None:
+            flat = bytearray()
+            for _start, count, path in self._shards:
+                data = self._files.read(path)
+                digest = hashlib.sha256(data).hexdigest()[:16]
+                if len(data) != count * self.dim or not path.endswith(f"-{digest}.i8"):
+                    raise BundleFormatError(
+                        f"vector shard {path!r} is damaged ({len(data)} bytes, sha256 "
+                        f"{digest}…): rebuild the bundle"
+                    )
+                flat += data
+            self._matrix = Int8Matrix.from_buffer(range(self.rows), bytes(flat), self.dim)
+        return self._matrix
+
+    def scan(self, query: bytes, threshold: int | None) -> list[tuple[int, int]]:
+        found = self._load().above(query, threshold, numpy=self._numpy)
+        if self.missing:
+            found = [hit for hit in found if hit[0] not in self.missing]
+        return found
+
+    def dots(self, query: bytes, docnos: Sequence[int]) -> list[int]:
+        return self._load().dots(query, list(docnos), numpy=self._numpy)
+
+
+class JsDenseScanner:
+    """A :class:`DenseScanner` backed by the worker's JavaScript scanner (Pyodide only).
+
+    ``js`` is the object ``web/ragspine-dense.mjs`` builds: ``scan(query, threshold)``
+    returns an ``Int32Array`` of ``docno, dot`` pairs and ``dots(query, docnos)`` an
+    ``Int32Array`` of dots; queries go over as ``Int8Array`` codes.
+    """
+
+    def __init__(self, js: Any) -> None:
+        self._js = js
+
+    @staticmethod
+    def _int32s(result: Any) -> array:  # type: ignore[type-arg]
+        values = array("i")
+        values.frombytes(result.to_bytes())
+        return values
+
+    @staticmethod
+    def _codes(query: bytes) -> Any:
+        from pyodide.ffi import to_js
+
+        return to_js(memoryview(bytes(query)).cast("b"))
+
+    def scan(self, query: bytes, threshold: int | None) -> list[tuple[int, int]]:
+        pairs = self._int32s(self._js.scan(self._codes(query), threshold))
+        return list(zip(pairs[0::2], pairs[1::2], strict=True))
+
+    def dots(self, query: bytes, docnos: Sequence[int]) -> list[int]:
+        from pyodide.ffi import to_js
+
+        wanted = to_js(memoryview(array("i", docnos)))
+        return list(self._int32s(self._js.dots(self._codes(query), wanted)))
+
+
+class DenseLane:
+    """The dense ranking of a bundle's rows for a query vector, on the cosine scale.
+
+    ``entry`` is the header ``vectors`` entry (``scale``, ``missing``), ``scanner`` a
+    :class:`DenseScanner` over its rows.
+    """
+
+    def __init__(self, entry: Mapping[str, Any], scanner: DenseScanner) -> None:
+        self.codec = Int8Codec(entry["scale"])
+        self.model_id = str(entry.get("model_id", ""))
+        self.missing = frozenset(int(d) for d in entry.get("missing", ()))
+        self.scanner = scanner
+
+    def ranking(
+        self,
+        query_vector: Sequence[float],
+        *,
+        floor: float | None = None,
+        also: Iterable[int] = (),
+        keep: Callable[[int], bool] | None = None,
+    ) -> list[tuple[int, float]]:
+        """``(docno, cosine)`` best first by ``(-dot, docno)``.
+
+        ``floor`` ``None``: every row with a vector. Else only rows whose cosine is above
+        ``floor`` (what a calibrated fusion reads), plus the rows ``also`` names (e.g. the
+        lexical hits, whose dense score the results report). ``keep(docno)`` filters rows.
+        """
+        query = self.codec.encode(query_vector)
+        threshold = None if floor is None else self.codec.dot_threshold(floor)
+        found = dict(self.scanner.scan(query, threshold))
+        extra = sorted({d for d in also if d not in found and d not in self.missing})
+        if extra:
+            found.update(zip(extra, self.scanner.dots(query, extra), strict=True))
+        ranked = sorted(found.items(), key=lambda hit: (-hit[1], hit[0]))
+        cosine = self.codec.cosine
+        return [(d, cosine(dot)) for d, dot in ranked if keep is None or keep(d)]

@@ -1,0 +1,153 @@
+"""Vector shards of a format-2 bundle: written from the int8 store, scanned to the same integers."""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from pathlib import Path
+
+import pytest
+
+from ragspine_lite.bundle.dense import DenseLane, ShardScanner, write_vector_shards
+from ragspine_lite.bundle.manifest import BundleFormatError
+from ragspine_lite.vector.quantize import numpy_or_none
+from ragspine_lite.vector.sqlite_store import SqliteVectorStore, VectorStoreError
+from ragspine_lite.vector.store import VectorRecord
+
+needs_numpy = pytest.mark.skipif(numpy_or_none() is None, reason="numpy not importable")
+SCANNERS = [False, pytest.param(True, marks=needs_numpy)]
+DIM = 16
+
+
+class Folder:
+    """Files of a bundle folder, counting reads (what a BundleFiles does)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.reads: list[str] = []
+
+    def read(self, path: str) -> bytes:
+        self.reads.append(path)
+        return (self.root / path).read_bytes()
+
+
+def gauss(rnd: random.Random) -> tuple[float, ...]:
+    return tuple(rnd.gauss(0.0, 1.0) for _ in range(DIM))
+
+
+def int8_store(path: Path, ids: list[str], seed: int = 7) -> None:
+    rnd = random.Random(seed)
+    with SqliteVectorStore(path, model_id="m", quantization="int8") as store:
+        store.upsert([VectorRecord(cid, gauss(rnd)) for cid in ids])
+
+
+@pytest.fixture()
+def bundle(tmp_path: Path) -> tuple[Path, list[str], dict]:
+    """53 chunk ids in docno order (ties in dot are likely: small dim), two without a vector."""
+    ids = [f"c{i:03d}" for i in range(53)]
+    db = tmp_path / "chunks.db"
+    int8_store(db, [cid for cid in ids if cid not in ("c004", "c040")])
+    entry = write_vector_shards(db, ids, tmp_path / "site", model_id="m", shard_bytes=20 * DIM)
+    return tmp_path / "site", ids, entry
+
+
+def test_shards_are_content_named_row_ranges_of_the_stored_codes(bundle) -> None:
+    root, ids, entry = bundle
+    assert entry["model_id"] == "m" and entry["dim"] == DIM
+    assert [s[:2] for s in entry["shards"]] == [[0, 20], [20, 20], [40, 13]]
+    assert entry["missing"] == [4, 40]
+    with SqliteVectorStore(root.parent / "chunks.db", model_id="m", read_only=True) as store:
+        codec, codes = store.int8_codes()
+    assert entry["scale"] == codec.scale
+    flat = b""
+    for _start, count, path in entry["shards"]:
+        data = (root / path).read_bytes()
+        assert path == f"data/vectors/v-{hashlib.sha256(data).hexdigest()[:16]}.i8"
+        assert len(data) == count * DIM
+        flat += data
+    assert flat == b"".join(codes.get(cid, bytes(DIM)) for cid in ids)
+
+
+def test_writing_again_gives_the_same_files(bundle, tmp_path) -> None:
+    root, ids, entry = bundle
+    db = tmp_path / "chunks.db"
+    again = write_vector_shards(db, ids, root, model_id="m", shard_bytes=20 * DIM)
+    assert again == entry
+
+
+def test_a_float32_store_is_refused(tmp_path) -> None:
+    with SqliteVectorStore(tmp_path / "f.db", model_id="m") as store:
+        store.upsert([VectorRecord("a", (1.0, 0.0))])
+    with pytest.raises(VectorStoreError, match="no int8 vectors"):
+        write_vector_shards(tmp_path / "f.db", ["a"], tmp_path / "site", model_id="m")
+
+
+@pytest.mark.parametrize("numpy", SCANNERS)
+def test_scan_and_dots_are_the_exact_integers_without_missing_rows(bundle, numpy) -> None:
+    root, _ids, entry = bundle
+    files = Folder(root)
+    scanner = ShardScanner(files, entry, numpy=numpy)
+    flat = b"".join((root / p).read_bytes() for _s, _n, p in entry["shards"])
+    rows = [[b - 256 if b > 127 else b for b in flat[i * DIM : (i + 1) * DIM]] for i in range(53)]
+    query = bytes(flat[7 * DIM : 8 * DIM])
+    q = rows[7]
+    want = [sum(a * b for a, b in zip(q, r, strict=True)) for r in rows]
+    kept = [(i, d) for i, d in enumerate(want) if i not in (4, 40)]
+    assert sorted(scanner.scan(query, None)) == kept
+    cut = sorted(want)[30]
+    assert sorted(scanner.scan(query, cut)) == [(i, d) for i, d in kept if d > cut]
+    assert scanner.dots(query, [9, 4, 0, 52]) == [want[9], 0, want[0], want[52]]
+    assert len(files.reads) == 3  # every shard read once, then kept
+
+
+@needs_numpy
+def test_pure_and_numpy_scanners_give_identical_integers(bundle) -> None:
+    root, _ids, entry = bundle
+    pure, fast = ShardScanner(Folder(root), entry, numpy=False), ShardScanner(Folder(root), entry)
+    rnd = random.Random(3)
+    for _ in range(5):
+        query = bytes(rnd.randrange(256) for _ in range(DIM))
+        assert pure.scan(query, None) == fast.scan(query, None)
+        assert pure.scan(query, 100) == fast.scan(query, 100)
+        assert pure.dots(query, range(53)) == fast.dots(query, range(53))
+
+
+def test_a_damaged_shard_is_a_clear_error(bundle) -> None:
+    root, _ids, entry = bundle
+    path = root / entry["shards"][1][2]
+    data = bytearray(path.read_bytes())
+    data[3] ^= 1
+    path.write_bytes(bytes(data))
+    with pytest.raises(BundleFormatError, match="damaged"):
+        ShardScanner(Folder(root), entry).scan(bytes(DIM), None)
+
+
+def test_a_malformed_entry_is_a_clear_error(bundle) -> None:
+    root, _ids, entry = bundle
+    gap = {**entry, "shards": [entry["shards"][0], entry["shards"][2]]}
+    with pytest.raises(BundleFormatError, match="starts at 40, expected 20"):
+        ShardScanner(Folder(root), gap)
+    with pytest.raises(BundleFormatError, match="malformed"):
+        ShardScanner(Folder(root), {**entry, "scale": -1.0})
+
+
+@pytest.mark.parametrize("numpy", SCANNERS)
+def test_the_dense_lane_ranks_like_the_sqlite_int8_store(bundle, numpy) -> None:
+    root, ids, entry = bundle
+    lane = DenseLane(entry, ShardScanner(Folder(root), entry, numpy=numpy))
+    rnd = random.Random(11)
+    with SqliteVectorStore(root.parent / "chunks.db", model_id="m", read_only=True) as store:
+        for _ in range(8):
+            qv = gauss(rnd)
+            want = store.query_scores(qv, k=100)
+            assert [(ids[d], s) for d, s in lane.ranking(qv)] == want
+            floor = want[10][1]  # a floor with ties around it is still cut exactly
+            above = [(cid, s) for cid, s in want if s > floor]
+            got = lane.ranking(qv, floor=floor)
+            assert [(ids[d], s) for d, s in got] == above
+            lexical = [ids.index(want[-1][0]), 4, ids.index(want[3][0])]
+            with_lexical = lane.ranking(qv, floor=floor, also=lexical)
+            wanted = {cid for cid, _ in above} | {want[-1][0]}
+            assert [(ids[d], s) for d, s in with_lexical] == [h for h in want if h[0] in wanted]
+            odd = lane.ranking(qv, keep=lambda d: d % 2 == 1)
+            assert [(ids[d], s) for d, s in odd] == [h for h in want if ids.index(h[0]) % 2]
