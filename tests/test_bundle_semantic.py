@@ -75,6 +75,13 @@ def test_hybrid_is_the_default_and_equals_the_python_hybrid_link(hashed_db):
                 assert outcome.semantic == {"mode": "hybrid", "channel": "hybrid", "error": None}
                 assert strip(outcome) == link.retrieve(query, top_k=8)
                 assert any(s["scores"]["vector"] > 0 for s in outcome.snippets)
+            # The export keeps int8 codes: scores are integer dots on the cosine scale.
+            codec, codes = vectors.int8_codes()
+            assert vectors.quantization == "int8" and len(codes) == searcher.vector_count
+            assert {len(c) for c in codes.values()} == {64}
+            for s in searcher.search(QUERIES[0], top_k=8).snippets:
+                dot = round(s["scores"]["vector"] * codec.scale * codec.scale)
+                assert s["scores"]["vector"] == codec.cosine(dot)
         finally:
             vectors.close()
             store.close()

@@ -8,7 +8,8 @@ other byte, for the RESTRICTED documents' text, titles and ids and for canary st
 
 With an embedding backend, :func:`export_store` also writes one vector per exported chunk into
 the same file (:class:`~ragspine_lite.vector.sqlite_store.SqliteVectorStore`, default table,
-``model_id = embedding_model_id(backend)``), so the bundle can be searched hybrid.
+``model_id = embedding_model_id(backend)``, ``quantization="int8"``: exact integer scores that
+the bundle's vector shards copy), so the bundle can be searched hybrid.
 """
 
 from __future__ import annotations
@@ -249,7 +250,8 @@ def export_store(
     ``embedding_batch_size`` texts, default
     :data:`~ragspine_lite.vector.chunk_vectors.DEFAULT_SYNC_BATCH_SIZE`; progress items
     ``"embedding <chunk_id>"``) into a
-    :class:`~ragspine_lite.vector.sqlite_store.SqliteVectorStore` in the same file, and the
+    :class:`~ragspine_lite.vector.sqlite_store.SqliteVectorStore` in the same file (int8
+    codes at a scale calibrated on the first batch), and the
     bundle facts record ``vectors``, ``embedding_model_id`` and ``embedding_dim``. Without
     one, no vector table is created. An ``index_text_fn`` (e.g. the contextual header) is
     what gets embedded, and the facts record its setting as ``index_text`` so the runtime
@@ -365,7 +367,7 @@ def _write_vectors(
     chunks = [c for c in store.iter_chunks() if not is_restricted(c.sensitivity)]
     model_id = embedding_model_id(backend)
     step = _prefixed(progress, EMBEDDING_PHASE)
-    with SqliteVectorStore(target, model_id=model_id) as vectors:
+    with SqliteVectorStore(target, model_id=model_id, quantization="int8") as vectors:
         sync_chunk_vectors(
             chunks,
             backend,
