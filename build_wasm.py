@@ -14,6 +14,7 @@ sections with anchors) into a chunk store through the normal ingest path, and as
     pyodide/                the Pyodide runtime, copied from node_modules/pyodide
     ragspine-lite.mjs/.d.ts the JS API; ragspine-worker.mjs the module Web Worker
     ragspine-search.mjs     the <ragspine-search> element (inline, or a Ctrl/Cmd-K modal)
+    ragspine-dense.mjs      the worker's exact int8 scan of the chunk vectors
     index.html              the site's search page (--title, --examples; none with --no-page),
                             or with --demo the ACME demo page (+ demo.mjs, demo.css)
     pages/                  Markdown/text sources rendered as pages, so their results link too
@@ -76,6 +77,7 @@ MICROPIP_WHEEL = f"micropip-{MICROPIP_VERSION}-py3-none-any.whl"
 
 RUNTIME_FILES = (
     "ragspine-lite.mjs", "ragspine-lite.d.ts", "ragspine-worker.mjs", "ragspine-search.mjs",
+    "ragspine-dense.mjs",
 )
 DEMO_FILES = ("index.html", "demo.mjs", "demo.css")
 #: The default search page's template (written as index.html with the site's title).

@@ -151,3 +151,49 @@ def test_the_dense_lane_ranks_like_the_sqlite_int8_store(bundle, numpy) -> None:
             assert [(ids[d], s) for d, s in with_lexical] == [h for h in want if h[0] in wanted]
             odd = lane.ranking(qv, keep=lambda d: d % 2 == 1)
             assert [(ids[d], s) for d, s in odd] == [h for h in want if ids.index(h[0]) % 2]
+
+
+NODE_SCRIPT = r"""
+import { readFileSync } from "node:fs";
+import { DenseScanner } from "%(module)s";
+const job = JSON.parse(readFileSync(0, "utf8"));
+const scanner = await DenseScanner.load(job.info, async (p) => readFileSync(job.root + "/" + p));
+const out = job.queries.map(({ query, threshold, docnos }) => {
+  const q = Int8Array.from(query);
+  return { scan: Array.from(scanner.scan(q, threshold)), dots: Array.from(scanner.dots(q, docnos)) };
+});
+process.stdout.write(JSON.stringify(out));
+"""
+
+
+@pytest.mark.cpython_only
+@pytest.mark.parametrize("numpy", SCANNERS)
+def test_the_javascript_scanner_gives_the_python_integers(bundle, numpy) -> None:
+    import json
+    import shutil
+    import subprocess
+
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("needs Node")
+    root, _ids, entry = bundle
+    module = Path(__file__).resolve().parent.parent / "web" / "ragspine-dense.mjs"
+    rnd = random.Random(5)
+    queries = [
+        {"query": [rnd.randrange(-127, 128) for _ in range(DIM)], "threshold": t,
+         "docnos": rnd.sample(range(53), 9) + [4, 40]}
+        for t in (None, 0, 150, -10**6, None)
+    ]
+    queries[-1]["query"] = [127] * (DIM // 2) + [-127] * (DIM // 2)  # the extremes
+    job = {"info": {**entry, "rows": 53}, "root": str(root), "queries": queries}
+    run = subprocess.run(
+        [node, "--input-type=module", "-e", NODE_SCRIPT % {"module": module.as_uri()}],
+        input=json.dumps(job), capture_output=True, text=True, check=True, timeout=60,
+    )
+    scanner = ShardScanner(Folder(root), entry, numpy=numpy)
+    for q, got in zip(queries, json.loads(run.stdout), strict=True):
+        codes = bytes(b & 0xFF for b in q["query"])
+        want = sorted(scanner.scan(codes, q["threshold"]))
+        assert [tuple(got["scan"][i : i + 2]) for i in range(0, len(got["scan"]), 2)] == want
+        assert got["dots"] == scanner.dots(codes, q["docnos"])
+        assert got["dots"][-2:] == [0, 0]
