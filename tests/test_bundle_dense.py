@@ -153,6 +153,29 @@ def test_the_dense_lane_ranks_like_the_sqlite_int8_store(bundle, numpy) -> None:
             assert [(ids[d], s) for d, s in odd] == [h for h in want if ids.index(h[0]) % 2]
 
 
+@pytest.mark.parametrize("numpy", SCANNERS)
+@pytest.mark.parametrize("limit", [3, 12, 30, 51, 60])
+def test_a_limit_cuts_like_a_store_query_with_k(bundle, numpy, limit) -> None:
+    """The chunk store path asks the store for k = the candidate count, then filters."""
+    root, ids, entry = bundle
+    lane = DenseLane(entry, ShardScanner(Folder(root), entry, numpy=numpy))
+    rnd = random.Random(limit)
+    keep = set(rnd.sample(range(53), 20))
+    with SqliteVectorStore(root.parent / "chunks.db", model_id="m", read_only=True) as store:
+        for _ in range(6):
+            qv = gauss(rnd)
+            top = [h for h in store.query_scores(qv, k=limit) if ids.index(h[0]) in keep]
+            got = lane.ranking(qv, limit=limit, keep=keep.__contains__)
+            assert [(ids[d], s) for d, s in got] == top
+            everything = store.query_scores(qv, k=100)
+            floor = everything[8][1]
+            lexical = [ids.index(cid) for cid, _ in everything[20:30]] + [4]
+            wanted = {cid for cid, s in everything if s > floor}
+            wanted |= {ids[d] for d in lexical}
+            got = lane.ranking(qv, floor=floor, also=lexical, limit=limit, keep=keep.__contains__)
+            assert [(ids[d], s) for d, s in got] == [h for h in top if h[0] in wanted]
+
+
 NODE_SCRIPT = r"""
 import { readFileSync } from "node:fs";
 import { DenseScanner } from "%(module)s";
@@ -160,7 +183,8 @@ const job = JSON.parse(readFileSync(0, "utf8"));
 const scanner = await DenseScanner.load(job.info, async (p) => readFileSync(job.root + "/" + p));
 const out = job.queries.map(({ query, threshold, docnos }) => {
   const q = Int8Array.from(query);
-  return { scan: Array.from(scanner.scan(q, threshold)), dots: Array.from(scanner.dots(q, docnos)) };
+  const scan = Array.from(scanner.scan(q, threshold));
+  return { scan, dots: Array.from(scanner.dots(q, docnos)) };
 });
 process.stdout.write(JSON.stringify(out));
 """
@@ -181,7 +205,7 @@ def test_the_javascript_scanner_gives_the_python_integers(bundle, numpy) -> None
     rnd = random.Random(5)
     queries = [
         {"query": [rnd.randrange(-127, 128) for _ in range(DIM)], "threshold": t,
-         "docnos": rnd.sample(range(53), 9) + [4, 40]}
+         "docnos": [*rnd.sample(range(53), 9), 4, 40]}
         for t in (None, 0, 150, -10**6, None)
     ]
     queries[-1]["query"] = [127] * (DIM // 2) + [-127] * (DIM // 2)  # the extremes

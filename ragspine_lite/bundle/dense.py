@@ -206,6 +206,7 @@ class DenseLane:
         self.codec = Int8Codec(entry["scale"])
         self.model_id = str(entry.get("model_id", ""))
         self.missing = frozenset(int(d) for d in entry.get("missing", ()))
+        self.vectors = _check_entry(entry)[1] - len(self.missing)
         self.scanner = scanner
 
     def ranking(
@@ -214,20 +215,37 @@ class DenseLane:
         *,
         floor: float | None = None,
         also: Iterable[int] = (),
+        limit: int | None = None,
         keep: Callable[[int], bool] | None = None,
     ) -> list[tuple[int, float]]:
         """``(docno, cosine)`` best first by ``(-dot, docno)``.
 
         ``floor`` ``None``: every row with a vector. Else only rows whose cosine is above
-        ``floor`` (what a calibrated fusion reads), plus the rows ``also`` names (e.g. the
-        lexical hits, whose dense score the results report). ``keep(docno)`` filters rows.
+        ``floor`` (all a calibrated fusion reads), plus the rows ``also`` names (the lexical
+        hits, whose dense score the results report). ``limit``: only rows among the
+        ``limit`` best of all rows count, as a store query with ``k = limit`` (the chunk
+        store path asks for ``k =`` the number of candidates). ``keep(docno)`` then
+        filters rows (the candidates).
         """
+        if limit is not None and limit >= self.vectors:
+            limit = None  # nothing to cut
         query = self.codec.encode(query_vector)
         threshold = None if floor is None else self.codec.dot_threshold(floor)
-        found = dict(self.scanner.scan(query, threshold))
+        ranked = sorted(self.scanner.scan(query, threshold), key=_best_first)
+        found = {d for d, _ in ranked}
         extra = sorted({d for d in also if d not in found and d not in self.missing})
-        if extra:
-            found.update(zip(extra, self.scanner.dots(query, extra), strict=True))
-        ranked = sorted(found.items(), key=lambda hit: (-hit[1], hit[0]))
+        if extra and limit is None:  # all at or below the threshold: they rank after
+            dots = self.scanner.dots(query, extra)
+            ranked += sorted(zip(extra, dots, strict=True), key=_best_first)
+        elif extra and len(ranked) < limit:  # their rank among all rows decides
+            wanted = found.union(extra)
+            everything = sorted(self.scanner.scan(query, None), key=_best_first)[:limit]
+            ranked = [hit for hit in everything if hit[0] in wanted]
+        if limit is not None:
+            del ranked[limit:]
         cosine = self.codec.cosine
         return [(d, cosine(dot)) for d, dot in ranked if keep is None or keep(d)]
+
+
+def _best_first(hit: tuple[int, int]) -> tuple[int, int]:
+    return -hit[1], hit[0]
