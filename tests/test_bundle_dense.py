@@ -35,6 +35,18 @@ def gauss(rnd: random.Random) -> tuple[float, ...]:
     return tuple(rnd.gauss(0.0, 1.0) for _ in range(DIM))
 
 
+def writer(root: Path):
+    """What the bundle writer does with a shard: a content-named file under data/vectors."""
+
+    def write(data: bytes) -> str:
+        path = f"data/vectors/v-{hashlib.sha256(data).hexdigest()[:16]}.i8"
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_bytes(data)
+        return path
+
+    return write
+
+
 def int8_store(path: Path, ids: list[str], seed: int = 7) -> None:
     rnd = random.Random(seed)
     with SqliteVectorStore(path, model_id="m", quantization="int8") as store:
@@ -47,7 +59,8 @@ def bundle(tmp_path: Path) -> tuple[Path, list[str], dict]:
     ids = [f"c{i:03d}" for i in range(53)]
     db = tmp_path / "chunks.db"
     int8_store(db, [cid for cid in ids if cid not in ("c004", "c040")])
-    entry = write_vector_shards(db, ids, tmp_path / "site", model_id="m", shard_bytes=20 * DIM)
+    site = tmp_path / "site"
+    entry = write_vector_shards(db, ids, writer(site), model_id="m", shard_bytes=20 * DIM)
     return tmp_path / "site", ids, entry
 
 
@@ -71,7 +84,7 @@ def test_shards_are_content_named_row_ranges_of_the_stored_codes(bundle) -> None
 def test_writing_again_gives_the_same_files(bundle, tmp_path) -> None:
     root, ids, entry = bundle
     db = tmp_path / "chunks.db"
-    again = write_vector_shards(db, ids, root, model_id="m", shard_bytes=20 * DIM)
+    again = write_vector_shards(db, ids, writer(root), model_id="m", shard_bytes=20 * DIM)
     assert again == entry
 
 
@@ -79,7 +92,7 @@ def test_a_float32_store_is_refused(tmp_path) -> None:
     with SqliteVectorStore(tmp_path / "f.db", model_id="m") as store:
         store.upsert([VectorRecord("a", (1.0, 0.0))])
     with pytest.raises(VectorStoreError, match="no int8 vectors"):
-        write_vector_shards(tmp_path / "f.db", ["a"], tmp_path / "site", model_id="m")
+        write_vector_shards(tmp_path / "f.db", ["a"], writer(tmp_path), model_id="m")
 
 
 @pytest.mark.parametrize("numpy", SCANNERS)

@@ -37,7 +37,6 @@ __all__ = [
 
 #: Target size of one vector shard (whole rows; a row larger than this is a shard alone).
 VECTOR_SHARD_BYTES = 1_536 * 1024
-_VECTOR_DIR = "data/vectors"
 
 
 class DenseScanner(Protocol):
@@ -53,22 +52,10 @@ class DenseScanner(Protocol):
         ...
 
 
-def _content_path(kind: str, ext: str, data: bytes) -> str:
-    return f"{_VECTOR_DIR}/{kind}-{hashlib.sha256(data).hexdigest()[:16]}.{ext}"
-
-
-def _write_file(root: Path, rel: str, data: bytes) -> None:
-    target = root / rel
-    if target.exists() and target.read_bytes() == data:
-        return
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_bytes(data)
-
-
 def write_vector_shards(
     db_path: str | Path,
     chunk_ids: Sequence[str],
-    bundle_root: str | Path,
+    write: Callable[[bytes], str],
     *,
     model_id: str,
     shard_bytes: int = VECTOR_SHARD_BYTES,
@@ -76,9 +63,10 @@ def write_vector_shards(
     """Write the int8 codes of ``chunk_ids`` (docno order) as shards; → the header entry.
 
     ``db_path`` is the exported chunk store, whose vectors of ``model_id`` must be int8
-    (:meth:`~ragspine_lite.vector.sqlite_store.SqliteVectorStore.int8_codes`). Returns
-    ``{"model_id", "dim", "scale", "shards": [[start, count, path], …], "missing": [docno,
-    …]}``, paths relative to ``bundle_root``.
+    (:meth:`~ragspine_lite.vector.sqlite_store.SqliteVectorStore.int8_codes`);
+    ``write(data)`` stores one shard's bytes and returns its path (the bundle writer names
+    it ``data/vectors/v-<hash16>.i8``). Returns ``{"model_id", "dim", "scale", "shards":
+    [[start, count, path], …], "missing": [docno, …]}``.
     """
     from ragspine_lite.vector.sqlite_store import SqliteVectorStore
 
@@ -91,9 +79,7 @@ def write_vector_shards(
     shards: list[list[Any]] = []
     for start in range(0, len(chunk_ids), per_shard):
         block = b"".join(codes.get(cid, zero) for cid in chunk_ids[start : start + per_shard])
-        path = _content_path("v", "i8", block)
-        _write_file(Path(bundle_root), path, block)
-        shards.append([start, len(block) // dim, path])
+        shards.append([start, len(block) // dim, write(block)])
     return {
         "model_id": model_id,
         "dim": dim,
