@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import random
 from pathlib import Path
 
 import pytest
 
+from ragspine_lite.bundle import dense
 from ragspine_lite.bundle.dense import DenseLane, ShardScanner, write_vector_shards
-from ragspine_lite.bundle.manifest import BundleFormatError
+from ragspine_lite.bundle.export import export_store, load_corpus
+from ragspine_lite.bundle.manifest import BUNDLE_FORMAT_VERSION, BundleFormatError
+from ragspine_lite.bundle.runtime import BundleSearcher
+from ragspine_lite.bundle.shards import DirectoryFiles, ShardedBundle, write_shards
+from ragspine_lite.vector.calibration import DenseCalibration
+from ragspine_lite.vector.embedding_backends import DeterministicEmbeddingBackend
 from ragspine_lite.vector.quantize import numpy_or_none
 from ragspine_lite.vector.sqlite_store import SqliteVectorStore, VectorStoreError
 from ragspine_lite.vector.store import VectorRecord
@@ -131,7 +138,7 @@ def test_a_damaged_shard_is_a_clear_error(bundle) -> None:
     data = bytearray(path.read_bytes())
     data[3] ^= 1
     path.write_bytes(bytes(data))
-    with pytest.raises(BundleFormatError, match="damaged"):
+    with pytest.raises(BundleFormatError, match="does not match the hash in its name"):
         ShardScanner(Folder(root), entry).scan(bytes(DIM), None)
 
 
@@ -234,3 +241,124 @@ def test_the_javascript_scanner_gives_the_python_integers(bundle, numpy) -> None
         assert [tuple(got["scan"][i : i + 2]) for i in range(0, len(got["scan"]), 2)] == want
         assert got["dots"] == scanner.dots(codes, q["docnos"])
         assert got["dots"][-2:] == [0, 0]
+
+
+# --- the dense lane of a format-2 bundle: the same results as the chunk store ---------------
+
+
+class CalibratedHash(DeterministicEmbeddingBackend):
+    """The hashed stand-in model with a calibration, so hybrid searches fuse calibrated."""
+
+    calibration = DenseCalibration(floor=0.05, ceiling=0.4)
+
+
+def hybrid_site(tmp: Path, backend) -> tuple[Path, Path]:
+    """(exported chunk store with int8 vectors, bundle root with its shards)."""
+    from test_bundle_shards import _write_docs
+
+    db = tmp / "chunks.db"
+    export_store(load_corpus([_write_docs(tmp / "docs", 70, 40)]), db, embedding_backend=backend)
+    root = tmp / "site"
+    report = write_shards(db, root)
+    (root / "manifest.json").write_text(
+        json.dumps({"format_version": BUNDLE_FORMAT_VERSION, "entry": {"index": report.header},
+                    "files": {p: {} for p in report.files}}),
+        encoding="utf-8",
+    )
+    return db, root
+
+
+@pytest.fixture(scope="module", params=["rrf", "calibrated"])
+def hybrid(request, tmp_path_factory):
+    backend = (DeterministicEmbeddingBackend if request.param == "rrf" else CalibratedHash)(dim=48)
+    patch = pytest.MonkeyPatch()
+    patch.setattr(dense, "VECTOR_SHARD_BYTES", 48 * 40)  # several shards
+    try:
+        db, root = hybrid_site(tmp_path_factory.mktemp("hybrid"), backend)
+    finally:
+        patch.undo()
+    return db, root, backend
+
+
+def hybrid_queries() -> list[str]:
+    from _corpus import load_slice
+
+    en = [q["text"] for q in load_slice("squad_slice").queries[:20]]
+    zh = [q["text"] for q in load_slice("cmrc_slice").queries[:8]]
+    return [*en, *zh, "hk revenue", "zzzz unknown"]
+
+
+def test_the_bundle_header_lists_the_vector_shards(hybrid) -> None:
+    db, root, backend = hybrid
+    bundle = ShardedBundle(DirectoryFiles(root))
+    entry = bundle.vectors
+    assert entry is not None and entry["missing"] == [] and entry["dim"] == 48
+    assert len(entry["shards"]) > 1 and sum(n for _, n, _ in entry["shards"]) == bundle.n_docs
+    with SqliteVectorStore(db, model_id=f"{type(backend).__name__}/48", read_only=True) as store:
+        codec, codes = store.int8_codes()
+    assert entry["scale"] == codec.scale
+    flat = b"".join((root / p).read_bytes() for _, _, p in entry["shards"])
+    assert flat == b"".join(codes[cid] for cid in sorted(codes))
+
+
+@pytest.mark.parametrize("numpy", SCANNERS)
+@pytest.mark.parametrize("kwargs", [
+    {}, {"top_k": 3}, {"top_k": 50}, {"filters": {"topic": "drama"}},
+    {"filters": ["topic=in:science,history"], "top_k": 20}, {"filters": {"language": "zh"}},
+])
+def test_hybrid_results_equal_the_chunk_store_path(hybrid, numpy, kwargs) -> None:
+    db, root, backend = hybrid
+    scanner = ShardScanner(DirectoryFiles(root), ShardedBundle(DirectoryFiles(root)).vectors,
+                           numpy=numpy)
+    with BundleSearcher(db, embedding_backend=backend) as reference, \
+            BundleSearcher.from_files(DirectoryFiles(root), embedding_backend=backend,
+                                      scanner=scanner) as lazy:
+        for query in hybrid_queries():
+            want = reference.search(query, **kwargs).as_dict()
+            got = lazy.search(query, **kwargs).as_dict()
+            assert got["semantic"] == want["semantic"] == {
+                "mode": "hybrid", "channel": "hybrid", "error": None}
+            assert got["hits"] == want["hits"], query
+        vectors = [s["scores"]["vector"] for s in lazy.search("drama festival", top_k=50).snippets]
+        assert any(v != 0.0 for v in vectors)
+
+
+def test_the_default_scanner_and_use_scanner(hybrid) -> None:
+    db, root, backend = hybrid
+    files = DirectoryFiles(root)
+    with BundleSearcher(db, embedding_backend=backend) as reference, \
+            BundleSearcher.from_files(files, embedding_backend=backend) as lazy:
+        info = json.loads(lazy.dispatch("vector_shards"))
+        assert info["rows"] == lazy.sharded.n_docs and info["dim"] == 48
+        assert [s[2] for s in info["shards"]] == [s[2] for s in lazy.sharded.vectors["shards"]]
+        seen: list[int] = []
+
+        class Counting(ShardScanner):
+            def scan(self, query, threshold):
+                seen.append(threshold)
+                return super().scan(query, threshold)
+
+        lazy.use_scanner(Counting(files, info))
+        for query in hybrid_queries()[:6]:
+            assert lazy.search(query).hits == reference.search(query).hits
+        assert len(seen) >= 6
+        if isinstance(backend, CalibratedHash):  # only rows above the floor are asked for
+            assert all(t is not None and t > 0 for t in seen)
+        else:
+            assert seen[0] is None
+    with BundleSearcher.from_files(files) as plain:
+        assert plain.vector_shards()["rows"] == plain.sharded.n_docs
+        with pytest.raises(ValueError, match="no sharded vectors"):
+            plain.use_scanner(ShardScanner(files, info))
+
+
+def test_bm25_mode_equals_the_chunk_store_path(hybrid) -> None:
+    db, root, backend = hybrid
+    with BundleSearcher(db, embedding_backend=backend) as reference, \
+            BundleSearcher.from_files(DirectoryFiles(root), embedding_backend=backend) as lazy:
+        for query in hybrid_queries()[:5]:
+            want = reference.search(query, mode="bm25")
+            got = lazy.search(query, mode="bm25")
+            assert got.semantic == want.semantic == {"mode": "bm25", "channel": "bm25",
+                                                     "error": None}
+            assert got.hits == want.hits

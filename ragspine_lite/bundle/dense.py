@@ -14,17 +14,14 @@ SQLite store ranks the same codes by ``(-dot, chunk_id)``.
 
 from __future__ import annotations
 
-import hashlib
 from array import array
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from ragspine_lite.bundle.manifest import BundleFormatError
+from ragspine_lite.bundle.shards import BundleFiles, _as_bytes, _check_content
 from ragspine_lite.vector.quantize import Int8Codec, Int8Matrix
-
-if TYPE_CHECKING:
-    from ragspine_lite.bundle.shards import BundleFiles
 
 __all__ = [
     "VECTOR_SHARD_BYTES",
@@ -58,7 +55,7 @@ def write_vector_shards(
     write: Callable[[bytes], str],
     *,
     model_id: str,
-    shard_bytes: int = VECTOR_SHARD_BYTES,
+    shard_bytes: int | None = None,
 ) -> dict[str, Any]:
     """Write the int8 codes of ``chunk_ids`` (docno order) as shards; → the header entry.
 
@@ -66,7 +63,8 @@ def write_vector_shards(
     (:meth:`~ragspine_lite.vector.sqlite_store.SqliteVectorStore.int8_codes`);
     ``write(data)`` stores one shard's bytes and returns its path (the bundle writer names
     it ``data/vectors/v-<hash16>.i8``). Returns ``{"model_id", "dim", "scale", "shards":
-    [[start, count, path], …], "missing": [docno, …]}``.
+    [[start, count, path], …], "missing": [docno, …]}``; a shard holds the rows of about
+    ``shard_bytes`` (default :data:`VECTOR_SHARD_BYTES`).
     """
     from ragspine_lite.vector.sqlite_store import SqliteVectorStore
 
@@ -75,7 +73,7 @@ def write_vector_shards(
         dim = int(store.dim or 0)
     zero = bytes(dim)
     missing = [docno for docno, cid in enumerate(chunk_ids) if cid not in codes]
-    per_shard = max(1, shard_bytes // dim)
+    per_shard = max(1, (shard_bytes or VECTOR_SHARD_BYTES) // dim)
     shards: list[list[Any]] = []
     for start in range(0, len(chunk_ids), per_shard):
         block = b"".join(codes.get(cid, zero) for cid in chunk_ids[start : start + per_shard])
@@ -126,12 +124,12 @@ class ShardScanner:
         if self._matrix is None:
             flat = bytearray()
             for _start, count, path in self._shards:
-                data = self._files.read(path)
-                digest = hashlib.sha256(data).hexdigest()[:16]
-                if len(data) != count * self.dim or not path.endswith(f"-{digest}.i8"):
+                data = _as_bytes(self._files.read(path))
+                _check_content(path, data)
+                if len(data) != count * self.dim:
                     raise BundleFormatError(
-                        f"vector shard {path!r} is damaged ({len(data)} bytes, sha256 "
-                        f"{digest}…): rebuild the bundle"
+                        f"vector shard {path!r} holds {len(data)} bytes, not {count} rows of "
+                        f"{self.dim}: rebuild the bundle"
                     )
                 flat += data
             self._matrix = Int8Matrix.from_buffer(range(self.rows), bytes(flat), self.dim)
@@ -202,31 +200,40 @@ class DenseLane:
         floor: float | None = None,
         also: Iterable[int] = (),
         limit: int | None = None,
-        keep: Callable[[int], bool] | None = None,
+        among: Callable[[int], Any] | None = None,
+        keep: Callable[[int], Any] | None = None,
     ) -> list[tuple[int, float]]:
-        """``(docno, cosine)`` best first by ``(-dot, docno)``.
+        """``(docno, cosine)`` best first by ``(-dot, docno)``, as a chunk-store query ranks.
 
         ``floor`` ``None``: every row with a vector. Else only rows whose cosine is above
         ``floor`` (all a calibrated fusion reads), plus the rows ``also`` names (the lexical
         hits, whose dense score the results report). ``limit``: only rows among the
-        ``limit`` best of all rows count, as a store query with ``k = limit`` (the chunk
-        store path asks for ``k =`` the number of candidates). ``keep(docno)`` then
-        filters rows (the candidates).
+        ``limit`` best of the rows ``among`` accepts (default all) count, as a store query
+        with ``k = limit`` and a ``where`` (the chunk-store path asks for ``k =`` the number
+        of candidates). ``keep(docno)`` then filters rows (the candidates).
         """
-        if limit is not None and limit >= self.vectors:
+        if limit is not None and among is None and limit >= self.vectors:
             limit = None  # nothing to cut
-        query = self.codec.encode(query_vector)
+        query = self.codec.encode(tuple(float(x) for x in query_vector))
         threshold = None if floor is None else self.codec.dot_threshold(floor)
-        ranked = sorted(self.scanner.scan(query, threshold), key=_best_first)
+
+        def scan(cut: int | None) -> list[tuple[int, int]]:
+            hits = self.scanner.scan(query, cut)
+            hits = hits if among is None else [hit for hit in hits if among(hit[0])]
+            return sorted(hits, key=_best_first)
+
+        ranked = scan(threshold)
         found = {d for d, _ in ranked}
-        extra = sorted({d for d in also if d not in found and d not in self.missing})
+        extra = sorted(
+            d for d in set(also) - found
+            if d not in self.missing and (among is None or among(d))
+        )
         if extra and limit is None:  # all at or below the threshold: they rank after
             dots = self.scanner.dots(query, extra)
             ranked += sorted(zip(extra, dots, strict=True), key=_best_first)
-        elif extra and len(ranked) < limit:  # their rank among all rows decides
+        elif extra and limit is not None and len(ranked) < limit:  # their rank decides
             wanted = found.union(extra)
-            everything = sorted(self.scanner.scan(query, None), key=_best_first)[:limit]
-            ranked = [hit for hit in everything if hit[0] in wanted]
+            ranked = [hit for hit in scan(None)[:limit] if hit[0] in wanted]
         if limit is not None:
             del ranked[limit:]
         cosine = self.codec.cosine

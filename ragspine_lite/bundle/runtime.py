@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ragspine_lite.bundle.dense import DenseScanner
 from ragspine_lite.bundle.manifest import (
     BUNDLE_FORMAT_VERSION,
     BUNDLE_META_TABLE,
@@ -579,6 +580,7 @@ class BundleSearcher:
         *,
         embedding_backend: Any = None,
         bundle: ShardedBundle | None = None,
+        scanner: DenseScanner | None = None,
     ) -> None:
         if bundle_db is not None and bundle is not None:
             raise ValueError("give the bundle as a chunk store path or as shards, not both")
@@ -618,6 +620,18 @@ class BundleSearcher:
                     bundle, query_rewriter=GlossaryQueryRewriter(), index_text_fn=self.index_text_fn
                 )
             )
+            if embedding_backend is not None and self._vector_model(embedding_backend):
+                self.embedding_backend = embedding_backend
+                self._hybrid = _FilteredIndex(
+                    ShardedIndex(  # type: ignore[arg-type]
+                        bundle,
+                        query_rewriter=GlossaryQueryRewriter(),
+                        index_text_fn=self.index_text_fn,
+                        embedding_backend=embedding_backend,
+                        scanner=scanner,
+                    ),
+                    fallback=self._bundle.index,
+                )
         self.page_store = ChunkStore(":memory:")
         self.page_store.init_schema()
         self._page = _FilteredIndex(
@@ -649,13 +663,38 @@ class BundleSearcher:
 
     @classmethod
     def from_files(
-        cls, files: BundleFiles, *, header: str | None = None, embedding_backend: Any = None
+        cls,
+        files: BundleFiles,
+        *,
+        header: str | None = None,
+        embedding_backend: Any = None,
+        scanner: DenseScanner | None = None,
     ) -> BundleSearcher:
         """Search a built site's sharded bundle read through ``files`` (a
         :class:`~ragspine_lite.bundle.shards.DirectoryFiles` on CPython; the worker's fetching
         reader in the browser). ``header``: its path (default: the manifest's ``entry.index``).
+        ``scanner`` scans the chunk vectors of a hybrid search (default: numpy or pure Python
+        over the vector shards; the worker passes its JavaScript scanner).
         """
-        return cls(embedding_backend=embedding_backend, bundle=ShardedBundle(files, header))
+        bundle = ShardedBundle(files, header)
+        return cls(embedding_backend=embedding_backend, bundle=bundle, scanner=scanner)
+
+    def vector_shards(self) -> dict[str, Any]:
+        """What a scanner outside Python needs: ``{"dim", "scale", "shards": [[start, count,
+        path], …], "missing", "rows"}`` (``{}``: no sharded vectors)."""
+        vectors = self.sharded.vectors if self.sharded is not None else None
+        if not vectors:
+            return {}
+        keys = ("dim", "scale", "shards", "missing")
+        return {**{k: vectors[k] for k in keys}, "rows": self.sharded.n_docs}  # type: ignore[union-attr]
+
+    def use_scanner(self, scanner: DenseScanner) -> None:
+        """Scan the sharded vectors with ``scanner`` from now on (the worker hands over its
+        JavaScript scanner once the shards are in; the results stay the same integers)."""
+        index = self._hybrid.index if self._hybrid is not None else None
+        if not isinstance(index, ShardedIndex) or index.dense is None:
+            raise ValueError("this searcher has no sharded vectors to scan")
+        index.dense.scanner = scanner
 
     def files_for(
         self,
@@ -693,17 +732,27 @@ class BundleSearcher:
         value = self.bundle_facts.get("vectors", 0)
         return int(value) if isinstance(value, int) and not isinstance(value, bool) else 0
 
-    def _open_vectors(self, bundle_db: str | Path, backend: Any) -> None:
-        from ragspine_lite.vector.sqlite_store import SqliteVectorStore, embedding_model_id
+    def _vector_model(self, backend: Any) -> str:
+        """The model of the bundle's vectors (``""``: a BM25-only bundle, the backend has
+        nothing to search); a backend of another model is refused."""
+        from ragspine_lite.vector.sqlite_store import embedding_model_id
 
         model_id = str(self.bundle_facts.get("embedding_model_id") or "")
         if not self.vector_count or not model_id:
-            return  # a BM25-only bundle: the backend has nothing to search
+            return ""
         if embedding_model_id(backend) != model_id:
             raise BundleFormatError(
                 f"the bundle's vectors were made by {model_id!r} but the embedding backend is "
                 f"{embedding_model_id(backend)!r}: rebuild the bundle or load its own model"
             )
+        return model_id
+
+    def _open_vectors(self, bundle_db: str | Path, backend: Any) -> None:
+        from ragspine_lite.vector.sqlite_store import SqliteVectorStore
+
+        model_id = self._vector_model(backend)
+        if not model_id:
+            return
         vector_store = SqliteVectorStore(bundle_db, model_id=model_id, read_only=True)
         self._vector_store = vector_store
         self.embedding_backend = backend
@@ -1205,7 +1254,7 @@ class BundleSearcher:
         Ops: ``search`` {query, filters?, topK?, highlight?, rerank?, mode?, postprocess?};
         ``ingest`` {name, text, vectors?}; ``page_vectors`` {docId}; ``check`` {name, text};
         ``forget`` {docIds?}; ``documents``; ``stats``; ``files_for`` {query, filters?, topK?,
-        mode?};
+        mode?}; ``vector_shards``;
         ``configure`` {reranker, url?, token?, timeout?, check?}; ``configure_llm`` {url?,
         token?, timeout?, transform?, decompose?, adaptive?, check?}; ``embed_plan`` {query,
         mode?}, {texts} or {document: {name, text}}; ``embed`` {texts}. ``search`` also takes
@@ -1239,6 +1288,8 @@ class BundleSearcher:
                 args.get("query", ""), filters=args.get("filters"), top_k=args.get("topK"),
                 mode=args.get("mode"),
             )}
+        elif op == "vector_shards":
+            result = self.vector_shards()
         elif op == "embed":
             result = {"vectors": self.embed(args.get("texts", []))}
         elif op == "configure":
@@ -1275,7 +1326,8 @@ class BundleSearcher:
         else:
             raise ValueError(
                 f"unknown operation {op!r}; valid: check, configure, configure_llm, documents, "
-                "embed, embed_plan, files_for, forget, ingest, page_vectors, search, stats"
+                "embed, embed_plan, files_for, forget, ingest, page_vectors, search, stats, "
+                "vector_shards"
             )
         return json.dumps(result, ensure_ascii=False)
 

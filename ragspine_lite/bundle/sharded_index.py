@@ -5,7 +5,10 @@
 same stages (:mod:`ragspine_lite.lexical.pipeline`), the same BM25 scorer, the same fusion and
 tie rule, so its results equal the SQLite path's. What it reads: the postings shards of the
 query variants' terms, the filter file when a search filters, and the text fragments of the
-fused hits only.
+fused hits only. With an embedding backend and a bundle with vectors it searches hybrid: the
+dense lane (:class:`~ragspine_lite.bundle.dense.DenseLane`) scans the int8 vector shards with
+a :class:`~ragspine_lite.bundle.dense.DenseScanner` (numpy or pure Python by default, the
+worker's JavaScript one in the browser), the same integers the chunk store's int8 vectors give.
 """
 
 from __future__ import annotations
@@ -14,15 +17,18 @@ import copy
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from ragspine_lite.bundle.shards import ShardedBM25Index, ShardedBundle
+from ragspine_lite.bundle.dense import DenseLane, DenseScanner, ShardScanner
+from ragspine_lite.bundle.shards import ShardedBM25Index, ShardedBundle, docno_key
 from ragspine_lite.filtering.metadata_filter import MetadataFilter
 from ragspine_lite.lexical.inverted_index import CandidateSet
 from ragspine_lite.lexical.pipeline import (
-    CHANNEL_BM25,
+    CHANNEL_HYBRID,
     ChannelHits,
     RetrievalResult,
     channel_hits,
+    choose_channel,
     default_fusion,
+    embed_queries,
     equality_filters,
     filtered_positions,
     fused_results,
@@ -30,15 +36,20 @@ from ragspine_lite.lexical.pipeline import (
 )
 from ragspine_lite.lexical.retrieval import DEFAULT_TOP_K, QueryRewriter
 from ragspine_lite.lexical.tokenizer import tokenize
+from ragspine_lite.vector.embedding_backends import DEFAULT_MIN_COVERAGE, check_min_coverage
 
 __all__ = ["ShardedIndex"]
 
 
 class ShardedIndex:
-    """Search a :class:`ShardedBundle` (BM25; see the module docstring).
+    """Search a :class:`ShardedBundle` (see the module docstring).
 
     ``index_text_fn`` is the index text the bundle was built with (its BM25 postings already
-    hold it); it is kept so page documents can be indexed the same way.
+    hold it); it is kept so page documents can be indexed the same way. With an
+    ``embedding_backend`` (and vectors in the bundle) searches are hybrid, gated by
+    ``min_query_coverage`` and fused as NarrativeIndex fuses them; ``scanner`` scans the
+    vectors (default: :class:`~ragspine_lite.bundle.dense.ShardScanner` over the bundle's
+    files).
     """
 
     def __init__(
@@ -48,13 +59,22 @@ class ShardedIndex:
         query_rewriter: QueryRewriter | None = None,
         top_k: int = DEFAULT_TOP_K,
         index_text_fn: Callable[[Any], str] | None = None,
+        embedding_backend: Any = None,
+        scanner: DenseScanner | None = None,
+        min_query_coverage: float | None = DEFAULT_MIN_COVERAGE,
     ) -> None:
         self.bundle = bundle
         self.bm25 = ShardedBM25Index(bundle)
         self.query_rewriter = query_rewriter
         self.top_k = top_k
         self.index_text_fn = index_text_fn
-        self.fusion = default_fusion(None)
+        self.embedding_backend = embedding_backend
+        self.dense: DenseLane | None = None
+        if embedding_backend is not None and bundle.vectors is not None:
+            vectors = bundle.vectors
+            self.dense = DenseLane(vectors, scanner or ShardScanner(bundle.files, vectors))
+        self.min_query_coverage = check_min_coverage(min_query_coverage)
+        self.fusion = default_fusion(embedding_backend)
         self.last_channel: str | None = None
 
     def files_for(
@@ -93,9 +113,12 @@ class ShardedIndex:
     ) -> list[RetrievalResult]:
         """Top results by ``(-fused_score, chunk_id)``; filters as NarrativeIndex's."""
         limit = self.top_k if top_k is None else top_k
-        self.last_channel = CHANNEL_BM25
+        self.last_channel = choose_channel(
+            self.dense is not None, self.embedding_backend, query, self.min_query_coverage
+        )
         filters = equality_filters(topic, entity, geography, period, language)
-        hits = self._hits(query, filters, metadata_filter, limit)
+        hybrid = self.last_channel == CHANNEL_HYBRID
+        hits = self._hits(query, filters, metadata_filter, limit, hybrid=hybrid)
         if hits is None:
             return []
         return fused_results(hits, self.fusion, limit, self._chunks_for)
@@ -106,16 +129,63 @@ class ShardedIndex:
         filters: Mapping[str, str | None],
         metadata_filter: MetadataFilter | None,
         limit: int,
+        *,
+        hybrid: bool = False,
     ) -> list[ChannelHits] | None:
-        """The BM25 rankings of the query variants (``None``: no document passes the filters)."""
+        """The BM25 (and, ``hybrid``, dense) rankings of the query variants (``None``: no
+        document passes the filters)."""
         candidates = self._candidates(filters, metadata_filter)
         if candidates is not None and candidates.count == 0:
             return None
         queries = query_variants(self.query_rewriter, query)
-        with self.bm25.reading():
-            rankings = self.bm25.rank_variants(queries, candidates=candidates, limit=limit)
+        with self.bm25.reading():  # with a dense lane every lexical hit counts
+            rankings = self.bm25.rank_variants(
+                queries, candidates=candidates, limit=None if hybrid else limit
+            )
         lexical = [[(key, s) for _, key, s in ranking] for ranking in rankings]
-        return channel_hits(queries, lexical)
+        dense = None
+        if hybrid:
+            found = {d for ranking in rankings for d, _, _ in ranking}
+            dense = self._dense_rankings(queries, found, filters, candidates)
+        return channel_hits(queries, lexical, dense)
+
+    def dense_queries(self, query: str) -> list[str]:
+        """The texts a :meth:`retrieve` of ``query`` embeds (``[]``: it takes a BM25 channel)."""
+        channel = choose_channel(
+            self.dense is not None, self.embedding_backend, query, self.min_query_coverage
+        )
+        return query_variants(self.query_rewriter, query) if channel == CHANNEL_HYBRID else []
+
+    def _dense_rankings(
+        self,
+        queries: list[str],
+        lexical: set[int],
+        filters: Mapping[str, str | None],
+        candidates: CandidateSet | None,
+    ) -> list[list[tuple[str, float]]]:
+        """Per query variant, the dense hits the fusion reads, ``(key, cosine)`` best first.
+
+        As the chunk-store path: its store query asks for ``k =`` the candidate count among
+        the rows passing the equality filters, then keeps the candidates. A calibrated
+        fusion reads only cosines above its floor, plus the lexical hits' (their results'
+        vector scores); RRF reads the whole ranking.
+        """
+        assert self.dense is not None
+        calibration = getattr(self.fusion, "calibration", None)
+        floor = None if calibration is None else calibration.floor
+        limit = among = keep = None
+        if candidates is not None:
+            limit, keep = candidates.count, candidates.mask.__getitem__
+            if any(v is not None for v in filters.values()):
+                where = self._candidates(filters, None)
+                among = where.mask.__getitem__ if where is not None else None
+        out = []
+        for vector in embed_queries(self.embedding_backend, list(queries)):
+            ranked = self.dense.ranking(
+                vector, floor=floor, also=lexical, limit=limit, among=among, keep=keep
+            )
+            out.append([(docno_key(d), cosine) for d, cosine in ranked])
+        return out
 
     def _candidates(
         self, filters: Mapping[str, str | None], metadata_filter: MetadataFilter | None

@@ -663,7 +663,7 @@ def write_shards(
         step(1)
         filters = _write_filters(out, chunks)
         step(2)
-        vectors = _vector_entry(out, store, facts, chunks)
+        vectors = _vector_entry(out, Path(db_path), facts, chunks)
         step(3)
     finally:
         store.close()
@@ -682,12 +682,16 @@ def write_shards(
 
 
 def _vector_entry(
-    out: _Writer, store: ChunkStore, facts: Mapping[str, Any], chunks: list[StoredChunk]
+    out: _Writer, db_path: Path, facts: Mapping[str, Any], chunks: list[StoredChunk]
 ) -> dict[str, Any] | None:
     """The header's ``vectors`` entry (``None`` for a bundle exported without vectors)."""
     if not facts.get("vectors"):
         return None
-    raise BundleFormatError(
-        "this bundle has chunk vectors, which format 2 does not shard yet: build it without "
-        "--embeddings"
+    from ragspine_lite.bundle.dense import write_vector_shards  # it reads through this module
+
+    return write_vector_shards(
+        db_path,
+        [c.chunk_id for c in chunks],
+        lambda data: out.write("data/vectors", "v", data, ".i8"),
+        model_id=str(facts.get("embedding_model_id") or ""),
     )
