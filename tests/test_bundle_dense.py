@@ -8,13 +8,13 @@ import random
 from pathlib import Path
 
 import pytest
+from test_bundle_shards import _site
 
 from ragspine_lite.bundle import dense
 from ragspine_lite.bundle.dense import DenseLane, ShardScanner, write_vector_shards
-from ragspine_lite.bundle.export import export_store, load_corpus
-from ragspine_lite.bundle.manifest import BUNDLE_FORMAT_VERSION, BundleFormatError
+from ragspine_lite.bundle.manifest import BundleFormatError
 from ragspine_lite.bundle.runtime import BundleSearcher
-from ragspine_lite.bundle.shards import DirectoryFiles, ShardedBundle, write_shards
+from ragspine_lite.bundle.shards import DirectoryFiles, ShardedBundle
 from ragspine_lite.vector.calibration import DenseCalibration
 from ragspine_lite.vector.embedding_backends import DeterministicEmbeddingBackend
 from ragspine_lite.vector.quantize import numpy_or_none
@@ -252,29 +252,13 @@ class CalibratedHash(DeterministicEmbeddingBackend):
     calibration = DenseCalibration(floor=0.05, ceiling=0.4)
 
 
-def hybrid_site(tmp: Path, backend) -> tuple[Path, Path]:
-    """(exported chunk store with int8 vectors, bundle root with its shards)."""
-    from test_bundle_shards import _write_docs
-
-    db = tmp / "chunks.db"
-    export_store(load_corpus([_write_docs(tmp / "docs", 70, 40)]), db, embedding_backend=backend)
-    root = tmp / "site"
-    report = write_shards(db, root)
-    (root / "manifest.json").write_text(
-        json.dumps({"format_version": BUNDLE_FORMAT_VERSION, "entry": {"index": report.header},
-                    "files": {p: {} for p in report.files}}),
-        encoding="utf-8",
-    )
-    return db, root
-
-
 @pytest.fixture(scope="module", params=["rrf", "calibrated"])
 def hybrid(request, tmp_path_factory):
     backend = (DeterministicEmbeddingBackend if request.param == "rrf" else CalibratedHash)(dim=48)
     patch = pytest.MonkeyPatch()
     patch.setattr(dense, "VECTOR_SHARD_BYTES", 48 * 40)  # several shards
     try:
-        db, root = hybrid_site(tmp_path_factory.mktemp("hybrid"), backend)
+        db, root = _site(tmp_path_factory.mktemp("hybrid"), embedding_backend=backend)
     finally:
         patch.undo()
     return db, root, backend

@@ -45,10 +45,10 @@ def _write_docs(folder: Path, n_en: int = 160, n_zh: int = 90) -> Path:
     return folder
 
 
-def _site(tmp: Path, *, index_text_fn=None) -> tuple[Path, Path]:
-    """(exported chunk store, bundle root with the shards)."""
+def _site(tmp: Path, **export: object) -> tuple[Path, Path]:
+    """(exported chunk store, bundle root with the shards); ``export``: export_store kwargs."""
     db = tmp / "chunks.db"
-    export_store(load_corpus([_write_docs(tmp / "docs")]), db, index_text_fn=index_text_fn)
+    export_store(load_corpus([_write_docs(tmp / "docs")]), db, **export)  # type: ignore[arg-type]
     root = tmp / "site"
     report = write_shards(db, root)
     (root / "manifest.json").write_text(
