@@ -1,54 +1,46 @@
-"""Speed of the semantic channel (MiniLM) on CPython and in headless Chromium, side by side.
+"""Dense search at scale: int8 vector shards scanned exactly, in Chromium and on CPython.
 
-    python bench/browser_embeddings.py [--data DIR] [--sets squad_train,cmrc_train]
-                                       [--paragraphs 1000] [--queries 100] [--work DIR]
+    python bench/browser_embeddings.py [--data DIR] [--set squad_train] [--sizes 10000,100000]
+                                       [--queries 100] [--quality-queries 1000] [--work DIR]
 
-Per retrieval set (``squad_train``: English; ``cmrc_train``: Chinese) it builds a site with
-``build_wasm.build_site(..., embeddings="minilm")`` from a subset of the corpus: the paragraphs
-that answer the first ``--queries`` queries, then other paragraphs up to ``--paragraphs``
-(every chunk is embedded at build time on CPython, which takes a while). Then, in one run:
+For each size N (chunks) it builds a hybrid site with MiniLM vectors (``build_wasm.build_site(
+..., embeddings="minilm")``, format 2: the vectors are int8 shards the worker scans in JS)
+from the retrieval set: the paragraphs answering the first ``--quality-queries`` queries, then
+the others in corpus order; beyond the corpus (squad_train has 10,000 paragraphs, about 22,000
+chunks) the paragraphs come again as copies under new document ids, so the 100k site has the
+same texts several times (an exact scan costs the same whatever the vectors hold). Chunk
+vectors are computed once per distinct text and cached under ``--work``.
 
-* **CPython**: ``OnnxEmbeddingBackend().embed_texts([q])`` per query, and
-  ``BundleSearcher(site/data/chunks.db, embedding_backend=...)`` ``.search(q, top_k=10,
-  mode="hybrid" | "bm25", highlight=False)``;
-* **Chromium, JSPI**: the site served from 127.0.0.1 and opened with
-  ``RagSpineLite.open({bundle, jspi: true})`` in Debian's Chromium driven by Playwright:
-  ``rs.embed([q])`` and ``rs.searchDetailed(q, {topK: 10, mode, highlight: false})``, wall
-  time per call around the JS call (worker round trip included), all queries in one
-  ``page.evaluate``; Python awaits onnxruntime-web through JSPI (``run_sync``);
-* **Chromium, no JSPI**: the same with ``jspi: false``: the worker runs the model in JS
-  before the (synchronous) Python search.
+One table, one row per size, then:
 
-It prints one table (p50/p95 ms per set × operation × runtime) and, below it, the model load
-time in the browser per path, the bundle bytes of ``models/``, ``ort/`` and ``data/``, the
-build time and chunks/s of the build-time embedding, passage-embedding throughput (one batch
-of paragraphs) per runtime, and which channel the hybrid searches took (``hybrid`` or
-``bm25:outside-vocabulary``: MiniLM is English-only, so Chinese queries are gated to BM25
-and their "hybrid" row measures the gate plus BM25).
+* **Chromium** (headless, JSPI; the site served from 127.0.0.1, ``RagSpineLite.open``): p50 of
+  ``rs.embed([q])`` (query embedding), ``searchDetailed(q, {mode: "bm25"})`` and
+  ``searchDetailed(q, {mode: "hybrid"})`` over ``--queries`` queries, wall time around the JS
+  call (worker round trip included); **dense** = hybrid − BM25 − embedding (p50s);
+* **vectors**: bytes of the ``data/vectors/*.i8`` shards vs float32 (4 bytes per dimension);
+* **identical**: the hybrid hits (chunk ids, vector and fused scores) of every measured query
+  are the same in Chromium (JS scan), on CPython with numpy and in pure Python (the sharded
+  reader, ``BundleSearcher.from_files``);
+* **quality** (smallest size): hybrid nDCG@10 of the SQLite reference path with the bundle's
+  int8 vectors and with the same vectors in float32, over the ``--quality-queries`` queries.
 
-The no-JSPI path keeps the vectors it was handed (primed) per text, so query embedding and
-the searches run in two separately opened instances, and warm-up calls use other texts.
-CPython's onnxruntime uses its default threads; onnxruntime-web runs single-threaded (the
-page is not cross-origin isolated). ``--work DIR`` keeps the built sites and reuses them
-while the package/web code and the subset are unchanged. Needs the ``[embed-onnx]`` extra,
-``npm ci`` (Pyodide, onnxruntime-web), Playwright and Chromium. Progress goes to stderr.
+Needs the ``[embed-onnx]`` extra, ``npm ci``, Playwright and Chromium. Progress goes to stderr.
 """
 
 from __future__ import annotations
 
 import argparse
-import gzip
 import hashlib
 import importlib.util
 import json
-import os
+import math
 import shutil
+import sqlite3
 import sys
 import tempfile
 import threading
 import time
-from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -69,52 +61,33 @@ def _load_sibling(name: str) -> ModuleType:
 bench_browser = _load_sibling("browser")
 build_wasm: Any = bench_browser.build_wasm
 
-SETS = ("squad_train", "cmrc_train")
-LANGUAGES = {"squad_train": "en", "cmrc_train": "zh", "drcd_test": "zh"}
-PATHS = ("jspi", "nojspi")
-PATH_LABELS = {"cpython": "CPython", "jspi": "Chromium JSPI", "nojspi": "Chromium no-JSPI"}
-OPERATIONS = (("embed", "query embedding"), ("hybrid", "hybrid search"), ("bm25", "BM25 search"))
-# Not among the measured queries: the no-JSPI path caches primed vectors per text.
-WARMUPS = ("warm up the model", "how fast is a warm query", "预热一下查询")
-PASSAGES = 64  # paragraphs embedded in one call, for throughput
+K = 10
+WARMUPS = ("warm up the model", "how fast is a warm query", "which river is the longest")
 
 PAGE_JS = r"""
-async ({ module, bundle, jspi, queries, warmups, passages }) => {
+async ({ module, bundle, queries, warmups }) => {
   const { RagSpineLite } = await import(module);
-  const out = { opens: [] };
-  const open = async () => {
-    const t = performance.now();
-    const rs = await RagSpineLite.open({ bundle, jspi, timeoutMs: 0 });
-    out.opens.push({ ms: performance.now() - t, embeddings: rs.info.embeddings,
-                     timings: rs.info.timings });
-    return rs;
-  };
-  let rs = await open();
-  for (const w of warmups) await rs.embed([w]);
+  const rs = await RagSpineLite.open({ bundle, jspi: true, timeoutMs: 0 });
+  const out = { info: rs.info };
+  for (const w of warmups) {
+    await rs.embed([w]);
+    await rs.searchDetailed(w, { topK: 10, mode: "hybrid", highlight: false });
+    await rs.searchDetailed(w, { topK: 10, mode: "bm25", highlight: false });
+  }
   out.embed = [];
   for (const q of queries) {
     const t = performance.now();
     await rs.embed([q]);
-    out.embed.push({ ms: performance.now() - t });
+    out.embed.push(performance.now() - t);
   }
-  let t = performance.now();
-  await rs.embed(passages);
-  out.passageMs = performance.now() - t;
-  rs.close();
-  rs = await open();  // nothing primed yet for the searches
-  for (const mode of ["hybrid", "bm25"]) {
-    const opts = { topK: 10, mode, highlight: false };
-    for (const w of warmups) await rs.searchDetailed(w, opts);
-    const rows = [];
+  for (const mode of ["bm25", "hybrid"]) {
+    out[mode] = [];
     for (const q of queries) {
       const t = performance.now();
-      const r = await rs.searchDetailed(q, opts);
-      const ms = performance.now() - t;
-      rows.push({ ms, took: r.tookMs, channel: r.semantic ? r.semantic.channel : null,
-                  path: r.worker ? r.worker.path : null,
-                  modelMs: r.worker && r.worker.modelMs !== undefined ? r.worker.modelMs : null });
+      const r = await rs.searchDetailed(q, { topK: 10, mode, highlight: false });
+      out[mode].push({ ms: performance.now() - t, channel: r.semantic ? r.semantic.channel : null,
+                       hits: r.results.map((s) => [s.chunk_id, s.scores.vector, s.scores.fused]) });
     }
-    out[mode] = rows;
   }
   rs.close();
   return out;
@@ -126,149 +99,212 @@ def log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-def pct(values: Sequence[float], p: float) -> float:
+def p50(values: Sequence[float]) -> float:
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(p * len(ordered)))] if ordered else float("nan")
+    return ordered[len(ordered) // 2] if ordered else float("nan")
 
 
-def select(
-    corpus: list[dict], queries: list[dict], n_paragraphs: int, n_queries: int
-) -> tuple[list[dict], list[dict]]:
-    """The first ``n_queries`` distinct queries and a corpus subset: their answers, then
-    other paragraphs in corpus order, ``n_paragraphs`` in all (kept in corpus order)."""
-    seen: set[str] = set()
-    chosen = []
-    for q in queries:
-        if q["text"] not in seen:
-            seen.add(q["text"])
-            chosen.append(q)
-    chosen = chosen[:n_queries]
-    wanted = list(dict.fromkeys(q["rel"] for q in chosen))[:n_paragraphs]
-    keep = set(wanted)
-    for d in corpus:
-        if len(keep) >= n_paragraphs:
-            break
-        keep.add(d["id"])
-    return [d for d in corpus if d["id"] in keep], chosen
+class CachedBackend:
+    """An embedding backend that embeds each distinct text once (vectors kept in a file)."""
+
+    def __init__(self, inner: Any, path: Path) -> None:
+        self.inner = inner
+        self.path = path
+        self.vectors: dict[str, list[float]] = {}
+        if path.is_file():
+            self.vectors = json.loads(path.read_text("utf-8"))
+        self.added = 0
+
+    def __getattr__(self, name: str) -> Any:  # model_id, dim, calibration, coverage, …
+        return getattr(self.inner, name)
+
+    @staticmethod
+    def key(text: str) -> str:
+        return hashlib.sha1(text.encode("utf-8")).hexdigest()
+
+    def embed_texts(self, texts: list[str]) -> list[list[float]]:
+        missing = list(dict.fromkeys(t for t in texts if self.key(t) not in self.vectors))
+        if missing:
+            for text, vector in zip(missing, self.inner.embed_texts(missing), strict=True):
+                self.vectors[self.key(text)] = [float(x) for x in vector]
+            self.added += len(missing)
+            if self.added >= 2000:
+                self.save()
+        return [self.vectors[self.key(t)] for t in texts]
+
+    def save(self) -> None:
+        self.path.write_text(json.dumps(self.vectors), "utf-8")
+        self.added = 0
 
 
-def write_docs(corpus: list[dict], folder: Path, language: str) -> None:
+def chunk_counts(corpus: list[dict]) -> list[int]:
+    """Chunks per paragraph with the export's default chunker."""
+    from ragspine_lite.chunking.chunking import DocumentMeta, chunk_document
+
+    return [len(chunk_document(d["text"], DocumentMeta(doc_id=d["id"]))) for d in corpus]
+
+
+def select(corpus: list[dict], queries: list[dict], n_chunks: int) -> list[dict]:
+    """Paragraphs answering ``queries`` first, then the rest, then copies: ≥ ``n_chunks``."""
+    answers = list(dict.fromkeys(q["rel"] for q in queries))
+    by_id = {d["id"]: d for d in corpus}
+    order = [by_id[a] for a in answers] + [d for d in corpus if d["id"] not in set(answers)]
+    sizes = dict(zip((d["id"] for d in order), chunk_counts(order), strict=True))
+    out: list[dict] = []
+    total, copy = 0, 0
+    while total < n_chunks:
+        for d in order:
+            if total >= n_chunks:
+                break
+            out.append(d if copy == 0 else {**d, "id": f"{d['id']}-copy{copy}"})
+            total += sizes[d["id"]]
+        copy += 1
+    return out
+
+
+def write_docs(corpus: list[dict], folder: Path) -> None:
     """One front-matter ``.txt`` per paragraph (as ``bench/browser.py`` writes them)."""
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
     for d in corpus:
         title = (d.get("title") or d["id"]).replace('"', "'").replace("\n", " ")
         (folder / f"{d['id']}.txt").write_text(
-            f'---\ndoc_id: {d["id"]}\ntitle: "{title}"\nlanguage: {language}\n'
+            f'---\ndoc_id: {d["id"]}\ntitle: "{title}"\nlanguage: en\n'
             f"sensitivity: PUBLIC\n---\n{d['text']}\n",
             encoding="utf-8",
         )
 
 
-def build(
-    name: str, corpus: list[dict], site: Path, wheels: tuple[Path, Path], meta_path: Path
-) -> dict[str, Any]:
-    """Build (or reuse) the site with MiniLM vectors; → build facts (times, counts)."""
+def build(corpus: list[dict], site: Path, wheels: tuple[Path, Path], backend: CachedBackend,
+          db_copy: Path | None) -> dict[str, Any]:
+    """Build (or reuse) the hybrid site; ``db_copy``: also keep its exported chunk store."""
     key = hashlib.sha256("\n".join(d["id"] for d in corpus).encode()).hexdigest()
+    meta_path = site.parent / f"{site.name}.build.json"
     if meta_path.is_file() and bench_browser._current(site, wheels[0]):
         meta = json.loads(meta_path.read_text("utf-8"))
-        manifest = json.loads((site / "manifest.json").read_text("utf-8"))
-        if meta.get("key") == key and "embeddings" in manifest["entry"]:
-            log(f"reusing the {name} site ({len(corpus)} paragraphs)")
-            return {**meta, "reused": True}
+        if meta.get("key") == key and (db_copy is None or db_copy.is_file()):
+            log(f"reusing {site.name} ({meta['chunks']} chunks)")
+            return meta
     docs = site.parent / f"{site.name}-docs"
-    write_docs(corpus, docs, LANGUAGES.get(name, ""))
-    log(f"building the {name} site ({len(corpus)} paragraphs, MiniLM vectors)…")
-    bar = build_wasm.ProgressBar(f"  {name}", min_total=20)
-    last: dict[str, float] = {}
-
-    def progress(done: int, total: int, item: str) -> None:
-        last[item.partition(" ")[0]] = time.perf_counter()
-        bar(done, total, item)
-
+    write_docs(corpus, docs)
+    log(f"building {site.name} ({len(corpus)} paragraphs, MiniLM vectors)…")
     started = time.perf_counter()
+    from ragspine_lite.bundle import export
+
+    real_make = build_wasm.make_embedding_backend
+    build_wasm.make_embedding_backend = lambda *_args, **_kw: backend
+    real_export = export.export_store
+
+    def export_and_keep(docs_: Any, db_path: Any, **kwargs: Any) -> Any:
+        report = real_export(docs_, db_path, **kwargs)
+        if db_copy is not None:
+            shutil.copyfile(db_path, db_copy)
+        return report
+
+    export.export_store = export_and_keep  # build_site imports it when it runs
     try:
         manifest = build_wasm.build_site(
-            [docs], site, title=name, wheel=wheels[0], micropip=wheels[1], demo=True,
-            embeddings="minilm", progress=progress,
+            [docs], site, title=site.name, wheel=wheels[0], micropip=wheels[1], demo=True,
+            embeddings="minilm", progress=build_wasm.ProgressBar(f"  {site.name}", min_total=20),
         )
     finally:
+        build_wasm.make_embedding_backend = real_make
+        export.export_store = real_export
+        backend.save()
         shutil.rmtree(docs, ignore_errors=True)
-    # The embedding phase follows indexing; its last report ends it.
-    embed_s = last.get("embedding", started) - last.get("indexing", started)
-    counts = manifest["counts"]
-    meta = {
-        "key": key,
-        "paragraphs": len(corpus),
-        "chunks": counts["chunks"],
-        "vectors": manifest["entry"]["embeddings"]["vectors"],
-        "build_s": time.perf_counter() - started,
-        "embed_s": embed_s,
-    }
+    meta = {"key": key, "paragraphs": len(corpus), "chunks": manifest["counts"]["chunks"],
+            "build_s": round(time.perf_counter() - started, 1)}
     meta_path.write_text(json.dumps(meta, indent=2) + "\n", "utf-8")
-    return {**meta, "reused": False}
+    return meta
 
 
-def timed(call: Callable[[str], Any], texts: Sequence[str]) -> list[tuple[float, Any]]:
+def vector_bytes(site: Path) -> tuple[int, int]:
+    """(bytes of the int8 shards, the same vectors in float32) of a built site."""
+    from ragspine_lite.bundle.shards import DirectoryFiles, ShardedBundle
+
+    entry = ShardedBundle(DirectoryFiles(site)).vectors or {}
+    shards = sum((site / p).stat().st_size for _, _, p in entry.get("shards", ()))
+    rows = sum(n for _, n, _ in entry.get("shards", ())) - len(entry.get("missing", ()))
+    return shards, rows * int(entry.get("dim", 0)) * 4
+
+
+def cpython_hits(site: Path, backend: Any, queries: list[str], numpy: bool) -> list[list]:
+    """Hybrid hits from the sharded reader on CPython, numpy or pure Python scan."""
+    from ragspine_lite.bundle.dense import ShardScanner
+    from ragspine_lite.bundle.runtime import BundleSearcher
+    from ragspine_lite.bundle.shards import DirectoryFiles, ShardedBundle
+
+    files = DirectoryFiles(site)
+    scanner = ShardScanner(files, ShardedBundle(files).vectors or {}, numpy=numpy)
     out = []
-    for text in texts:
-        t = time.perf_counter()
-        result = call(text)
-        out.append(((time.perf_counter() - t) * 1000, result))
+    with BundleSearcher.from_files(files, embedding_backend=backend, scanner=scanner) as s:
+        for q in queries:
+            found = s.search(q, top_k=K, mode="hybrid", highlight=False).snippets
+            out.append([[h["chunk_id"], h["scores"]["vector"], h["scores"]["fused"]]
+                        for h in found])
     return out
 
 
-def run_cpython(site: Path, queries: list[str], passages: list[str]) -> dict[str, Any]:
+def ndcg(ranked_docs: list[str], relevant: str) -> float:
+    docs = list(dict.fromkeys(ranked_docs))[:K]
+    return 1.0 / math.log2(docs.index(relevant) + 2) if relevant in docs else 0.0
+
+
+def float32_copy(db: Path, backend: CachedBackend, target: Path) -> Path:
+    """The exported store with its vectors written again in float32 (same model, same ids)."""
+    from ragspine_lite.chunking.chunk_store import ChunkStore
+    from ragspine_lite.vector.sqlite_store import SqliteVectorStore, embedding_model_id
+    from ragspine_lite.vector.store import VectorRecord
+
+    shutil.copyfile(db, target)
+    model = embedding_model_id(backend)
+    with SqliteVectorStore(target, model_id=model, read_only=True) as int8:
+        metadata = int8.metadata_by_id()
+    conn = sqlite3.connect(target)
+    for table in ("ragspine_vector", "ragspine_vector_model", "ragspine_vector_int8"):
+        conn.execute(f"DROP TABLE IF EXISTS {table}")
+    conn.commit()
+    conn.close()
+    store = ChunkStore(target, read_only=True)
+    try:
+        texts = {c.chunk_id: c.text for c in store.iter_chunks()}
+    finally:
+        store.close()
+    with SqliteVectorStore(target, model_id=model, quantization="float32") as f32:
+        ids = sorted(metadata)
+        vectors = backend.embed_texts([texts[i] for i in ids])
+        rows = zip(ids, vectors, strict=True)
+        f32.upsert(VectorRecord(i, tuple(v), metadata[i]) for i, v in rows)
+    return target
+
+
+def quality(db: Path, backend: CachedBackend, queries: list[dict], work: Path) -> dict[str, float]:
+    """Hybrid nDCG@10 of the SQLite reference path, int8 (as exported) and float32 vectors."""
     from ragspine_lite.bundle.runtime import BundleSearcher
-    from ragspine_lite.vector.onnx_backend import OnnxEmbeddingBackend
 
-    backend = OnnxEmbeddingBackend()
-    t = time.perf_counter()
-    backend.embed_texts(["load the model"])
-    result: dict[str, Any] = {"load_ms": (time.perf_counter() - t) * 1000}
-    for w in WARMUPS:
-        backend.embed_texts([w])
-    result["embed"] = [{"ms": ms} for ms, _ in timed(lambda q: backend.embed_texts([q]), queries)]
-    t = time.perf_counter()
-    backend.embed_texts(passages)
-    result["passageMs"] = (time.perf_counter() - t) * 1000
-    with BundleSearcher(site / "data" / "chunks.db", embedding_backend=backend) as searcher:
-        for mode in ("hybrid", "bm25"):
-            def search(q: str, mode: str = mode) -> Any:
-                return searcher.search(q, top_k=10, mode=mode, highlight=False)
-
-            for w in WARMUPS:
-                search(w)
-            result[mode] = [
-                {"ms": ms, "channel": (o.semantic or {}).get("channel")}
-                for ms, o in timed(search, queries)
-            ]
-    return result
+    out = {}
+    for name, path in (("int8", db), ("float32", float32_copy(db, backend, work / "f32.db"))):
+        scores = []
+        with BundleSearcher(path, embedding_backend=backend) as searcher:
+            for q in queries:
+                found = searcher.search(q["text"], top_k=K, mode="hybrid", highlight=False)
+                scores.append(ndcg([h["doc_id"] for h in found.snippets], q["rel"]))
+        out[name] = sum(scores) / len(scores)
+    return out
 
 
-def run_browser(
-    browser: Any, base: str, site_name: str, jspi: bool, queries: list[str], passages: list[str]
-) -> dict[str, Any]:
+def run_browser(browser: Any, base: str, site: str, queries: list[str]) -> dict[str, Any]:
     context = browser.new_context()
     try:
         page = context.new_page()
         page.route("**/favicon.ico", lambda route: route.fulfill(status=204))
         page.on("pageerror", lambda err: log(f"  page error: {err}"))
-        bundle = f"{base}{site_name}/"
+        bundle = f"{base}{site}/"
         page.goto(f"{bundle}manifest.json")
-        return page.evaluate(
-            PAGE_JS,
-            {"module": f"{bundle}ragspine-lite.mjs", "bundle": bundle, "jspi": jspi,
-             "queries": queries, "warmups": list(WARMUPS), "passages": passages},
-        )
+        return page.evaluate(PAGE_JS, {"module": f"{bundle}ragspine-lite.mjs", "bundle": bundle,
+                                       "queries": queries, "warmups": list(WARMUPS)})
     finally:
         context.close()
-
-
-def folder_bytes(folder: Path) -> tuple[int, int]:
-    files = [p for p in sorted(folder.rglob("*")) if p.is_file()]
-    raw = sum(p.stat().st_size for p in files)
-    return raw, sum(len(gzip.compress(p.read_bytes(), 6)) for p in files)
 
 
 def check_prerequisites() -> str | None:
@@ -287,168 +323,74 @@ def check_prerequisites() -> str | None:
         return f"needs the embed-onnx extra: {build_wasm.EMBED_ONNX_INSTALL} ({exc})"
     if not (build_wasm.PYODIDE_DIR / "pyodide.mjs").is_file():
         return "needs node_modules/pyodide: run npm ci"
-    missing = [n for n in build_wasm.ORT_FILES if not (build_wasm.ORT_DIR / n).is_file()]
-    if missing:
-        return f"needs onnxruntime-web ({', '.join(missing)} missing): run npm ci"
     return None
-
-
-def report(
-    sets: list[str], results: dict[str, dict[str, Any]], builds: dict[str, dict[str, Any]],
-    root: Path, args: argparse.Namespace,
-) -> None:
-    runtimes = ("cpython", *PATHS)
-    first = results[sets[0]]
-    versions = json.loads((root / f"{sets[0]}-p{args.paragraphs}" / "manifest.json")
-                          .read_text("utf-8"))["runtimes"]
-    print(f"\nSemantic channel speed: CPython vs headless Chromium "
-          f"(Pyodide {versions.get('pyodide', '?')}, onnxruntime-web "
-          f"{versions.get('onnxruntime_web', '?')}), model "
-          f"{first['jspi']['opens'][0]['embeddings']['modelId']}, {os.cpu_count()} CPUs")
-    print("ms per call, one query per call, wall time (Chromium: around the JS call, worker "
-          "round trip included)\n")
-    labels = {n: f"{n} ({builds[n]['paragraphs']} par.)" for n in sets}
-    width = max(len(x) for x in labels.values())
-    head = f"  {'set':{width}} {'operation':16}" + "".join(
-        f" | {PATH_LABELS[r]:^17}" for r in runtimes)
-    sub = f"  {'':{width}} {'':16}" + " | {:>8} {:>8}".format("p50", "p95") * len(runtimes)
-    print(head)
-    print(sub)
-    print("  " + "-" * (len(head) - 2))
-    for name in sets:
-        label = labels[name]
-        for key, op in OPERATIONS:
-            row = f"  {label:{width}} {op:16}"
-            label = ""
-            for r in runtimes:
-                ms = [x["ms"] for x in results[name][r][key]]
-                row += f" | {pct(ms, 0.5):8.2f} {pct(ms, 0.95):8.2f}"
-            print(row)
-    counts = [f"{n}: {len(results[n]['cpython']['embed'])} queries" for n in sets]
-    print(f"  ({', '.join(counts)})")
-
-    print("\nModel load in the browser (ms): loadMs = fetch + onnxruntime-web session, overlapped"
-          " with the Pyodide boot;\n  model phase = what open() still waited for it after the"
-          " install; open = the whole open() call")
-    for name in sets:
-        for path in PATHS:
-            opened = results[name][path]["opens"][0]
-            emb = opened["embeddings"] or {}
-            print(f"  {name:12} {PATH_LABELS[path]:17} loadMs {emb.get('loadMs', 0):7.0f}"
-                  f"   model phase {opened['timings'].get('model', 0):6.0f}"
-                  f"   open {opened['ms']:7.0f}   jspi in use: {emb.get('jspi')}")
-        print(f"  {name:12} {'CPython':17} first embed_texts call (session create) "
-              f"{results[name]['cpython']['load_ms']:7.0f}")
-
-    print("\nBrowser split of a hybrid search (p50 ms): Python = tookMs in Pyodide (with JSPI it"
-          " includes the model);\n  model = the no-JSPI worker's modelMs (run in JS before"
-          " Python)")
-    for name in sets:
-        parts = []
-        for path in PATHS:
-            rows = results[name][path]["hybrid"]
-            took = pct([x["took"] for x in rows], 0.5)
-            text = f"{PATH_LABELS[path]}: Python {took:.2f}"
-            model = [x["modelMs"] for x in rows if x["modelMs"] is not None]
-            if model:
-                text += f", model {pct(model, 0.5):.2f}"
-            parts.append(text)
-        print(f"  {name:12} " + "; ".join(parts))
-
-    print("\nBundle bytes (raw / gzip -6)")
-    shared = root / f"{sets[0]}-p{args.paragraphs}"
-    for part in ("models", "ort"):
-        raw, gz = folder_bytes(shared / part)
-        print(f"  {part + '/':24} {raw:12,} {gz:12,}")
-    for name in sets:
-        raw, gz = folder_bytes(root / f"{name}-p{args.paragraphs}" / "data")
-        print(f"  {'data/ (' + name + ')':24} {raw:12,} {gz:12,}")
-
-    print("\nBuild-time embedding (CPython onnxruntime, build_site(embeddings='minilm'))")
-    for name in sets:
-        b = builds[name]
-        rate = b["vectors"] / b["embed_s"] if b["embed_s"] > 0 else float("nan")
-        reused = " (reused from --work; times of its build)" if b["reused"] else ""
-        print(f"  {name:12} {b['paragraphs']} paragraphs, {b['chunks']} chunks: build "
-              f"{b['build_s']:.1f} s, embedding ≈{b['embed_s']:.1f} s = {rate:.1f} chunks/s"
-              f"{reused}")
-    print(f"  passage embedding, {PASSAGES} paragraphs in one call (paragraphs/s):")
-    for name in sets:
-        n = min(PASSAGES, builds[name]["paragraphs"])
-        rates = "   ".join(
-            f"{PATH_LABELS[r]} {n / results[name][r]['passageMs'] * 1000:6.1f}" for r in runtimes
-        )
-        print(f"  {name:12} {rates}")
-
-    print("\nChannel of the hybrid searches (share of queries)")
-    for name in sets:
-        parts = []
-        for r in runtimes:
-            counts = Counter(x["channel"] for x in results[name][r]["hybrid"])
-            total = sum(counts.values())
-            parts.append(f"{PATH_LABELS[r]}: " + ", ".join(
-                f"{c} {n / total:.0%}" for c, n in counts.most_common()))
-        print(f"  {name:12} " + (";\n" + " " * 15).join(parts))
-    print("  MiniLM is English-only: a query whose word pieces it mostly does not know (Chinese)"
-          " is gated to\n  BM25 ('bm25:outside-vocabulary'), so there 'hybrid search' = the"
-          " coverage check + BM25,\n  while 'query embedding' still runs the model.")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--data", type=Path, default=bench_browser.DEFAULT_DATA)
-    parser.add_argument("--sets", default=",".join(SETS), help="comma-separated set names")
-    parser.add_argument("--paragraphs", type=int, default=1000,
-                        help="paragraphs per set, answers of the queries first (1000)")
-    parser.add_argument("--queries", type=int, default=100, help="queries per set (100)")
-    parser.add_argument("--work", type=Path, help="keep built sites here and reuse them")
+    parser.add_argument("--set", default="squad_train", help="retrieval set (squad_train)")
+    parser.add_argument("--sizes", default="10000,100000", help="chunks per site")
+    parser.add_argument("--queries", type=int, default=100, help="timed queries (100)")
+    parser.add_argument("--pure-queries", type=int, default=10,
+                        help="queries also checked with the pure-Python scan (10)")
+    parser.add_argument("--quality-queries", type=int, default=1000, help="(1000)")
+    parser.add_argument("--work", type=Path, default=REPO / ".cache" / "bench-dense",
+                        help="built sites and cached vectors (.cache/bench-dense)")
     args = parser.parse_args(argv)
-    sets = [s.strip() for s in args.sets.split(",") if s.strip()]
-    if not sets or args.paragraphs < 1 or args.queries < 1:
-        parser.error("--sets, --paragraphs and --queries must be non-empty / positive")
-    for name in sets:
-        if not (args.data / name / "corpus.jsonl").is_file():
-            parser.error(f"no retrieval set {name!r} in {args.data}")
+    sizes = [int(x) for x in args.sizes.split(",") if x.strip()]
+    if not sizes or min(sizes) < 1 or args.queries < 1:
+        parser.error("--sizes and --queries must be positive")
+    if not (args.data / args.set / "corpus.jsonl").is_file():
+        parser.error(f"no retrieval set {args.set!r} in {args.data}")
     problem = check_prerequisites()
     if problem:
         print(problem, file=sys.stderr)
         return 2
-
-    work = args.work or Path(tempfile.mkdtemp(prefix="ragspine-bench-emb-"))
-    try:
-        return run(args, sets, work)
-    finally:
-        if args.work is None:
-            shutil.rmtree(work, ignore_errors=True)
+    return run(args, sizes)
 
 
-def run(args: argparse.Namespace, sets: list[str], work: Path) -> int:
+def run(args: argparse.Namespace, sizes: list[int]) -> int:
     from playwright.sync_api import sync_playwright
 
-    root = work / "root"
+    from ragspine_lite.vector.onnx_backend import OnnxEmbeddingBackend
+
+    work = args.work
+    root = work / "sites"
     root.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
+    backend = CachedBackend(OnnxEmbeddingBackend(), work / "minilm-vectors.json")
+    corpus, queries = bench_browser.load_set(args.data / args.set, 10**9)
+    seen: set[str] = set()
+    queries = [q for q in queries if not (q["text"] in seen or seen.add(q["text"]))]
+    quality_queries = queries[: args.quality_queries]
+    timed = [q["text"] for q in quality_queries[: args.queries]]
+    wheel_dir = Path(tempfile.mkdtemp(prefix="ragspine-bench-dense-"))
     try:
-        log("building the ragspine_lite wheel…")
-        wheel_dir = work / "wheels"
-        shutil.rmtree(wheel_dir, ignore_errors=True)
         wheels = (build_wasm.build_wheel(wheel_dir), build_wasm.find_micropip())
-        subsets: dict[str, tuple[list[str], list[str]]] = {}
-        builds: dict[str, dict[str, Any]] = {}
-        for name in sets:
-            corpus, queries = bench_browser.load_set(args.data / name, 10**9)
-            corpus, queries = select(corpus, queries, args.paragraphs, args.queries)
-            site = root / f"{name}-p{args.paragraphs}"
-            builds[name] = build(name, corpus, site, wheels, work / f"{site.name}.build.json")
-            subsets[name] = ([q["text"] for q in queries], [d["text"] for d in corpus][:PASSAGES])
+        builds = {}
+        for i, n in enumerate(sizes):
+            db_copy = work / f"chunks-{n}.db" if i == 0 else None
+            picked = select(corpus, quality_queries, n)
+            builds[n] = build(picked, root / f"{args.set}-{n}", wheels, backend, db_copy)
     except build_wasm.BuildError as exc:
         print(f"build failed: {exc}", file=sys.stderr)
         return 1
+    finally:
+        shutil.rmtree(wheel_dir, ignore_errors=True)
 
-    results: dict[str, dict[str, Any]] = {name: {} for name in sets}
-    for name in sets:
-        log(f"CPython: {name}…")
-        results[name]["cpython"] = run_cpython(root / f"{name}-p{args.paragraphs}", *subsets[name])
+    results: dict[int, dict[str, Any]] = {}
+    for n in sizes:
+        site = root / f"{args.set}-{n}"
+        log(f"CPython: {site.name} (numpy, then pure Python on {args.pure_queries} queries)…")
+        results[n] = {
+            "numpy": cpython_hits(site, backend, timed, numpy=True),
+            "pure": cpython_hits(site, backend, timed[: args.pure_queries], numpy=False),
+            "bytes": vector_bytes(site),
+        }
+    log("quality: int8 vs float32 on the SQLite reference path…")
+    scores = quality(work / f"chunks-{sizes[0]}.db", backend, quality_queries, work)
+    backend.save()
 
     server = build_wasm.make_server(root)
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -459,21 +401,49 @@ def run(args: argparse.Namespace, sets: list[str], work: Path) -> int:
                 executable_path=bench_browser.CHROMIUM, args=bench_browser.CHROMIUM_ARGS
             )
             try:
-                for name in sets:
-                    for path in PATHS:
-                        log(f"{PATH_LABELS[path]}: {name}…")
-                        results[name][path] = run_browser(
-                            browser, base, f"{name}-p{args.paragraphs}", path == "jspi",
-                            *subsets[name],
-                        )
+                for n in sizes:
+                    log(f"Chromium: {args.set}-{n}…")
+                    results[n]["browser"] = run_browser(browser, base, f"{args.set}-{n}", timed)
             finally:
                 browser.close()
     finally:
         server.shutdown()
-
-    report(sets, results, builds, root, args)
+    report(args, sizes, builds, results, scores, len(quality_queries))
     log(f"done in {time.perf_counter() - started:.0f} s")
     return 0
+
+
+def report(args: argparse.Namespace, sizes: list[int], builds: dict[int, dict[str, Any]],
+           results: dict[int, dict[str, Any]], scores: dict[str, float], n_quality: int) -> None:
+    first = results[sizes[0]]["browser"]
+    print(f"\nDense search at scale, {args.set}, MiniLM (int8 vector shards, exact integer scan),"
+          f" headless Chromium (JSPI), {args.queries} queries, p50 ms per call (wall time around"
+          " the JS call)\n")
+    head = ("| chunks | query embedding | BM25 | dense (hybrid − BM25 − embedding) | hybrid "
+            "| vectors: int8 / float32 bytes | identical: browser = numpy = pure |")
+    print(head)
+    print("|---:|---:|---:|---:|---:|---|---|")
+    for n in sizes:
+        r = results[n]
+        b = r["browser"]
+        embed = p50(b["embed"])
+        bm25 = p50([x["ms"] for x in b["bm25"]])
+        hybrid = p50([x["ms"] for x in b["hybrid"]])
+        int8, f32 = r["bytes"]
+        browser_hits = [x["hits"] for x in b["hybrid"]]
+        same = browser_hits == r["numpy"] and r["pure"] == r["numpy"][: len(r["pure"])]
+        print(f"| {builds[n]['chunks']:,} | {embed:.1f} | {bm25:.1f} | {hybrid - bm25 - embed:.1f}"
+              f" | {hybrid:.1f} | {int8:,} / {f32:,} ({int8 / f32:.0%}) | "
+              f"{'yes' if same else 'NO'} ({len(browser_hits)} + {len(r['pure'])} pure) |")
+    channels = sorted({x["channel"] for n in sizes for x in results[n]["browser"]["hybrid"]})
+    print(f"\nhybrid channels: {', '.join(map(str, channels))}; model "
+          f"{first['info'].get('embeddings', {}).get('modelId', '?')}")
+    print(f"hybrid nDCG@10 on {args.set} ({n_quality} queries, the {sizes[0]:,}-chunk corpus, "
+          f"SQLite reference path): int8 {scores['int8']:.4f}, float32 {scores['float32']:.4f}, "
+          f"difference {scores['int8'] - scores['float32']:+.4f}")
+    print("sites: " + "; ".join(
+        f"{n:,} chunks = {builds[n]['paragraphs']:,} paragraphs, built in {builds[n]['build_s']} s"
+        for n in sizes))
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+import sys
 from pathlib import Path
 
 import pytest
@@ -346,3 +347,26 @@ def test_bm25_mode_equals_the_chunk_store_path(hybrid) -> None:
             assert got.semantic == want.semantic == {"mode": "bm25", "channel": "bm25",
                                                      "error": None}
             assert got.hits == want.hits
+
+
+@pytest.mark.skipif(sys.platform != "emscripten", reason="the JS adapter runs in Pyodide")
+def test_the_js_adapter_hands_over_int8_codes_and_reads_int32_results() -> None:
+    """A stand-in for the worker's scanner that echoes what it was given, as Int32Arrays."""
+    from pyodide.code import run_js
+
+    from ragspine_lite.bundle.dense import JsDenseScanner
+
+    js = run_js("""({
+      scan(q, threshold) {
+        const kind = q instanceof Int8Array ? 1 : 0;
+        return Int32Array.from([kind, q[0], q[1], threshold ?? -999, q.length, -2147483648]);
+      },
+      dots(q, docnos) {
+        return Int32Array.from([docnos instanceof Int32Array ? 1 : 0, ...docnos, q[2]]);
+      },
+    })""")
+    scanner = JsDenseScanner(js)
+    query = bytes([0x81, 0x7F, 0x05])  # -127, 127, 5
+    assert scanner.scan(query, None) == [(1, -127), (127, -999), (3, -(2**31))]
+    assert scanner.scan(query, 42)[1] == (127, 42)
+    assert scanner.dots(query, [7, 0, 2**31 - 1]) == [1, 7, 0, 2**31 - 1, 5]
