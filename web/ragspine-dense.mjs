@@ -50,45 +50,68 @@ export class DenseScanner {
     return DenseScanner.fromShards(info, await Promise.all(info.shards.map(([, , p]) => read(p))));
   }
 
+  // One row's dot with `q` (an Int32Array of the query codes).
   dot(q, row) {
     const c = this.codes;
     const dim = this.dim;
-    let o = row * dim;
+    const o = row * dim;
     let s = 0;
-    let j = 0;
-    for (; j + 3 < dim; j += 4, o += 4) {
-      s += q[j] * c[o] + q[j + 1] * c[o + 1] + q[j + 2] * c[o + 2] + q[j + 3] * c[o + 3];
+    for (let j = 0; j < dim; j++) s += q[j] * c[o + j];
+    return s;
+  }
+
+  // Every row's dot into this.all (reused), four rows per pass over the query.
+  dotAll(q) {
+    const { codes: c, dim, rows } = this;
+    const all = this.all || (this.all = new Int32Array(rows));
+    let row = 0;
+    for (; row + 3 < rows; row += 4) {
+      const o0 = row * dim;
+      const o1 = o0 + dim;
+      const o2 = o1 + dim;
+      const o3 = o2 + dim;
+      let s0 = 0;
+      let s1 = 0;
+      let s2 = 0;
+      let s3 = 0;
+      for (let j = 0; j < dim; j++) {
+        const x = q[j];
+        s0 += x * c[o0 + j];
+        s1 += x * c[o1 + j];
+        s2 += x * c[o2 + j];
+        s3 += x * c[o3 + j];
+      }
+      all[row] = s0;
+      all[row + 1] = s1;
+      all[row + 2] = s2;
+      all[row + 3] = s3;
     }
-    for (; j < dim; j++, o++) s += q[j] * c[o];
-    return s | 0;
+    for (; row < rows; row++) all[row] = this.dot(q, row);
+    return all;
   }
 
   checkQuery(query) {
     const q = int8(query);
     if (q.length !== this.dim) throw new Error(`query has ${q.length} codes, dimension is ${this.dim}`);
-    return q;
+    return Int32Array.from(q);
   }
 
   // Int32Array of (docno, dot) pairs for rows with dot > threshold (every row when
   // threshold is null/undefined), rows without a vector left out, in docno order.
   scan(query, threshold) {
-    const q = this.checkQuery(query);
-    const all = threshold === null || threshold === undefined;
-    let out = new Int32Array(all ? 2 * this.rows : 1024);
+    const all = this.dotAll(this.checkQuery(query));
+    const every = threshold === null || threshold === undefined;
     let n = 0;
+    for (let row = 0; row < this.rows; row++) if ((every || all[row] > threshold) && !this.missing[row]) n++;
+    const out = new Int32Array(2 * n);
+    let i = 0;
     for (let row = 0; row < this.rows; row++) {
-      const s = this.dot(q, row);
-      if ((all || s > threshold) && !this.missing[row]) {
-        if (n + 2 > out.length) {
-          const grown = new Int32Array(out.length * 2);
-          grown.set(out);
-          out = grown;
-        }
-        out[n++] = row;
-        out[n++] = s;
+      if ((every || all[row] > threshold) && !this.missing[row]) {
+        out[i++] = row;
+        out[i++] = all[row];
       }
     }
-    return out.slice(0, n);
+    return out;
   }
 
   // Int32Array of the dots of these rows (0 for a row without a vector), in the given order.
