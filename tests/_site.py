@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import gzip
 import importlib.util
+import random
 import shutil
 import sys
 import threading
@@ -86,6 +87,19 @@ def shared_wheels(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]
     return _cache["wheels"]
 
 
+def kept_store(site: Path) -> Path:
+    """The chunk store a helper's site was exported to (``keep_store``, outside the site): the
+    SQLite reference path, ``BundleSearcher(kept_store(site))``."""
+    return _cache[f"store:{site}"]
+
+
+def _build(bw: ModuleType, docs: list[Path], out: Path, store: Path, **options: Any) -> Path:
+    """``build_site`` keeping the chunk store at ``store`` (see :func:`kept_store`)."""
+    bw.build_site(docs, out, keep_store=store, **options)
+    _cache[f"store:{out}"] = store
+    return out
+
+
 def demo_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The demo site built from the bundled sample corpus (with the canary check), once."""
     if "site" not in _cache:
@@ -94,8 +108,8 @@ def demo_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
         from ragspine_lite.cli import samples_dir
 
         out = tmp_path_factory.mktemp("demo-site") / "site"
-        bw.build_site([samples_dir()], out, canaries=[CANARY], wheel=wheel, micropip=micropip,
-                      title="ragspine_lite demo", demo=True)
+        _build(bw, [samples_dir()], out, out.parent / "chunks.db", canaries=[CANARY],
+               wheel=wheel, micropip=micropip, title="ragspine_lite demo", demo=True)
         _cache["site"] = out
     return _cache["site"]
 
@@ -123,8 +137,9 @@ def semantic_site(
         from ragspine_lite.cli import samples_dir
 
         out = tmp_path_factory.mktemp("semantic-site") / "site"
-        bw.build_site([samples_dir()], out, canaries=[CANARY], wheel=wheel, micropip=micropip,
-                      title="ragspine_lite demo", demo=True, embeddings=embeddings)
+        _build(bw, [samples_dir()], out, out.parent / "chunks.db", canaries=[CANARY],
+               wheel=wheel, micropip=micropip, title="ragspine_lite demo", demo=True,
+               embeddings=embeddings)
         _cache[key] = out
     return _cache[key]
 
@@ -303,7 +318,42 @@ def html_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
         bw = load_build_wasm()
         wheel, micropip = shared_wheels(tmp_path_factory)
         root = write_site_pages(tmp_path_factory.mktemp("html-site") / "public")
-        bw.build_site([root], root / "_search", wheel=wheel, micropip=micropip,
-                      examples=["quokka heat"], canaries=[CANARY])
+        _build(bw, [root], root / "_search", root.parent / "chunks.db", wheel=wheel,
+               micropip=micropip, examples=["quokka heat"], canaries=[CANARY])
         _cache["html-site"] = root
     return _cache["html-site"]
+
+
+def write_wide_docs(root: Path, *, documents: int = 600, seed: int = 12) -> list[str]:
+    """``documents`` Markdown reports of pseudo-words (a skewed, alphabetically spread
+    vocabulary), enough for an index of many term shards and text fragments; returns the
+    vocabulary, most frequent first."""
+    rng = random.Random(seed)
+    syllables = ("ka", "lo", "mi", "ne", "su", "ta", "ri", "po", "ve", "zu", "an", "el", "or", "bi")
+    vocabulary = sorted(
+        {"".join(rng.choice(syllables) for _ in range(rng.randint(2, 4))) for _ in range(8000)}
+    )
+    rng.shuffle(vocabulary)
+    root.mkdir(parents=True, exist_ok=True)
+    for n in range(documents):
+        paragraphs = [
+            " ".join(vocabulary[int(len(vocabulary) * rng.random() ** 3)] for _ in range(70))
+            for _ in range(3)
+        ]
+        body = "\n\n".join(f"{p.capitalize()}." for p in paragraphs)
+        text = f"---\ntitle: Report {n}\nlanguage: en\n---\n# Report {n}\n\n{body}\n"
+        (root / f"report-{n:04d}.md").write_text(text, encoding="utf-8")
+    return vocabulary
+
+
+def wide_site(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
+    """The demo page over :func:`write_wide_docs` (many shards), built once; (site, vocabulary)."""
+    if "wide-site" not in _cache:
+        bw = load_build_wasm()
+        wheel, micropip = shared_wheels(tmp_path_factory)
+        root = tmp_path_factory.mktemp("wide")
+        vocabulary = write_wide_docs(root / "docs")
+        bw.build_site([root / "docs"], root / "site", wheel=wheel, micropip=micropip,
+                      title="wide", demo=True, canaries=[CANARY])
+        _cache["wide-site"] = (root / "site", vocabulary)
+    return _cache["wide-site"]

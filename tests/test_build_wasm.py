@@ -16,19 +16,19 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from _site import CANARY, REPO, demo_site, load_build_wasm, serving, shared_wheels
+from _site import CANARY, REPO, demo_site, kept_store, load_build_wasm, serving, shared_wheels
 
 import ragspine_lite
 from ragspine_lite import cli
 from ragspine_lite.bundle.export import RestrictedLeakError, load_corpus, restricted_needles
 from ragspine_lite.bundle.manifest import BUNDLE_FORMAT_VERSION, BUNDLE_META_TABLE
+from ragspine_lite.bundle.runtime import BundleSearcher
 from ragspine_lite.chunking.chunk_store import ChunkStore
 
 pytestmark = pytest.mark.cpython_only
 
 EXPECTED_FILES = {
     "manifest.json",
-    "data/chunks.db",
     "index.html",
     "demo.mjs",
     "demo.css",
@@ -76,6 +76,23 @@ def test_the_demo_site_has_every_part(site):
     assert len(wheels) == 1 and wheels[0].endswith("-py3-none-any.whl")
 
 
+def test_the_index_ships_as_hashed_shards_and_the_chunk_store_stays_out(site):
+    manifest = json.loads((site / "manifest.json").read_text("utf-8"))
+    data = sorted(f for f in files_of(site) if f.startswith("data/"))
+    assert manifest["entry"]["index"] in data and "data/chunks.db" not in data
+    assert not [f for f in files_of(site.parent) if f.endswith(".db") and "site" in f]
+    for rel in data:
+        digest = hashlib.sha256((site / rel).read_bytes()).hexdigest()
+        assert re.fullmatch(rf"data/(\w+/)?[a-z]+-{digest[:16]}\.(bin|i8)", rel), rel
+    assert any(f.startswith("data/terms/") for f in data)
+    assert any(f.startswith("data/text/f-") for f in data)
+    assert manifest["index"], "the manifest says what the index holds"
+    from ragspine_lite.bundle.shards import DirectoryFiles
+
+    with BundleSearcher.from_files(DirectoryFiles(site)) as searcher:
+        assert searcher.search("ACME revenue", top_k=3).snippets
+
+
 def test_the_manifest_lists_every_file_with_its_hash_and_size(site):
     manifest = json.loads((site / "manifest.json").read_text("utf-8"))
     assert manifest["format_version"] == BUNDLE_FORMAT_VERSION
@@ -83,7 +100,7 @@ def test_the_manifest_lists_every_file_with_its_hash_and_size(site):
     for rel, entry in manifest["files"].items():
         data = (site / rel).read_bytes()
         assert entry == {"sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data)}, rel
-    for key in ("store", "pyodide", "api", "worker", "demo"):
+    for key in ("index", "pyodide", "api", "worker", "demo"):
         assert key in manifest["entry"]
     for path in manifest["entry"]["wheels"].values():
         assert path in manifest["files"]
@@ -142,7 +159,7 @@ def test_a_public_document_quoting_restricted_text_fails_the_build(bw, wheels, t
     write(docs / "leak.md", f"---\nsensitivity: PUBLIC\n---\nOverheard: {secret}")
     out = tmp_path / "site"
     write(out / "manifest.json", "{}")  # a previous build
-    where = r"data/chunks\.db \(table narrative_chunk, row 1, column text, document 'leak\.md'\)"
+    where = r"data/text/f-\w{16}\.bin \(table chunks, row 1, column text, document 'leak\.md'\)"
     with pytest.raises(RestrictedLeakError, match=where + " holds .*document 'memo\\.md'"):
         bw.build_site([docs], out, wheel=wheels[0], micropip=wheels[1])
     assert files_of(out) == {"manifest.json"}  # the previous site is untouched
@@ -171,8 +188,8 @@ def test_the_self_check_reads_rows_so_long_paragraphs_cannot_hide(bw, wheels, tm
                           max_chars=8000 if name == "canary" else None,
                           wheel=wheels[0], micropip=wheels[1])
         message = str(info.value)
-        assert "data/chunks.db (table narrative_chunk, row 1, column text, document " \
-            "'notes.md')" in message and label in message
+        assert re.search(r"data/text/f-\w{16}\.bin \(table chunks, row 1, column text, "
+                         r"document 'notes\.md'\)", message) and label in message
         assert CANARY not in message and "falcon" not in message
         assert "million" not in message and "Clause" not in message
         assert not (tmp_path / f"{name}-site").exists()
@@ -180,7 +197,8 @@ def test_the_self_check_reads_rows_so_long_paragraphs_cannot_hide(bw, wheels, tm
 
 def test_a_canary_in_a_public_document_fails_the_build(bw, wheels, tmp_path):
     write(tmp_path / "docs" / "a.md", "Codename BLUEFALCON is public now.")
-    with pytest.raises(RestrictedLeakError, match=r"chunks\.db .* holds canary #1") as info:
+    where = r"data/text/f-\w{16}\.bin .* holds canary #1"
+    with pytest.raises(RestrictedLeakError, match=where) as info:
         bw.build_site([tmp_path / "docs"], tmp_path / "site", canaries=["bluefalcon"],
                       wheel=wheels[0], micropip=wheels[1])
     assert "bluefalcon" not in str(info.value).lower()
@@ -215,13 +233,25 @@ def test_build_errors_are_one_line_with_exit_code_1(bw, capsys, tmp_path):
     assert bw.main(["build", "--out"]) == 2
 
 
+def test_the_kept_chunk_store_must_lie_outside_the_site(bw, wheels, tmp_path):
+    write(tmp_path / "docs" / "a.md", "Quokkas live on Rottnest Island.")
+    with pytest.raises(bw.BuildError, match=r"--keep-store .* lies inside --out"):
+        bw.build_site([tmp_path / "docs"], tmp_path / "site", wheel=wheels[0],
+                      micropip=wheels[1], keep_store=tmp_path / "site" / "chunks.db")
+    assert not (tmp_path / "site").exists()
+
+
 def test_cli_build_site_delegates_to_the_builder(wheels, tmp_path, capsys):
     write(tmp_path / "docs" / "a.md", "Quokkas live on Rottnest Island.")
     out = tmp_path / "site"
     code = cli.main(["build-site", str(tmp_path / "docs"), "--out", str(out), "--quiet",
                      "--wheel", str(wheels[0]), "--micropip", str(wheels[1])])
     assert code == 0, capsys.readouterr().err
-    assert "RESTRICTED self-check passed" in capsys.readouterr().out
+    summary = capsys.readouterr().out
+    assert "RESTRICTED self-check passed" in summary
+    # The index's files by kind, with their bytes.
+    assert re.search(r"\(index: 1 header \(\d+ kB\), 1 term shard \(\d+ kB\), 1 text fragment "
+                     r"\(\d+ kB\), 1 filter file \(\d+ kB\)\)", summary), summary
     assert json.loads((out / "manifest.json").read_text("utf-8"))["counts"]["documents"] == 1
     assert cli.main(["build-site"]) == 2
     assert "--out" in capsys.readouterr().err
@@ -250,6 +280,7 @@ def _get(url: str):
 
 
 def test_serve_uses_browser_mime_types_on_loopback(site):
+    manifest = json.loads((site / "manifest.json").read_text("utf-8"))
     with serving(site) as base:
         assert base.startswith("http://127.0.0.1:")
         expected = {
@@ -259,8 +290,10 @@ def test_serve_uses_browser_mime_types_on_loopback(site):
             "index.html": "text/html",
             "demo.css": "text/css",
             "wheels/micropip-0.11.1-py3-none-any.whl": "application/zip",
-            "data/chunks.db": "application/octet-stream",
         }
+        for rel in manifest["files"]:
+            if rel.startswith("data/"):
+                expected[rel] = "application/octet-stream"
         for rel, mime in expected.items():
             status, headers, body = _get(base + rel)
             assert status == 200
@@ -349,8 +382,9 @@ def test_a_build_killed_mid_way_is_cleaned_up_by_the_next_build(bw, wheels, tmp_
         os.killpg(proc.pid, signal.SIGKILL)
     finally:
         proc.wait()
-    left = [p.name for p in out.parent.iterdir()]
-    assert [n for n in left if n.startswith(f".site.staging-{proc.pid}-")] == left
+    left = sorted(p.name for p in out.parent.iterdir())
+    kinds = [n.rsplit("-", 2)[0] for n in left if f"-{proc.pid}-" in n]
+    assert len(kinds) == len(left) and kinds == [".site.staging", ".site.store"], left
     assert not list(Path(tempfile.gettempdir()).glob(f"*{proc.pid}*wheel*"))
     logged: list[str] = []
     bw.build_site([tmp_path / "docs"], out, wheel=wheels[0], micropip=wheels[1],
@@ -393,7 +427,7 @@ def embedded_site(bw, wheels, tmp_path_factory):
     out = tmp_path_factory.mktemp("embedded-site") / "site"
     seen: list[tuple[int, int, str]] = []
     bw.build_site([cli.samples_dir()], out, canaries=[CANARY], wheel=wheels[0],
-                  micropip=wheels[1], embeddings="minilm",
+                  micropip=wheels[1], embeddings="minilm", keep_store=out.parent / "chunks.db",
                   progress=lambda d, t, item: seen.append((d, t, item)))
     return out, seen
 
@@ -407,8 +441,8 @@ def test_a_site_without_embeddings_has_no_model_no_ort_and_no_vectors(site):
     assert "embeddings" not in manifest["entry"]
     assert "vectors" not in manifest["counts"]
     assert "onnxruntime_web" not in manifest["runtimes"]
-    assert not [f for f in manifest["files"] if f.startswith(("models/", "ort/"))]
-    conn = sqlite3.connect(site / "data" / "chunks.db")
+    assert not [f for f in manifest["files"] if f.startswith(("models/", "ort/", "data/vectors/"))]
+    conn = sqlite3.connect(kept_store(site))
     try:
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
     finally:
@@ -466,7 +500,8 @@ def test_the_model_files_are_the_packaged_ones(bw, embedded_site):
 
 def test_every_public_chunk_has_a_vector_and_no_restricted_one_does(embedded_site):
     site, _ = embedded_site
-    db = site / "data" / "chunks.db"
+    db = site.parent / "chunks.db"
+    assert [f for f in _manifest(site)["files"] if f.startswith("data/vectors/v-")]
     corpus = load_corpus([cli.samples_dir()])
     restricted = {d.meta.doc_id for d in corpus if d.restricted}
     with ChunkStore(db) as store:
@@ -521,7 +556,7 @@ def test_the_built_store_searches_hybrid_and_gates_chinese_queries(embedded_site
     from ragspine_lite.vector.sqlite_store import SqliteVectorStore, embedding_model_id
 
     site, _ = embedded_site
-    db = site / "data" / "chunks.db"
+    db = site.parent / "chunks.db"
     backend = OnnxEmbeddingBackend()
     with ChunkStore(db) as store, SqliteVectorStore(
         db, model_id=embedding_model_id(backend)
@@ -636,6 +671,8 @@ def test_build_contextual_records_the_index_text_and_the_runtime_follows_it(whee
     assert code == 0
     manifest = json.loads((out / "manifest.json").read_text("utf-8"))
     assert manifest["chunking"]["index_text"] == "contextual"
-    with BundleSearcher(out / manifest["entry"]["store"]) as searcher:
+    from ragspine_lite.bundle.shards import DirectoryFiles
+
+    with BundleSearcher.from_files(DirectoryFiles(out)) as searcher:
         hits = searcher.search("acme_hk").snippets  # only the context header says it
         assert [h["text"] for h in hits] == ["Quokkas live on Rottnest."]

@@ -6,7 +6,6 @@ import pytest
 
 from ragspine_lite.bundle.manifest import (
     BUNDLE_FORMAT_VERSION,
-    STORE_PATH,
     BundleFormatError,
     check_format_version,
     check_manifest,
@@ -47,13 +46,22 @@ def test_format_errors_are_ragspine_errors():
     assert issubclass(BundleFormatError, RagspineError)
 
 
-def test_check_manifest_needs_version_and_the_store_entry():
-    good = {"format_version": BUNDLE_FORMAT_VERSION, "files": {STORE_PATH: {"sha256": "x"}}}
+def test_check_manifest_needs_version_and_the_index_header():
+    header = "data/header-0123456789abcdef.bin"
+    good = {"format_version": BUNDLE_FORMAT_VERSION, "entry": {"index": header},
+            "files": {header: {"sha256": "x"}}}
     assert check_manifest(good) == BUNDLE_FORMAT_VERSION
     with pytest.raises(BundleFormatError, match="format_version"):
         check_manifest({"files": good["files"]})
-    with pytest.raises(BundleFormatError, match="chunk store"):
-        check_manifest({"format_version": BUNDLE_FORMAT_VERSION, "files": {}})
+    with pytest.raises(BundleFormatError, match=r"index header .*rebuild"):
+        check_manifest({**good, "files": {}})
+    with pytest.raises(BundleFormatError, match=r"entry\.index, got None"):
+        check_manifest({**good, "entry": {"store": "data/chunks.db"}})
+    # A format-1 site (the whole chunk store in one file) is refused: rebuild it.
+    old = {"format_version": 1, "entry": {"store": "data/chunks.db"},
+           "files": {"data/chunks.db": {"sha256": "x"}}}
+    with pytest.raises(BundleFormatError, match=r"older than this runtime reads .*rebuild"):
+        check_manifest(old)
     with pytest.raises(BundleFormatError, match="JSON object"):
         check_manifest([])  # type: ignore[arg-type]
     with pytest.raises(BundleFormatError, match="newer"):

@@ -10,12 +10,13 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-from _site import SITE_PAGES, SITE_TITLE, html_site, load_build_wasm, shared_wheels
+from _site import SITE_PAGES, SITE_TITLE, html_site, kept_store, load_build_wasm, shared_wheels
 
 from ragspine_lite.bundle.export import SourceDocument, assign_urls
 from ragspine_lite.bundle.manifest import PAGE_TABLE
 from ragspine_lite.bundle.pages import normalise_base_url, page_url, render_page
 from ragspine_lite.bundle.runtime import BundleSearcher, excerpt, with_synonyms
+from ragspine_lite.bundle.shards import DirectoryFiles
 from ragspine_lite.chunking.chunking import DocumentMeta
 from ragspine_lite.chunking.sources import heading_sections
 
@@ -111,7 +112,8 @@ def test_the_site_is_indexed_in_place_without_its_search_folder(site, bundle, tm
     assert manifest["title"] == SITE_TITLE
     assert manifest["entry"]["page"] == "index.html"
     assert manifest["entry"]["element"] == "ragspine-search.mjs"
-    with sqlite3.connect(bundle / "data" / "chunks.db") as conn:
+    assert not (bundle / "data" / "chunks.db").exists()
+    with sqlite3.connect(kept_store(bundle)) as conn:
         urls = dict(conn.execute(f"SELECT doc_id, url FROM {PAGE_TABLE}"))
     assert urls == {
         "index.html": "/",
@@ -131,7 +133,7 @@ def test_the_site_is_indexed_in_place_without_its_search_folder(site, bundle, tm
 
 @cpython
 def test_every_result_url_names_an_existing_page_and_id(site, bundle):
-    searcher = BundleSearcher(bundle / "data" / "chunks.db")
+    searcher = BundleSearcher.from_files(DirectoryFiles(bundle))
     seen = set()
     for query in ("quokka heat", "tag numbers", "2026 season", "高温", "clipboard", "welcome"):
         for hit in searcher.search(query, top_k=10).hits:
@@ -155,7 +157,7 @@ def test_every_result_url_names_an_existing_page_and_id(site, bundle):
 
 @cpython
 def test_page_chrome_and_ignored_parts_are_not_searchable(bundle):
-    searcher = BundleSearcher(bundle / "data" / "chunks.db")
+    searcher = BundleSearcher.from_files(DirectoryFiles(bundle))
     for query in ("membership", "social media", "copyright", "wallaby"):
         assert searcher.search(query).hits == [], query
     searcher.close()
@@ -213,10 +215,10 @@ def test_the_build_site_command_takes_the_page_options(tmp_path, builder):
     code = bw.main([
         "build", str(docs), "--out", str(docs / "_search"), "--base-url", "https://ex.org/doc",
         "--title", "Docs", "--examples", "body", "--wheel", str(wheel), "--micropip",
-        str(micropip), "--quiet",
+        str(micropip), "--quiet", "--keep-store", str(tmp_path / "kept" / "chunks.db"),
     ])
     assert code == 0
-    with sqlite3.connect(docs / "_search" / "data" / "chunks.db") as conn:
+    with sqlite3.connect(tmp_path / "kept" / "chunks.db") as conn:
         assert list(conn.execute(f"SELECT url FROM {PAGE_TABLE}")) == [("https://ex.org/doc/p.html",)]
     assert "<h1>Docs</h1>" in (docs / "_search" / "index.html").read_text("utf-8")
     assert bw.main(["build", str(docs), "--out", str(tmp_path / "x"), "--base-url", " "]) == 1

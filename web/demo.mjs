@@ -6,6 +6,7 @@ import { RagSpineLite } from "./ragspine-lite.mjs";
 
 const $ = (selector) => document.querySelector(selector);
 const DEBOUNCE_MS = 120;
+const PREFETCH_MS = 40; // fetch the typed words' shards ahead of the (debounced) search
 const TOP_K = 10;
 // [start, end] of the progress bar (percent) for each phase.
 const PHASES = {
@@ -163,9 +164,17 @@ async function runSearch() {
   }
 }
 
+let prefetchTimer = 0;
+
 function scheduleSearch() {
   clearTimeout(timer);
   timer = setTimeout(runSearch, DEBOUNCE_MS);
+  clearTimeout(prefetchTimer);
+  if (!demo.rs) return;
+  prefetchTimer = setTimeout(() => {
+    const query = $("#q").value;
+    if (query.trim()) demo.rs.prefetch(query, { filters: currentFilters(), mode: currentMode(), topK: TOP_K }).catch(() => {});
+  }, PREFETCH_MS);
 }
 
 async function applyReranker() {

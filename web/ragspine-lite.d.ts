@@ -65,8 +65,34 @@ export interface DetailedResults {
   semantic: SemanticReport | null;
   /** Set only while LLM query layers are configured (see configureLLM). */
   queryLayers: QueryLayersReport | null;
-  /** How the worker ran the model for this search (bundles with vectors only). */
-  worker: { path: "jspi" | "primed"; totalMs: number; modelMs?: number } | null;
+  /** What the worker did for this search: the bundle files it loaded (`files`) and, for
+   * bundles with vectors, how it ran the model (`path`, `totalMs`, `modelMs`). */
+  worker: {
+    files: FileLoad[];
+    path?: "jspi" | "primed";
+    totalMs?: number;
+    modelMs?: number;
+  } | null;
+}
+
+/** A bundle file (index shard, text fragment, vectors) the worker loaded for a request. */
+export interface FileLoad {
+  /** Relative to the bundle, e.g. "data/terms/t-0123456789abcdef.bin". */
+  path: string;
+  bytes: number;
+  /** "cache": the Cache API (an earlier visit); "network": fetched ahead (by prefetch, or
+   * before the search ran); "sync": read by Python while searching (e.g. a hybrid search's
+   * result fragments). */
+  from: "cache" | "network" | "sync";
+}
+
+export interface PrefetchResult {
+  /** The files a search for the query reads that were not in memory yet (now they are). */
+  paths: string[];
+  files: FileLoad[];
+  /** How often Python was asked what was still missing (shards, then result fragments). */
+  rounds: number;
+  ms: number;
 }
 
 export type SearchMode = "hybrid" | "bm25";
@@ -230,7 +256,8 @@ export interface Manifest {
   title: string;
   runtimes: Record<string, string>;
   entry: {
-    store: string;
+    /** The index header (term and fragment directories), e.g. "data/header-<sha256 prefix>.bin". */
+    index: string;
     pyodide: string;
     wheels: { micropip: string; ragspine_lite: string };
     api: string;
@@ -307,6 +334,10 @@ export interface Stats {
   timings: Record<string, number>;
   persistence: boolean;
   manifest: Manifest;
+  /** Bundle files loaded since open (the header not counted): how many, their bytes, how
+   * many came from the Cache API, from the network before Python read them, or were read
+   * synchronously, and how many of them were loaded by prefetch(). */
+  files: { files: number; bytes: number; cache: number; network: number; sync: number; prefetched: number };
 }
 
 export interface DocumentInput {
@@ -328,6 +359,8 @@ export declare class RagSpineLite {
   readonly info: OpenInfo;
   search(query: string, options?: SearchOptions): Promise<Snippet[]>;
   searchDetailed(query: string, options?: DetailedSearchOptions): Promise<DetailedResults>;
+  /** Fetch what a search for `query` will read, while the visitor types (debounce it). */
+  prefetch(query: string, options?: { mode?: SearchMode | null; filters?: Filters | null; topK?: number }): Promise<PrefetchResult>;
   configureReranker(options?: RerankerOptions): Promise<RerankerInfo>;
   /** Run HyDE / RAG-Fusion / step-back / decomposition through the endpoint's LLM on later searches. */
   configureLLM(options?: LLMOptions): Promise<LLMInfo>;

@@ -8,11 +8,13 @@
 // default; pass { mode: "bm25" } to a search for BM25 alone.
 //
 // Everything runs in a module Web Worker (ragspine-worker.mjs, next to this file): Pyodide,
-// the ragspine_lite wheel and the bundle's chunk store. Results are the snippet dicts of
+// the ragspine_lite wheel and the bundle's index. Opening downloads only the index header; a
+// search fetches the term shards and text fragments it needs (call prefetch(query) while the
+// visitor types to have them before the search runs). Results are the snippet dicts of
 // Python's agent link (text, doc_id, title, source_locator, chunk_id, metadata, sensitivity,
 // scores) plus library_id ("bundle" or "page"). Types: ragspine-lite.d.ts.
 
-export const FORMAT_VERSION = 1; // bundle format this runtime reads (= manifest.format_version)
+export const FORMAT_VERSION = 2; // bundle format this runtime reads (= manifest.format_version)
 export const VERSION = "0.1.0";
 const DEFAULT_OPEN_TIMEOUT_MS = 180000;
 
@@ -224,6 +226,17 @@ export class RagSpineLite {
    */
   async configureLLM({ url = null, token = null, timeoutS = null, transform = "none", decompose = "none", adaptive = "none", check = true } = {}) {
     return this.#call("configure_llm", { url, token, timeout: timeoutS, transform, decompose, adaptive, check });
+  }
+
+  /**
+   * Fetch what a search for `query` will read (the term shards of its words and the text
+   * fragments of its best `topK` BM25 results), so the search itself finds them in memory:
+   * call it while the visitor types (debounced). Resolves to {paths, files, rounds, ms}: the
+   * files fetched and how each was loaded (a hybrid search's fragments are not prefetched).
+   */
+  async prefetch(query, { mode = null, filters = null, topK = 10 } = {}) {
+    if (typeof query !== "string") throw new RagSpineLiteError(`query must be a string, got ${typeof query}`);
+    return this.#call("prefetch", { query, mode, filters, topK });
   }
 
   /** Snippet objects for `query`, best first (at most `topK`). */

@@ -15,6 +15,8 @@
 import { RagSpineLite } from "./ragspine-lite.mjs";
 
 const DEBOUNCE_MS = 120;
+// While typing, the shards of the words so far are fetched ahead (see RagSpineLite.prefetch).
+const PREFETCH_MS = 40;
 const PAGES_STEP = 5; // result pages shown, then "More results" adds as many again
 const SUBS_PER_PAGE = 3; // sections listed under a page's best hit
 const MAX_TOP_K = 200;
@@ -188,6 +190,7 @@ export class RagSpineSearch extends HTMLElement {
   #modeSwitch;
   #dialog = null;
   #timer = 0;
+  #prefetchTimer = 0;
   #sequence = 0;
   #pages = PAGES_STEP;
   #pending = false;
@@ -329,7 +332,10 @@ export class RagSpineSearch extends HTMLElement {
       event.preventDefault();
       this.#request(true);
     });
-    this.#input.addEventListener("input", () => this.#request(false));
+    this.#input.addEventListener("input", () => {
+      this.#prefetch();
+      this.#request(false);
+    });
     this.#input.addEventListener("keydown", (event) => this.#onInputKey(event));
     this.#results.addEventListener("keydown", (event) => this.#onResultsKey(event));
     for (const radio of [hybrid, bm25]) radio.addEventListener("change", () => this.#request(true));
@@ -442,6 +448,17 @@ export class RagSpineSearch extends HTMLElement {
     clearTimeout(this.#timer);
     if (now) this.#run();
     else this.#timer = setTimeout(() => this.#run(), DEBOUNCE_MS);
+  }
+
+  // Fetch what the words typed so far need, so the search that follows finds it in memory.
+  #prefetch() {
+    clearTimeout(this.#prefetchTimer);
+    if (!this.#rs) return;
+    this.#prefetchTimer = setTimeout(() => {
+      const query = this.#input.value;
+      const topK = Math.min(MAX_TOP_K, this.#pages * (SUBS_PER_PAGE + 1) * 2);
+      if (query.trim()) this.#rs.prefetch(query, { mode: this.#mode(), topK }).catch(() => {}); // the search reports failures
+    }, PREFETCH_MS);
   }
 
   #syncURL(query) {

@@ -1,9 +1,10 @@
 // ragspine_lite search worker (module Web Worker).
 //
-// Boots Pyodide from the bundle's own files, installs the ragspine_lite wheel with micropip
-// (deps=False), opens the bundle's chunk store read-only, restores the visitor's documents
-// from IndexedDB and then serves requests. Started by ragspine-lite.mjs; speaks only its
-// message protocol:
+// Boots Pyodide from the bundle's own files, unpacks the ragspine_lite wheel, opens the
+// bundle from its header (the index's term and fragment directories; the term shards,
+// text fragments and vectors are fetched when a search needs them), restores the visitor's
+// documents from IndexedDB and then serves requests. Started by ragspine-lite.mjs; speaks
+// only its message protocol:
 //   page → worker  {id, op, args}
 //   worker → page  {type: "reply", id, ok, result | error}
 //                  {type: "progress", phase, message, loaded?, total?, overall?}
@@ -12,7 +13,10 @@
 //                  {type: "log", level, message}
 // Every request is answered; failures come back as {ok: false, error: {message, name}}.
 
-const FORMAT_VERSION = 1; // = BUNDLE_FORMAT_VERSION in ragspine_lite.bundle.manifest
+import { DenseScanner } from "./ragspine-dense.mjs";
+
+const FORMAT_VERSION = 2; // = BUNDLE_FORMAT_VERSION in ragspine_lite.bundle.manifest
+const VECTORS_DIR = "data/vectors/"; // the int8 vector shards of a hybrid bundle
 const MAX_DOCUMENT_BYTES = 5 * 1024 * 1024;
 const EMBED_SLICE = 256; // texts per embed call (below the backend's primed-vector cache)
 const PAGE_EXTENSIONS = [".txt", ".md", ".html", ".htm"];
@@ -127,8 +131,15 @@ async function handle(op, args) {
       };
       if (args.mode) request.mode = args.mode;
       if (args.postprocess) request.postprocess = args.postprocess;
-      return semanticCall("search", request, { query: args.query, mode: args.mode ?? null });
+      // What the query reads, fetched together (from the cache when there) before Python
+      // searches; anything else it reads (a hybrid search's fragments, an LLM's rewritten
+      // queries) is fetched synchronously.
+      await loadFilesFor(request);
+      const result = await semanticCall("search", request, { query: args.query, mode: args.mode ?? null });
+      return withFiles(result, state.files.report());
     }
+    case "prefetch":
+      return prefetch(args);
     case "embed": {
       if (!state.embeddings) throw new BundleError("this bundle has no embedding model (build it with --embeddings minilm)");
       const texts = Array.from(args.texts || [], String);
@@ -159,7 +170,10 @@ async function handle(op, args) {
     case "documents":
       return call("documents");
     case "stats":
-      return { ...call("stats"), timings: state.timings, persistence: Boolean(state.idb), manifest: state.manifest };
+      return {
+        ...call("stats"), timings: state.timings, persistence: Boolean(state.idb), manifest: state.manifest,
+        files: state.files.totals,
+      };
     default:
       throw new BundleError(`unknown operation ${JSON.stringify(op)}`);
   }
@@ -210,6 +224,140 @@ function withTiming(result, timing) {
     result.worker = { ...timing, totalMs: Math.round(timing.totalMs * 100) / 100 };
   }
   return result;
+}
+
+function withFiles(result, files) {
+  if (result && typeof result === "object" && !Array.isArray(result)) result.worker = { ...(result.worker || {}), files };
+  return result;
+}
+
+// ------------------------------------------------------------------ the bundle's files
+//
+// Python reads the bundle (header, term shards, text fragments, vectors) through `reader.read`
+// (its BundleFiles): bytes fetched ahead are handed over first, anything else comes from a
+// synchronous XMLHttpRequest (allowed in workers; Python cannot await). Before a search the
+// worker asks Python which files the query needs (`files_for`), fetches them together through
+// the Cache API and provides them (`searcher.provide`). Python checks the sha256 in every file
+// name; files read synchronously are added to the cache after the request, so a return visit
+// reads them from the cache too. Names carry content hashes: a cached file never goes stale.
+
+// Fetches `paths` together (cache first) and hands them to Python; returns the paths.
+async function loadFiles(paths) {
+  const wanted = [...new Set(paths)];
+  const loaded = await Promise.all(wanted.map((path) => state.files.fetch(path)));
+  for (const [i, path] of wanted.entries()) state.searcher.provide(path, loaded[i]);
+  return wanted;
+}
+
+// What a search for `request` reads, loaded ahead: Python's `files_for` is asked until nothing
+// is missing (first the term shards and the filter file, then, ranked from memory, the text
+// fragments of the BM25 hits), a few rounds at most. Returns [paths, rounds].
+const LOAD_ROUNDS = 3;
+
+async function loadFilesFor({ query, mode = null, filters = null, topK = null }) {
+  const ask = { query, mode, filters, topK };
+  const paths = [];
+  let rounds = 0;
+  for (; rounds < LOAD_ROUNDS; rounds++) {
+    const missing = call("files_for", ask).paths;
+    if (!missing.length) break;
+    paths.push(...(await loadFiles(missing)));
+  }
+  return [paths, rounds];
+}
+
+// Prefetch while typing: what a search for `query` will read, fetched now, so the search
+// itself finds it in memory. Resolves to {paths, files, rounds, ms}.
+async function prefetch({ query = "", mode = null, filters = null, topK = 10 } = {}) {
+  const started = performance.now();
+  const [paths, rounds] = typeof query === "string" && query.trim()
+    ? await loadFilesFor({ query, mode, filters, topK })
+    : [[], 0];
+  state.files.totals.prefetched += paths.length;
+  return { paths, files: state.files.report(), rounds, ms: Math.round((performance.now() - started) * 100) / 100 };
+}
+
+function syncGet(url, what) {
+  const xhr = new XMLHttpRequest();
+  xhr.open("GET", url, false);
+  xhr.responseType = "arraybuffer";
+  try {
+    xhr.send();
+  } catch (err) {
+    throw new BundleError(`could not load ${what} from ${url}: ${describe(err).message}`);
+  }
+  if (xhr.status !== 200) {
+    throw new BundleError(`could not load ${what} from ${url}: HTTP ${xhr.status} ${xhr.statusText}`.trim());
+  }
+  return new Uint8Array(xhr.response);
+}
+
+// The worker's side of the bundle's files: `reader` is what Python's BundleFiles wraps.
+function bundleFiles(manifest, bundleURL, cache) {
+  const held = new Map(); // path → bytes fetched ahead, until Python reads them
+  const toStore = []; // [path, bytes] read synchronously, for the cache
+  let loads = []; // what this request loaded: {path, bytes, from}
+  const totals = { files: 0, bytes: 0, cache: 0, network: 0, sync: 0, prefetched: 0 };
+  const note = (path, bytes, from) => {
+    loads.push({ path, bytes: bytes.length, from });
+    totals.files += 1;
+    totals.bytes += bytes.length;
+    totals[from] += 1;
+  };
+  const files = {
+    held,
+    totals,
+    reader: {
+      read(path) {
+        const ahead = held.get(path);
+        if (ahead) {
+          held.delete(path);
+          return ahead;
+        }
+        if (!manifest.files[path]) throw new BundleError(`manifest.json does not list ${path}: rebuild the bundle`);
+        const bytes = syncGet(bundleURL + path, path);
+        note(path, bytes, "sync");
+        if (cache) toStore.push([path, bytes]);
+        return bytes;
+      },
+    },
+    // Bytes of `path`: the Cache API's copy when it has this sha256, else the network's (checked).
+    async fetch(path) {
+      const entry = manifest.files[path];
+      if (!entry) throw new BundleError(`manifest.json does not list ${path}: rebuild the bundle`);
+      const url = bundleURL + path;
+      if (cache) {
+        try {
+          const hit = await cache.match(url);
+          if (hit && hit.headers.get(SHA_HEADER) === entry.sha256) {
+            const bytes = new Uint8Array(await hit.arrayBuffer());
+            note(path, bytes, "cache");
+            return bytes;
+          }
+        } catch (err) {
+          log("warn", `the cache could not read ${path}: ${describe(err).message}`);
+        }
+      }
+      const bytes = new Uint8Array(await (await fetchOrFail(url, path)).arrayBuffer());
+      await verify(manifest, path, bytes);
+      note(path, bytes, "network");
+      if (cache) putCached(cache, url, entry.sha256, bytes).catch((err) => log("warn", `${path} was not cached: ${describe(err).message}`));
+      return bytes;
+    },
+    // What the current request loaded ({path, bytes, from} each); starts the next request's list
+    // and stores the synchronously read files in the cache (in the background, checked).
+    report() {
+      const done = loads;
+      loads = [];
+      for (const [path, bytes] of toStore.splice(0)) {
+        verify(manifest, path, bytes)
+          .then(() => putCached(cache, bundleURL + path, manifest.files[path].sha256, bytes))
+          .catch((err) => log("warn", `${path} was not cached: ${describe(err).message}`));
+      }
+      return done;
+    },
+  };
+  return files;
 }
 
 // ------------------------------------------------------------------ the embedding model
@@ -444,7 +592,7 @@ function checkFormat(manifest, url) {
     );
   }
   const entry = manifest.entry || {};
-  for (const key of ["store", "pyodide"]) {
+  for (const key of ["index", "pyodide"]) {
     if (typeof entry[key] !== "string") throw new BundleError(`manifest.json lacks entry.${key}: rebuild the bundle`);
   }
   if (!entry.wheels || !entry.wheels.micropip || !entry.wheels.ragspine_lite) {
@@ -455,11 +603,11 @@ function checkFormat(manifest, url) {
 // ------------------------------------------------------------------ the runtime cache
 //
 // A return visit reads the runtime files (Pyodide's wasm, stdlib and lock file, the wheel,
-// the chunk store, the model and onnxruntime-web's wasm) from the Cache API instead of the
-// network, on any static host. Every entry carries the sha256 the manifest gave its file when
-// it was stored, and is served only while the current manifest (always revalidated) names
-// the same sha256: a rebuilt site fetches the changed files again and they replace the old
-// entries, so an old index never meets a new runtime. Without a usable Cache API (file://,
+// the index header, the model and onnxruntime-web's wasm) and every shard a search fetched
+// from the Cache API instead of the network, on any static host. Every entry carries the
+// sha256 the manifest gave its file when it was stored, and is served only while the current
+// manifest (always revalidated) names the same sha256: a rebuilt site fetches the changed
+// files again and they replace the old entries, so an old index never meets a new runtime. Without a usable Cache API (file://,
 // an insecure http origin, some private modes, a full quota) every file comes from the
 // network and the worker logs why; search is never affected.
 
@@ -478,6 +626,12 @@ async function openRuntimeCache(bundleURL, enabled) {
   }
 }
 
+// Stores checked `bytes` under `url`, tagged with their sha256 (what later visits compare).
+function putCached(cache, url, sha256, bytes, type = null) {
+  const headers = { [SHA_HEADER]: sha256, "content-type": type || "application/octet-stream" };
+  return cache.put(url, new Response(bytes, { headers }));
+}
+
 function requestURL(input) {
   const raw = typeof input === "string" ? input : input instanceof URL ? input.href : input.url;
   return new URL(raw, self.location.href).href;
@@ -494,8 +648,7 @@ function cacheRuntimeFiles(cache, manifest, bundleURL, paths) {
     if (self.crypto && crypto.subtle && (await sha256Hex(bytes)) !== file.sha256) {
       throw new Error(`${file.path} does not match manifest.json; not cached`);
     }
-    const headers = { [SHA_HEADER]: file.sha256, "content-type": response.headers.get("content-type") || "application/octet-stream" };
-    await cache.put(url, new Response(bytes, { headers }));
+    await putCached(cache, url, file.sha256, bytes, response.headers.get("content-type"));
   };
   const cachedFetch = async (input, init) => {
     const url = requestURL(input);
@@ -669,16 +822,17 @@ async function boot(bundle, options = {}) {
   const withModel = Boolean(entry.embeddings && options.embeddings !== false);
   const withMicropip = options.install === "micropip";
   const downloads = Object.keys(manifest.files || {}).filter((path) =>
-    path === entry.store || path.startsWith(entry.pyodide) || path === entry.wheels.ragspine_lite ||
+    path === entry.index || path.startsWith(entry.pyodide) || path === entry.wheels.ragspine_lite ||
     (withMicropip && path === entry.wheels.micropip) ||
     (withModel && [entry.embeddings.model, entry.embeddings.vocab, entry.embeddings.config].includes(path)) ||
-    (withModel && entry.embeddings.ort && path.startsWith(entry.embeddings.ort.dir)));
+    (withModel && entry.embeddings.ort && path.startsWith(entry.embeddings.ort.dir)) ||
+    (withModel && path.startsWith(VECTORS_DIR)));
   tracker = trackBytes(manifest, bundleURL, downloads);
   const { cache, reason } = await openRuntimeCache(bundleURL, options.cache !== false);
   if (!cache) log(options.cache === false ? "info" : "warn", `runtime files come from the network: ${reason}`);
   const cached = cacheRuntimeFiles(cache, manifest, bundleURL, downloads);
   try {
-    return await bootPython(manifest, bundleURL, cached, { ...options, t0, timings, mark, withModel });
+    return await bootPython(manifest, bundleURL, cached, { ...options, t0, timings, mark, withModel, runtimeCache: cache });
   } finally {
     cached.restore();
   }
@@ -695,9 +849,9 @@ async function bootPython(manifest, bundleURL, cached, options) {
       await verify(manifest, path, bytes);
       return bytes;
     });
-  const dbBytes = fetchChecked(entry.store, "the chunk store", "index");
+  const headerBytes = fetchChecked(entry.index, "the search index header", "index");
   const wheelBytes = fetchChecked(entry.wheels.ragspine_lite, "the ragspine_lite wheel", null);
-  dbBytes.catch(() => {});
+  headerBytes.catch(() => {});
   wheelBytes.catch(() => {});
   // JSPI (WebAssembly.Suspending): Python can then block on onnxruntime-web's promises.
   const useJspi = options.jspi !== false && typeof WebAssembly.Suspending === "function";
@@ -705,6 +859,12 @@ async function bootPython(manifest, bundleURL, cached, options) {
     ? loadModel(manifest, bundleURL, fetchChecked, useJspi)
     : null;
   if (model) model.catch(() => {});
+  // A hybrid search scans every chunk vector: their shards download with the model.
+  const vectors = new Map();
+  for (const path of withModel ? Object.keys(manifest.files).filter((p) => p.startsWith(VECTORS_DIR)) : []) {
+    vectors.set(path, fetchChecked(path, "the chunk vectors", null));
+    vectors.get(path).catch(() => {});
+  }
 
   progress("boot", "Starting Python (Pyodide)");
   const pyodideURL = bundleURL + entry.pyodide;
@@ -755,45 +915,34 @@ async function bootPython(manifest, bundleURL, cached, options) {
   }
 
   progress("index", "Opening the search index");
-  const db = await dbBytes;
-  py.FS.mkdirTree("/bundle");
-  py.FS.writeFile("/bundle/chunks.db", db);
-  let searcher;
-  if (embeddings) {
-    py.globals.set("_ragspine_run", embeddings.run);
-    py.globals.set("_ragspine_config", JSON.stringify(embeddings.config));
-    py.globals.set("_ragspine_vocab", embeddings.vocabPath);
-    searcher = py.runPython([
-      "import json",
-      "from ragspine_lite.bundle.runtime import BundleSearcher",
-      "from ragspine_lite.vector.browser_backend import BrowserOnnxEmbeddingBackend",
-      "_b = BrowserOnnxEmbeddingBackend.from_files(_ragspine_vocab, json.loads(_ragspine_config), runner=_ragspine_run)",
-      "del _ragspine_run, _ragspine_config, _ragspine_vocab",
-      "BundleSearcher('/bundle/chunks.db', embedding_backend=_b)",
-    ].join("\n"));
-    py.runPython("del _b");
-  } else {
-    searcher = py.runPython(
-      "from ragspine_lite.bundle.runtime import BundleSearcher\nBundleSearcher('/bundle/chunks.db')",
-    );
-  }
+  const files = bundleFiles(manifest, bundleURL, options.runtimeCache);
+  files.held.set(entry.index, await headerBytes);
+  const searcher = openSearcher(py, files, entry.index, embeddings);
   const dispatch = searcher.dispatch;
+  if (embeddings) {
+    try {
+      await useDenseScanner(py, searcher, vectors);
+    } catch (err) {
+      log("warn", `the chunk vectors are scanned in Python instead of JavaScript: ${describe(err).message}`);
+    }
+  }
   const versions = JSON.parse(
     py.runPython(
       "import json, sys, ragspine_lite\njson.dumps({'python': sys.version.split()[0], 'ragspine_lite': ragspine_lite.__version__})",
     ),
   );
   versions.pyodide = py.version;
-  // The first query's imports and caches (BM25 here; the model is warmed below, once state is set).
-  dispatch("search", JSON.stringify(embeddings ? { query: "warm up", topK: 1, mode: "bm25" } : { query: "warm up", topK: 1 }));
+  // The first query's imports and caches (tokenizer, glossary), without reading a shard.
+  dispatch("files_for", JSON.stringify({ query: "warm up" }));
   t = mark("index", t);
 
   const opened = {
-    py, searcher, dispatch, manifest, bundleURL, timings, versions, embeddings, embeddingsError,
+    py, searcher, dispatch, manifest, bundleURL, timings, versions, embeddings, embeddingsError, files,
     idb: null, restored: 0, restoreErrors: [],
   };
   state = opened; // call() needs it while restoring
-  if (embeddings) await semanticCall("search", { query: "warm up", topK: 1 }, { query: "warm up", mode: null });
+  // The model's first run is slow (compilation): warm it with a query vector, no search.
+  if (embeddings) await semanticCall("embed", { texts: ["warm up"] }, { texts: ["warm up"] });
   try {
     opened.idb = await idbOpen(`ragspine-lite:${bundleURL}`);
   } catch (err) {
@@ -823,6 +972,48 @@ async function bootPython(manifest, bundleURL, cached, options) {
   tracker.stop();
   tracker = null;
   return opened;
+}
+
+// The BundleSearcher over the bundle's files (the JS reader is Python's BundleFiles: its
+// Uint8Arrays reach Python as buffers).
+function openSearcher(py, files, header, embeddings) {
+  py.globals.set("_files", files.reader);
+  const lines = ["from ragspine_lite.bundle.runtime import BundleSearcher"];
+  if (embeddings) {
+    py.globals.set("_ragspine_run", embeddings.run);
+    py.globals.set("_ragspine_config", JSON.stringify(embeddings.config));
+    py.globals.set("_ragspine_vocab", embeddings.vocabPath);
+    lines.push(
+      "import json",
+      "from ragspine_lite.vector.browser_backend import BrowserOnnxEmbeddingBackend",
+      "_b = BrowserOnnxEmbeddingBackend.from_files(_ragspine_vocab, json.loads(_ragspine_config), runner=_ragspine_run)",
+      "del _ragspine_run, _ragspine_config, _ragspine_vocab",
+    );
+  }
+  py.globals.set("_header", header);
+  lines.push(`BundleSearcher.from_files(_files, header=_header${embeddings ? ", embedding_backend=_b" : ""})`);
+  try {
+    return py.runPython(lines.join("\n"));
+  } finally {
+    py.runPython("for _n in ('_files', '_header', '_b'):\n    globals().pop(_n, None)\ndel _n");
+  }
+}
+
+// A hybrid bundle's chunk vectors, scanned in JavaScript (ragspine-dense.mjs: one Int8Array,
+// Int32 sums): Python's dense lane is handed the scanner (JsDenseScanner); same integers.
+async function useDenseScanner(py, searcher, vectors) {
+  const info = JSON.parse(searcher.dispatch("vector_shards", "{}"));
+  if (!info.shards) return;
+  const scanner = await DenseScanner.load(info, (path) => vectors.get(path) || Promise.reject(
+    new BundleError(`manifest.json does not list ${path}: rebuild the bundle`)));
+  const dense = py.pyimport("ragspine_lite.bundle.dense");
+  const adapter = dense.JsDenseScanner(scanner);
+  try {
+    searcher.use_scanner(adapter);
+  } finally {
+    adapter.destroy();
+    dense.destroy();
+  }
 }
 
 function close() {

@@ -1,8 +1,9 @@
 """Static bundle layout constants and the format-version check (builder and runtime share them).
 
 A bundle is a folder: ``manifest.json`` (format version, runtime versions, sha256 of every
-file, counts), the chunk store at :data:`STORE_PATH`, the wheels, the Pyodide runtime and the
-web runtime. Bump :data:`BUNDLE_FORMAT_VERSION` whenever a runtime could misread an older
+file, counts), the sharded index under ``data/`` (its header at the manifest's
+``entry.index``; see :mod:`ragspine_lite.bundle.shards`), the wheels, the Pyodide runtime and
+the web runtime. Bump :data:`BUNDLE_FORMAT_VERSION` whenever a runtime could misread an older
 bundle (file layout, bundle tables, manifest keys it relies on).
 """
 
@@ -20,17 +21,14 @@ __all__ = [
     "MANIFEST_NAME",
     "PAGE_TABLE",
     "SECTION_TABLE",
-    "STORE_PATH",
     "BundleFormatError",
     "check_format_version",
     "check_manifest",
 ]
 
 #: Version of the bundle layout; the web runtime (``ragspine-lite.mjs``) carries the same number.
-BUNDLE_FORMAT_VERSION = 1
+BUNDLE_FORMAT_VERSION = 2
 MANIFEST_NAME = "manifest.json"
-#: The chunk store, relative to the bundle root.
-STORE_PATH = "data/chunks.db"
 #: Per-document heading sections (doc_id, para_start, para_end, level, heading, anchor).
 SECTION_TABLE = "ragspine_bundle_section"
 #: Result URL per document (doc_id, url): the page a hit links to, before its ``#anchor``.
@@ -56,8 +54,8 @@ def check_format_version(found: object, *, supported: int = BUNDLE_FORMAT_VERSIO
 
     An older bundle → rebuild the bundle; a newer one → update the runtime.
 
-    >>> check_format_version(1)
-    1
+    >>> check_format_version(2)
+    2
     """
     if isinstance(found, bool) or not isinstance(found, (int, str)):
         raise BundleFormatError(
@@ -88,7 +86,7 @@ def check_manifest(manifest: Mapping[str, Any]) -> int:
     """Validate the keys a runtime relies on; return the format version.
 
     Raises :class:`BundleFormatError` for a missing/mismatched ``format_version`` or a
-    manifest without the ``files`` table.
+    manifest whose ``files`` table does not list the index header ``entry.index``.
     """
     if not isinstance(manifest, Mapping):
         raise BundleFormatError(
@@ -98,9 +96,12 @@ def check_manifest(manifest: Mapping[str, Any]) -> int:
     if "format_version" not in manifest:
         raise BundleFormatError(f"{MANIFEST_NAME} has no 'format_version': {_REBUILD_HINT}")
     version = check_format_version(manifest["format_version"])
+    entry = manifest.get("entry")
+    header = entry.get("index") if isinstance(entry, Mapping) else None
     files = manifest.get("files")
-    if not isinstance(files, Mapping) or STORE_PATH not in files:
+    if not isinstance(header, str) or not isinstance(files, Mapping) or header not in files:
         raise BundleFormatError(
-            f"{MANIFEST_NAME} does not list the chunk store {STORE_PATH!r}: {_REBUILD_HINT}"
+            f"{MANIFEST_NAME} does not list the index header (entry.index, got {header!r}): "
+            f"{_REBUILD_HINT}"
         )
     return version

@@ -11,6 +11,7 @@ import pytest
 from _site import CANARY, browser_module, load_build_wasm, serving, shared_wheels
 
 from ragspine_lite.bundle.runtime import BundleSearcher
+from ragspine_lite.bundle.shards import DirectoryFiles
 from ragspine_lite.cli import samples_dir
 
 pytestmark = browser_module()
@@ -49,8 +50,8 @@ def page(browser, contextual_site):
 
 
 def test_the_page_searches_a_contextual_bundle_like_cpython(page, contextual_site):
-    site, manifest = contextual_site
-    with BundleSearcher(site / manifest["entry"]["store"]) as cpython:
+    site, _ = contextual_site
+    with BundleSearcher.from_files(DirectoryFiles(site)) as cpython:
         for query in QUERIES:
             expected = cpython.search(query, top_k=5).snippets
             got = page.evaluate("(q) => window.ragspineDemo.rs.search(q, {topK: 5})", query)

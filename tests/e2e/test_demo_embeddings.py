@@ -14,7 +14,7 @@ import math
 from pathlib import Path
 
 import pytest
-from _site import browser_module
+from _site import browser_module, kept_store
 from test_demo_page import Console, drop_file, search, wait_ready
 
 from ragspine_lite.bundle.runtime import BundleSearcher
@@ -110,7 +110,7 @@ def test_use_multilingual_searches_chinese_queries_hybrid(browser, use_url):
 
 
 def _cpython_locators(site: Path, query: str, backend, mode: str | None) -> list[str]:
-    with BundleSearcher(site / "data" / "chunks.db", embedding_backend=backend) as s:
+    with BundleSearcher(kept_store(site), embedding_backend=backend) as s:
         return [h["source_locator"] for h in s.search(query, top_k=10, mode=mode).snippets]
 
 
@@ -130,6 +130,15 @@ def test_the_demo_searches_hybrid_with_a_switch_to_bm25(browser, semantic_url, s
     assert [h["locator"] for h in hybrid] == _cpython_locators(site, query, cpython, None)
     scores = page.locator("#results li.hit .scores").all_inner_texts()
     assert any("vector 0.000" not in s for s in scores)
+    # The vector shards came with the boot and are scanned in JavaScript: Python reads none.
+    booted = page.evaluate("ragspineDemo.info.cache.fetched")
+    assert any(p.startswith("data/vectors/v-") for p in booted)
+    other = page.evaluate(
+        "async (q) => (await ragspineDemo.rs.searchDetailed(q, {topK: 5}))",
+        "hong kong revenue growth",
+    )
+    assert other["semantic"]["channel"] == "hybrid"
+    assert not [f for f in other["worker"]["files"] if f["path"].startswith("data/vectors/")]
 
     page.check("#mode-switch input[value=bm25]")
     page.wait_for_function("document.querySelector('#results').dataset.channel === 'bm25'")

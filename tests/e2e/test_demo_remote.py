@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 from _remote_server import RecordingRelay
-from _site import CANARY, browser_module
+from _site import CANARY, browser_module, kept_store
 from test_demo_page import BOOT_TIMEOUT_MS, Console, drop_file, search, wait_ready
 
 from ragspine_lite.bundle.runtime import BundleSearcher
@@ -107,7 +107,7 @@ def _configure(page, url: str, method: str, token: str) -> str:
 
 
 def _cpython_order(site: Path, url: str | None, backend=None) -> list[str]:
-    with BundleSearcher(site / "data" / "chunks.db", embedding_backend=backend) as searcher:
+    with BundleSearcher(kept_store(site), embedding_backend=backend) as searcher:
         if url:
             info = searcher.configure_reranker("remote:colbert", url=url, token=TOKEN)
             assert "error" not in info, info

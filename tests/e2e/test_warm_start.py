@@ -1,7 +1,7 @@
 """End to end: a return visit to a built site starts warm, and a rebuilt site is never stale.
 
 The second visit in the same browser context reads Pyodide's wasm and stdlib, the wheel and the
-chunk store from the Cache API (no network request for them), restores Python from the memory
+index header from the Cache API (no network request for them), restores Python from the memory
 snapshot the first visit took, and finds the same results. After the site is rebuilt with
 another document, the changed files are fetched again and the new document is found while
 unchanged files still come from the cache; a rebuilt wheel invalidates the snapshot. Where the
@@ -10,8 +10,10 @@ Cache API is missing (an insecure http origin) search works from the network and
 
 from __future__ import annotations
 
+import json
 import shutil
 import zipfile
+from pathlib import Path
 
 from _site import (
     CHROMIUM,
@@ -29,7 +31,7 @@ pytestmark = browser_module()
 
 BOOT_TIMEOUT_MS = 120_000
 QUERY = "Hong Kong new sales"
-RUNTIME = ("pyodide/pyodide.asm.wasm", "pyodide/python_stdlib.zip", "data/chunks.db")
+PYODIDE = ("pyodide/pyodide.asm.wasm", "pyodide/python_stdlib.zip")
 EXTRA_DOC = """---
 title: Quokka field notes
 language: en
@@ -62,6 +64,12 @@ def fetched(requests: list[str], base: str) -> set[str]:
     return {url[len(base):] for url in requests if url.startswith(base)}
 
 
+def runtime_files(site: Path) -> tuple[str, ...]:
+    """What every visit needs: Pyodide's wasm and stdlib and the index header."""
+    manifest = json.loads((site / "manifest.json").read_text("utf-8"))
+    return (*PYODIDE, manifest["entry"]["index"])
+
+
 def test_a_second_visit_reads_the_runtime_from_the_cache_and_a_rebuild_is_not_stale(
     browser, tmp_path_factory, tmp_path
 ):
@@ -69,6 +77,7 @@ def test_a_second_visit_reads_the_runtime_from_the_cache_and_a_rebuild_is_not_st
     wheel, micropip = shared_wheels(tmp_path_factory)
     site = tmp_path / "site"
     bw.build_site([samples_dir()], site, wheel=wheel, micropip=micropip, title="warm", demo=True)
+    runtime = runtime_files(site)
     with serving(site) as base:
         context = browser.new_context()
         requests: list[str] = []
@@ -77,9 +86,9 @@ def test_a_second_visit_reads_the_runtime_from_the_cache_and_a_rebuild_is_not_st
 
         cold = visit(page, base, QUERY)
         assert cold["ids"], "the cold visit found nothing"
-        assert set(RUNTIME) <= fetched(requests, base)
+        assert set(runtime) <= fetched(requests, base)
         assert cold["cache"]["enabled"] and not cold["cache"]["errors"]
-        assert set(RUNTIME) <= set(cold["cache"]["fetched"])
+        assert set(runtime) <= set(cold["cache"]["fetched"])
         assert cold["cache"]["snapshot"] == "taken"
         assert not any(p.startswith("wheels/micropip") for p in fetched(requests, base))
 
@@ -87,13 +96,13 @@ def test_a_second_visit_reads_the_runtime_from_the_cache_and_a_rebuild_is_not_st
         warm = visit(page, base, QUERY)
         assert warm["ids"] == cold["ids"]
         again = fetched(requests, base)
-        for path in (*RUNTIME, "wheels/" + wheel.name):
+        for path in (*runtime, "wheels/" + wheel.name):
             assert path not in again, f"{path} was fetched again on the warm visit"
             assert path in warm["cache"]["cached"]
         assert "manifest.json" in again, "the manifest must be revalidated on every visit"
         assert warm["cache"]["snapshot"] == "restored"
 
-        # Rebuild the site in place with one more document: a new chunk store and manifest.
+        # Rebuild the site in place with one more document: a new index and manifest.
         docs = copy_site(samples_dir(), tmp_path / "docs")
         (docs / "quokka.md").write_text(EXTRA_DOC, encoding="utf-8")
         bw.build_site([docs], site, wheel=wheel, micropip=micropip, title="warm", demo=True)
@@ -101,7 +110,9 @@ def test_a_second_visit_reads_the_runtime_from_the_cache_and_a_rebuild_is_not_st
         rebuilt = visit(page, base, "quokkas Rottnest")
         assert "quokka" in rebuilt["ids"][0].lower(), rebuilt["ids"]
         refetched = fetched(requests, base)
-        assert "data/chunks.db" in refetched and "data/chunks.db" in rebuilt["cache"]["fetched"]
+        header = runtime_files(site)[-1]
+        assert header != runtime[-1], "the new document did not change the index header"
+        assert header in refetched and header in rebuilt["cache"]["fetched"]
         assert "pyodide/pyodide.asm.wasm" not in refetched
         assert "pyodide/pyodide.asm.wasm" in rebuilt["cache"]["cached"]
         # Same Pyodide and wheel: the snapshot (imports only, no index) is still valid.
@@ -145,7 +156,7 @@ def test_without_the_cache_api_search_comes_from_the_network_and_says_why(
     for run in (first, second):
         assert not run["cache"]["enabled"] and not run["cache"]["cached"]
         assert run["cache"]["snapshot"] == "none"
-        assert set(RUNTIME) <= set(run["cache"]["fetched"])
+        assert set(runtime_files(site)) <= set(run["cache"]["fetched"])
     assert any("no Cache API" in line for line in logs), logs
 
 
