@@ -342,8 +342,9 @@ def make_corpus(data: Path, n: int, n_queries: int) -> tuple[list[dict], list[di
     corpus, every = load_set(data / "squad_train", 10**9)
     queries, gold = every[:n_queries], {q["rel"] for q in every}
     wanted = {q["rel"] for q in queries}
-    pages = [d for d in corpus if d["id"] in wanted]
-    pages += [d for d in corpus if d["id"] not in wanted][: max(0, n - len(pages))]
+    others = [d["id"] for d in corpus if d["id"] not in wanted][: max(0, n - len(wanted))]
+    kept = wanted | set(others)
+    pages = [d for d in corpus if d["id"] in kept]  # file order: the same pages, the same site
     rng = random.Random(20240531)
     pool = [(d["title"], s) for d in corpus if d["id"] not in gold
             for s in SENTENCE.split(d["text"])]
