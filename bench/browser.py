@@ -54,7 +54,7 @@ import threading
 import zipfile
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote_plus, urlsplit
+from urllib.parse import quote_plus, unquote, urlsplit
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -329,6 +329,12 @@ PAGE_HTML = """<!doctype html>
 GZIP_SUFFIXES = {".html", ".mjs", ".js", ".css", ".json", ".jsonl", ".wasm", ".ts", ".txt"}
 SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'])")
 MIX_SENTENCES = 5
+STORE = "store.db"  # the bundle's exported chunk store, kept beside it for the SQLite path
+
+
+def page_of(url: str) -> str:
+    """``…/pages/en-0123.html#intro`` → ``en-0123`` (as bench/browser_bytes.mjs names pages)."""
+    return unquote(url.split("#")[0].rsplit("/", 1)[-1]).removesuffix(".html")
 
 
 def make_corpus(data: Path, n: int, n_queries: int) -> tuple[list[dict], list[dict]]:
@@ -373,11 +379,12 @@ def build_bytes_site(site: Path, pages: list[dict], wheels: tuple, engines: list
         write_pages(pages, site / "pages")
         (site / "pages" / f".{stamp}").touch()
     n = len(pages)
-    if "ragspine_lite" in engines and not _current(site / "rs", wheels[0]):
+    stale = not (_current(site / "rs", wheels[0]) and (site / STORE).is_file())
+    if "ragspine_lite" in engines and stale:
         print(f"building the ragspine_lite bundle of {n:,} pages…", file=sys.stderr, flush=True)
         build_wasm.build_site(
             [site / "pages"], site / "rs", title=f"{n} pages", base_url="../pages/", page=False,
-            wheel=wheels[0], micropip=wheels[1], force=True,
+            wheel=wheels[0], micropip=wheels[1], force=True, keep_store=site / STORE,
             progress=build_wasm.ProgressBar(f"  {n} pages", min_total=20),
         )
     if not (site / "pages" / "pagefind" / "pagefind-entry.json").is_file():
@@ -532,6 +539,14 @@ def bytes_visit(playwright: Any, server: CountingServer, base: str, n: int, engi
     }
 
 
+def sqlite_pages(store: Path, texts: list[str]) -> list[list[str]]:
+    """The pages of each query's top 10 on CPython's SQLite path (the reference ranking)."""
+    from ragspine_lite.bundle.runtime import BundleSearcher
+
+    searcher = BundleSearcher(store)
+    return [[page_of(hit["url"]) for hit in searcher.search(q, top_k=10).hits] for q in texts]
+
+
 def _kb(n: float) -> str:
     return f"{n / 1000:,.0f}" if n >= 10_000 else f"{n / 1000:,.1f}"
 
@@ -571,6 +586,8 @@ def print_bytes(results: dict[int, dict[str, dict]], n_queries: int) -> None:
         r = engines.get("ragspine_lite")
         if not r:
             continue
+        print(f"  ragspine_lite at {n:,} pages: top 10 the same as CPython's SQLite path (same "
+              f"build) for {r['same_as_sqlite']} of {len(r['ranked'])} questions")
         for phase, label in (("cold", "first query"), ("more", "ten more")):
             print(f"  ragspine_lite at {n:,} pages, corpus kB of the {label}: "
                   f"{corpus_groups(r[phase]['files'])}")
@@ -650,6 +667,11 @@ def bytes_main(args: argparse.Namespace, work: Path, wheels: tuple) -> int:
                         p, server, base, n, engine, queries)
     finally:
         server.shutdown()
+    for n, engines in results.items():
+        if "ragspine_lite" in engines:
+            r = engines["ragspine_lite"]
+            ref = sqlite_pages(root / "bytes" / str(n) / STORE, [q["text"] for q in queries])
+            r["same_as_sqlite"] = sum(a == b for a, b in zip(r["ranked"], ref, strict=True))
     print(f"\nragspine_lite bytes benchmark — headless Chromium ({CHROMIUM}), Pagefind 1.6, "
           "MiniSearch 7, FlexSearch 0.8, served from 127.0.0.1\n")
     print_bytes(results, n_queries)
