@@ -586,8 +586,11 @@ def print_bytes(results: dict[int, dict[str, dict]], n_queries: int) -> None:
         r = engines.get("ragspine_lite")
         if not r:
             continue
-        print(f"  ragspine_lite at {n:,} pages: top 10 the same as CPython's SQLite path (same "
-              f"build) for {r['same_as_sqlite']} of {len(r['ranked'])} questions")
+        print(f"  ragspine_lite at {n:,} pages: first query {_kb(r['cold']['corpus'])} kB of "
+              f"corpus (goal ≤ 500, stretch ≤ 300), ten more {_kb(r['more']['corpus'])} kB "
+              f"(goal ≤ 2,000), return visit {r['warm']['ms'] / r['cold']['ms']:.2f} of the cold "
+              f"time (goal ≤ 0.5); top 10 the same as CPython's SQLite path (same build) for "
+              f"{r['same_as_sqlite']} of {len(r['ranked'])} questions")
         for phase, label in (("cold", "first query"), ("more", "ten more")):
             print(f"  ragspine_lite at {n:,} pages, corpus kB of the {label}: "
                   f"{corpus_groups(r[phase]['files'])}")
