@@ -1,9 +1,11 @@
 """Static bundles: export a document folder RESTRICTED-free, and search it in the browser.
 
 ``export`` builds the bundle's chunk store and scans the finished bundle for RESTRICTED
-content; ``runtime`` is what the web worker runs inside Pyodide; ``manifest`` holds the
-layout constants and the format-version check both sides share. The folder assembly (wheels,
-Pyodide, web runtime, ``manifest.json``) is ``build_wasm.py`` in the source tree.
+content; ``shards`` (and ``dense`` for vectors) turns the chunk store into the files a site
+ships and reads them back per query; ``runtime`` is what the web worker runs inside Pyodide;
+``manifest`` holds the layout constants and the format-version check both sides share. The
+folder assembly (wheels, Pyodide, web runtime, ``manifest.json``) is ``build_wasm.py`` in the
+source tree.
 """
 
 from __future__ import annotations

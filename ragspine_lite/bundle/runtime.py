@@ -1,7 +1,8 @@
 """The search side of a static bundle: what the browser worker runs inside Pyodide.
 
-:class:`BundleSearcher` opens the bundle's chunk store without writing to it and keeps a
-second, in-memory store for documents the visitor adds in the page. A search goes through the
+:class:`BundleSearcher` opens a built site's sharded bundle (:meth:`BundleSearcher.from_files`;
+in the worker, files fetched per query) or an exported chunk store, without writing to either,
+and keeps an in-memory store for documents the visitor adds in the page. A search goes through the
 agent link exit (RESTRICTED dropped before any snippet is built) for each library and fuses
 them with :class:`~ragspine_lite.routing.multi_index.MultiIndexRetriever`, so every result is
 the Python snippet dict plus ``library_id`` (``"bundle"`` or ``"page"``). Each hit also
