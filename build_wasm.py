@@ -441,10 +441,13 @@ def _shard_summary(index: dict[str, Any]) -> str:
 
 
 def _file_table(root: Path) -> dict[str, dict[str, Any]]:
+    """sha256 and size of every file but the manifest and the content-named index files."""
+    from ragspine_lite.bundle.manifest import CONTENT_NAMED_DIRS
+
     table = {}
     for path in sorted(p for p in root.rglob("*") if p.is_file()):
         rel = path.relative_to(root).as_posix()
-        if rel == "manifest.json":
+        if rel == "manifest.json" or rel.startswith(CONTENT_NAMED_DIRS):
             continue
         table[rel] = {"sha256": _sha256(path), "bytes": path.stat().st_size}
     return table
@@ -1029,13 +1032,14 @@ def _cmd_build(args: argparse.Namespace) -> int:
         log=log,
     )
     counts = manifest["counts"]
-    total = sum(f["bytes"] for f in manifest["files"].values())
+    written = [f for f in Path(args.out).rglob("*") if f.is_file()]  # the index files included
+    total = sum(f.stat().st_size for f in written)
     vectors = f"{counts['vectors']} vector(s), " if "vectors" in counts else ""
     print(
         f"built {args.out}: {counts['documents']} document(s), {counts['chunks']} chunk(s), "
         f"{vectors}"
         f"{counts['excluded_restricted_documents']} RESTRICTED excluded, "
-        f"{len(manifest['files']) + 1} files, {total / 1e6:.1f} MB "
+        f"{len(written)} files, {total / 1e6:.1f} MB "
         f"(index: {_shard_summary(manifest['index'])}); "
         f"RESTRICTED self-check passed ({manifest['restricted_check']['needles']} needles)"
     )

@@ -17,6 +17,9 @@ import { DenseScanner } from "./ragspine-dense.mjs";
 
 const FORMAT_VERSION = 2; // = BUNDLE_FORMAT_VERSION in ragspine_lite.bundle.manifest
 const VECTORS_DIR = "data/vectors/"; // the int8 vector shards of a hybrid bundle
+// = CONTENT_NAMED_DIRS in ragspine_lite.bundle.manifest: index files the header lists, named
+// `<kind>-<first 16 hex digits of their sha256>.bin`; manifest.json does not list them.
+const CONTENT_NAMED_DIRS = ["data/terms/", "data/text/"];
 const MAX_DOCUMENT_BYTES = 5 * 1024 * 1024;
 const EMBED_SLICE = 256; // texts per embed call (below the backend's primed-vector cache)
 const PAGE_EXTENSIONS = [".txt", ".md", ".html", ".htm"];
@@ -314,7 +317,7 @@ function bundleFiles(manifest, bundleURL, cache) {
           held.delete(path);
           return ahead;
         }
-        if (!manifest.files[path]) throw new BundleError(`manifest.json does not list ${path}: rebuild the bundle`);
+        expectedSha(manifest, path); // a file of this bundle, or a clear error
         const bytes = syncGet(bundleURL + path, path);
         note(path, bytes, "sync");
         if (cache) toStore.push([path, bytes]);
@@ -323,13 +326,12 @@ function bundleFiles(manifest, bundleURL, cache) {
     },
     // Bytes of `path`: the Cache API's copy when it has this sha256, else the network's (checked).
     async fetch(path) {
-      const entry = manifest.files[path];
-      if (!entry) throw new BundleError(`manifest.json does not list ${path}: rebuild the bundle`);
+      const sha = expectedSha(manifest, path);
       const url = bundleURL + path;
       if (cache) {
         try {
           const hit = await cache.match(url);
-          if (hit && hit.headers.get(SHA_HEADER) === entry.sha256) {
+          if (hit && hit.headers.get(SHA_HEADER) === sha) {
             const bytes = new Uint8Array(await hit.arrayBuffer());
             note(path, bytes, "cache");
             return bytes;
@@ -341,7 +343,7 @@ function bundleFiles(manifest, bundleURL, cache) {
       const bytes = new Uint8Array(await (await fetchOrFail(url, path)).arrayBuffer());
       await verify(manifest, path, bytes);
       note(path, bytes, "network");
-      if (cache) putCached(cache, url, entry.sha256, bytes).catch((err) => log("warn", `${path} was not cached: ${describe(err).message}`));
+      if (cache) putCached(cache, url, sha, bytes).catch((err) => log("warn", `${path} was not cached: ${describe(err).message}`));
       return bytes;
     },
     // What the current request loaded ({path, bytes, from} each); starts the next request's list
@@ -351,7 +353,7 @@ function bundleFiles(manifest, bundleURL, cache) {
       loads = [];
       for (const [path, bytes] of toStore.splice(0)) {
         verify(manifest, path, bytes)
-          .then(() => putCached(cache, bundleURL + path, manifest.files[path].sha256, bytes))
+          .then(() => putCached(cache, bundleURL + path, expectedSha(manifest, path), bytes))
           .catch((err) => log("warn", `${path} was not cached: ${describe(err).message}`));
       }
       return done;
@@ -556,15 +558,26 @@ async function sha256Hex(bytes) {
   return Array.from(new Uint8Array(digest), (b) => b.toString(16).padStart(2, "0")).join("");
 }
 
-async function verify(manifest, path, bytes) {
+// The sha256 `path` must have: manifest.json's, or for a content-named index file the hex
+// digits its name carries (a prefix of it). Throws for a file the bundle does not have.
+function expectedSha(manifest, path) {
   const entry = manifest.files && manifest.files[path];
-  if (!entry) throw new BundleError(`manifest.json does not list ${path}: rebuild the bundle`);
+  if (entry) return entry.sha256;
+  if (CONTENT_NAMED_DIRS.some((dir) => path.startsWith(dir))) {
+    const name = /-([0-9a-f]{16})\.[a-z0-9]+$/.exec(path);
+    if (name) return name[1];
+  }
+  throw new BundleError(`manifest.json does not list ${path}: rebuild the bundle`);
+}
+
+async function verify(manifest, path, bytes) {
+  const expected = expectedSha(manifest, path);
   if (!(self.crypto && crypto.subtle)) return; // not a secure context: no digest API
   const found = await sha256Hex(bytes);
-  if (found !== entry.sha256) {
+  if (!found.startsWith(expected)) {
     throw new BundleError(
       `${path} does not match manifest.json (sha256 ${found.slice(0, 12)}…, expected ` +
-        `${String(entry.sha256).slice(0, 12)}…): the bundle was changed after it was built; rebuild it`,
+        `${String(expected).slice(0, 12)}…): the bundle was changed after it was built; rebuild it`,
     );
   }
 }
@@ -702,11 +715,13 @@ function cacheRuntimeFiles(cache, manifest, bundleURL, paths) {
     dropSnapshot() {
       if (cache) writes.push(cache.delete(snapshotURL).catch(() => {}));
     },
-    // Waits for the writes, drops entries of files this manifest no longer names, logs failures.
-    async settle() {
+    // Waits for the writes, drops entries of files neither this manifest nor the index
+    // (`indexPaths`, the header's content-named files) names, logs failures.
+    async settle(indexPaths = []) {
       if (!cache) return stats;
       await Promise.all(writes);
-      const listed = new Set([snapshotURL, ...Object.keys(manifest.files).map((path) => bundleURL + path)]);
+      const paths = [...Object.keys(manifest.files), ...indexPaths];
+      const listed = new Set([snapshotURL, ...paths.map((path) => bundleURL + path)]);
       try {
         for (const request of await cache.keys()) if (!listed.has(request.url)) await cache.delete(request);
       } catch (err) {
@@ -967,7 +982,9 @@ async function bootPython(manifest, bundleURL, cached, options) {
   }
   mark("restore", t);
   timings.total = Math.round(performance.now() - t0);
-  opened.cache = await cached.settle();
+  const indexPaths = searcher.index_paths();
+  opened.cache = await cached.settle(indexPaths.toJs());
+  indexPaths.destroy();
   progress("ready", "Ready");
   tracker.stop();
   tracker = null;

@@ -17,6 +17,7 @@ from ragspine_lite.common.errors import RagspineError
 __all__ = [
     "BUNDLE_FORMAT_VERSION",
     "BUNDLE_META_TABLE",
+    "CONTENT_NAMED_DIRS",
     "FACET_FIELDS",
     "MANIFEST_NAME",
     "PAGE_TABLE",
@@ -29,6 +30,10 @@ __all__ = [
 #: Version of the bundle layout; the web runtime (``ragspine-lite.mjs``) carries the same number.
 BUNDLE_FORMAT_VERSION = 2
 MANIFEST_NAME = "manifest.json"
+#: Folders of index files that the header lists and whose names carry their sha256 (term
+#: shards, text fragments, the filter file): ``manifest.json`` does not list them, so it stays
+#: small however big the corpus (the web runtime has the same list).
+CONTENT_NAMED_DIRS = ("data/terms/", "data/text/")
 #: Per-document heading sections (doc_id, para_start, para_end, level, heading, anchor).
 SECTION_TABLE = "ragspine_bundle_section"
 #: Result URL per document (doc_id, url): the page a hit links to, before its ``#anchor``.

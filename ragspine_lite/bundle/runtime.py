@@ -721,6 +721,11 @@ class BundleSearcher:
             query, metadata_filter=parse_filters(filters), top_k=top_k
         )
 
+    def index_paths(self) -> list[str]:
+        """The sharded bundle's term shards, text fragments and filter file (none for a
+        SQLite bundle): what a cache of this bundle may keep."""
+        return self.sharded.paths() if self.sharded is not None else []
+
     def provide(self, path: str, data: Any) -> None:
         """Take the bytes of a bundle file fetched ahead (checked against its name's hash)."""
         if self.sharded is None:

@@ -384,6 +384,10 @@ class ShardedBundle:
         self._keep(path, value)
         return value
 
+    def paths(self) -> list[str]:
+        """Every term shard, text fragment and filter file the header lists."""
+        return [*self.term_paths, *self.fragment_paths, self.filter_path]
+
     def missing(self, paths: Iterable[str]) -> list[str]:
         """The ``paths`` not cached yet, in order, without repeats."""
         return [p for p in dict.fromkeys(paths) if p not in self._cache]
