@@ -605,6 +605,7 @@ def plot_bytes(results: dict[int, dict[str, dict]], png: Path) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
     def corpus11(r: dict) -> float:
         return r["cold"]["corpus"] + r["more"]["corpus"]
@@ -632,12 +633,16 @@ def plot_bytes(results: dict[int, dict[str, dict]], png: Path) -> None:
                         color=f"C{colour}")
         ax.set_xscale("log")
         ax.set_yscale("log")
+        ax.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,g}"))
+        ax.yaxis.set_minor_formatter(NullFormatter())
         ax.set_xticks(sizes, [f"{n:,}" for n in sizes])
         ax.set_xlabel("pages")
         ax.set_title(title, fontsize=9)
         ax.grid(True, which="both", alpha=0.3)
     axes[0].axhline(500, color="grey", linestyle=":", linewidth=1)
-    axes[0].text(sizes[0], 520, "issue target (10,000 pages): 500 kB", fontsize=7, color="grey")
+    axes[0].text(sizes[0], 450, "goal at 10,000 pages: 500 kB", fontsize=7, color="grey",
+                 va="top")
     axes[0].legend(fontsize=8)
     fig.tight_layout()
     png.parent.mkdir(parents=True, exist_ok=True)
