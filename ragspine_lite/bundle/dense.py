@@ -193,6 +193,26 @@ class DenseLane:
         self.vectors = _check_entry(entry)[1] - len(self.missing)
         self.scanner = scanner
 
+    def rank(
+        self,
+        query_vector: Sequence[float],
+        *,
+        floor: float | None = None,
+        limit: int | None = None,
+        among: Callable[[int], Any] | None = None,
+        keep: Callable[[int], Any] | None = None,
+    ) -> DenseRanking:
+        """The rows above ``floor`` (every row with a vector when ``None``; a calibrated
+        fusion reads nothing else) as a chunk-store query ranks them: ``limit`` keeps the
+        ``limit`` best of the rows ``among`` accepts (default all), as a store query with
+        ``k = limit`` and a ``where`` (the chunk-store path asks for ``k =`` the number of
+        candidates); ``keep(docno)`` then filters rows (the candidates)."""
+        if limit is not None and among is None and limit >= self.vectors:
+            limit = None  # nothing to cut
+        query = self.codec.encode(tuple(float(x) for x in query_vector))
+        threshold = None if floor is None else self.codec.dot_threshold(floor)
+        return DenseRanking(self, query, threshold, limit, among, keep)
+
     def ranking(
         self,
         query_vector: Sequence[float],
@@ -203,41 +223,55 @@ class DenseLane:
         among: Callable[[int], Any] | None = None,
         keep: Callable[[int], Any] | None = None,
     ) -> list[tuple[int, float]]:
-        """``(docno, cosine)`` best first by ``(-dot, docno)``, as a chunk-store query ranks.
+        """``(docno, cosine)`` best first by ``(-dot, docno)``: :meth:`rank`'s rows plus
+        those of ``also`` the store query returns (:meth:`DenseRanking.extra`), then
+        filtered by ``keep(docno)`` (the candidates)."""
+        found = self.rank(query_vector, floor=floor, limit=limit, among=among, keep=keep)
+        return found.cosines(found.ranked + found.extra(also))
 
-        ``floor`` ``None``: every row with a vector. Else only rows whose cosine is above
-        ``floor`` (all a calibrated fusion reads), plus the rows ``also`` names (the lexical
-        hits, whose dense score the results report). ``limit``: only rows among the
-        ``limit`` best of the rows ``among`` accepts (default all) count, as a store query
-        with ``k = limit`` and a ``where`` (the chunk-store path asks for ``k =`` the number
-        of candidates). ``keep(docno)`` then filters rows (the candidates).
-        """
-        if limit is not None and among is None and limit >= self.vectors:
-            limit = None  # nothing to cut
-        query = self.codec.encode(tuple(float(x) for x in query_vector))
-        threshold = None if floor is None else self.codec.dot_threshold(floor)
 
-        def scan(cut: int | None) -> list[tuple[int, int]]:
-            hits = self.scanner.scan(query, cut)
-            hits = hits if among is None else [hit for hit in hits if among(hit[0])]
-            return sorted(hits, key=_best_first)
+class DenseRanking:
+    """One query's rows above a threshold, ``ranked`` best first by ``(-dot, docno)``."""
 
-        ranked = scan(threshold)
-        found = {d for d, _ in ranked}
+    def __init__(
+        self,
+        lane: DenseLane,
+        query: bytes,
+        threshold: int | None,
+        limit: int | None,
+        among: Callable[[int], Any] | None,
+        keep: Callable[[int], Any] | None,
+    ) -> None:
+        self.lane, self.query, self.limit, self.among, self.keep = lane, query, limit, among, keep
+        self.ranked = self._scan(threshold)[:limit]
+
+    def _scan(self, threshold: int | None) -> list[tuple[int, int]]:
+        hits = self.lane.scanner.scan(self.query, threshold)
+        if self.among is not None:
+            hits = [hit for hit in hits if self.among(hit[0])]
+        return sorted(hits, key=_best_first)
+
+    def extra(self, docnos: Iterable[int]) -> list[tuple[int, int]]:
+        """``(docno, dot)`` of the rows of ``docnos`` below the threshold that the store
+        query still returns (within its ``limit``), best first; they rank after
+        :attr:`ranked` (e.g. the lexical hits of a calibrated fusion's results)."""
+        found = {d for d, _ in self.ranked}
+        among, missing = self.among, self.lane.missing
         extra = sorted(
-            d for d in set(also) - found
-            if d not in self.missing and (among is None or among(d))
+            d for d in set(docnos) - found if d not in missing and (among is None or among(d))
         )
-        if extra and limit is None:  # all at or below the threshold: they rank after
-            dots = self.scanner.dots(query, extra)
-            ranked += sorted(zip(extra, dots, strict=True), key=_best_first)
-        elif extra and limit is not None and len(ranked) < limit:  # their rank decides
-            wanted = found.union(extra)
-            ranked = [hit for hit in scan(None)[:limit] if hit[0] in wanted]
-        if limit is not None:
-            del ranked[limit:]
-        cosine = self.codec.cosine
-        return [(d, cosine(dot)) for d, dot in ranked if keep is None or keep(d)]
+        if not extra or (self.limit is not None and len(self.ranked) >= self.limit):
+            return []
+        if self.limit is None:
+            dots = self.lane.scanner.dots(self.query, extra)
+            return sorted(zip(extra, dots, strict=True), key=_best_first)
+        wanted = set(extra)  # their rank among all rows decides
+        return [hit for hit in self._scan(None)[: self.limit] if hit[0] in wanted]
+
+    def cosines(self, hits: Iterable[tuple[int, int]]) -> list[tuple[int, float]]:
+        """``hits`` as ``(docno, cosine)``, only the candidates (``keep``)."""
+        cosine, keep = self.lane.codec.cosine, self.keep
+        return [(d, cosine(dot)) for d, dot in hits if keep is None or keep(d)]
 
 
 def _best_first(hit: tuple[int, int]) -> tuple[int, int]:

@@ -17,7 +17,7 @@ import copy
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from ragspine_lite.bundle.dense import DenseLane, DenseScanner, ShardScanner
+from ragspine_lite.bundle.dense import DenseLane, DenseRanking, DenseScanner, ShardScanner
 from ragspine_lite.bundle.shards import ShardedBM25Index, ShardedBundle, docno_key
 from ragspine_lite.filtering.metadata_filter import MetadataFilter
 from ragspine_lite.lexical.inverted_index import CandidateSet
@@ -94,8 +94,8 @@ class ShardedIndex:
         missing = self.bundle.missing(paths)
         if missing or top_k is None:
             return missing
-        hits = self._hits(query, {}, metadata_filter, top_k)
-        ordered = self.fusion.fuse(hits, top_k) if hits else []
+        found = self._hits(query, {}, metadata_filter, top_k)
+        ordered = self.fusion.fuse(found[0], top_k) if found else []
         return self.bundle.missing(self.bundle.fragment_path(int(key)) for key, _ in ordered)
 
     def retrieve(
@@ -118,10 +118,20 @@ class ShardedIndex:
         )
         filters = equality_filters(topic, entity, geography, period, language)
         hybrid = self.last_channel == CHANNEL_HYBRID
-        hits = self._hits(query, filters, metadata_filter, limit, hybrid=hybrid)
-        if hits is None:
+        found = self._hits(query, filters, metadata_filter, limit, hybrid=hybrid)
+        if found is None:
             return []
-        return fused_results(hits, self.fusion, limit, self._chunks_for)
+        hits, dense = found
+        keys: list[str] = []  # the results' keys, in order
+
+        def chunks_for(ids: list[str]) -> dict[str, Any]:
+            keys.extend(ids)
+            return self._chunks_for(ids)
+
+        results = fused_results(hits, self.fusion, limit, chunks_for)
+        if dense:
+            _add_vector_scores(results, keys, hits, dense)
+        return results
 
     def _hits(
         self,
@@ -131,9 +141,9 @@ class ShardedIndex:
         limit: int,
         *,
         hybrid: bool = False,
-    ) -> list[ChannelHits] | None:
-        """The BM25 (and, ``hybrid``, dense) rankings of the query variants (``None``: no
-        document passes the filters)."""
+    ) -> tuple[list[ChannelHits], list[DenseRanking]] | None:
+        """The BM25 (and, ``hybrid``, dense) rankings of the query variants, with the dense
+        rankings (``None``: no document passes the filters)."""
         candidates = self._candidates(filters, metadata_filter)
         if candidates is not None and candidates.count == 0:
             return None
@@ -143,11 +153,11 @@ class ShardedIndex:
                 queries, candidates=candidates, limit=None if hybrid else limit
             )
         lexical = [[(key, s) for _, key, s in ranking] for ranking in rankings]
-        dense = None
-        if hybrid:
-            found = {d for ranking in rankings for d, _, _ in ranking}
-            dense = self._dense_rankings(queries, found, filters, candidates)
-        return channel_hits(queries, lexical, dense)
+        if not hybrid:
+            return channel_hits(queries, lexical), []
+        dense = self._dense_rankings(queries, filters, candidates)
+        vectors = [[(docno_key(d), c) for d, c in r.cosines(r.ranked)] for r in dense]
+        return channel_hits(queries, lexical, vectors), dense
 
     def dense_queries(self, query: str) -> list[str]:
         """The texts a :meth:`retrieve` of ``query`` embeds (``[]``: it takes a BM25 channel)."""
@@ -159,16 +169,15 @@ class ShardedIndex:
     def _dense_rankings(
         self,
         queries: list[str],
-        lexical: set[int],
         filters: Mapping[str, str | None],
         candidates: CandidateSet | None,
-    ) -> list[list[tuple[str, float]]]:
-        """Per query variant, the dense hits the fusion reads, ``(key, cosine)`` best first.
+    ) -> list[DenseRanking]:
+        """Per query variant, the dense rows the fusion reads, best first.
 
         As the chunk-store path: its store query asks for ``k =`` the candidate count among
         the rows passing the equality filters, then keeps the candidates. A calibrated
-        fusion reads only cosines above its floor, plus the lexical hits' (their results'
-        vector scores); RRF reads the whole ranking.
+        fusion reads only cosines above its floor (an integer threshold for the scan); RRF
+        reads the whole ranking.
         """
         assert self.dense is not None
         calibration = getattr(self.fusion, "calibration", None)
@@ -179,13 +188,10 @@ class ShardedIndex:
             if any(v is not None for v in filters.values()):
                 where = self._candidates(filters, None)
                 among = where.mask.__getitem__ if where is not None else None
-        out = []
-        for vector in embed_queries(self.embedding_backend, list(queries)):
-            ranked = self.dense.ranking(
-                vector, floor=floor, also=lexical, limit=limit, among=among, keep=keep
-            )
-            out.append([(docno_key(d), cosine) for d, cosine in ranked])
-        return out
+        return [
+            self.dense.rank(vector, floor=floor, limit=limit, among=among, keep=keep)
+            for vector in embed_queries(self.embedding_backend, list(queries))
+        ]
 
     def _candidates(
         self, filters: Mapping[str, str | None], metadata_filter: MetadataFilter | None
@@ -204,3 +210,25 @@ class ShardedIndex:
         wanted = {key: int(key) for key in keys}
         chunks = self.bundle.chunks(wanted.values())
         return {key: copy.copy(chunks[d]) for key, d in wanted.items()}  # as a fresh read
+
+
+def _add_vector_scores(
+    results: list[RetrievalResult],
+    keys: list[str],
+    hits: list[ChannelHits],
+    dense: list[DenseRanking],
+) -> None:
+    """Give results without a dense hit (lexical hits below a calibrated floor) the vector
+    score the chunk-store path reports: their best cosine over the variants' store queries.
+
+    The fusion never read those cosines, so only the results' rows are scored (the chunk
+    store scores every candidate).
+    """
+    scored = {key for h in hits for key, _ in h.dense or ()}
+    todo = {int(key): r for key, r in zip(keys, results, strict=True) if key not in scored}
+    seen: set[int] = set()
+    for ranking in dense:
+        for d, cosine in ranking.cosines(ranking.extra(todo)) if todo else ():
+            if d not in seen or cosine > todo[d].vector_score:
+                todo[d].vector_score = cosine
+                seen.add(d)
