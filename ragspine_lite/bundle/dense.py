@@ -8,8 +8,8 @@ scores query codes against every row by exact integer dot product; :class:`Shard
 reads the shards through the bundle's files (numpy when importable, else pure Python, the
 same integers), :class:`JsDenseScanner` wraps the worker's JavaScript scanner
 (``web/ragspine-dense.mjs``). :class:`DenseLane` turns a query vector into the dense
-ranking the fusion takes, ``(docno, cosine)`` best first by ``(-dot, docno)``, as the
-SQLite store ranks the same codes by ``(-dot, chunk_id)``.
+ranking the fusion takes (a :class:`DenseRanking`), ``(docno, cosine)`` best first by
+``(-dot, docno)``, as the SQLite store ranks the same codes by ``(-dot, chunk_id)``.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from ragspine_lite.vector.quantize import Int8Codec, Int8Matrix
 __all__ = [
     "VECTOR_SHARD_BYTES",
     "DenseLane",
+    "DenseRanking",
     "DenseScanner",
     "JsDenseScanner",
     "ShardScanner",
