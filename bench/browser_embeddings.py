@@ -189,27 +189,16 @@ def build(corpus: list[dict], site: Path, wheels: tuple[Path, Path], backend: Ca
     write_docs(corpus, docs)
     log(f"building {site.name} ({len(corpus)} paragraphs, MiniLM vectors)…")
     started = time.perf_counter()
-    from ragspine_lite.bundle import export
-
     real_make = build_wasm.make_embedding_backend
-    build_wasm.make_embedding_backend = lambda *_args, **_kw: backend
-    real_export = export.export_store
-
-    def export_and_keep(docs_: Any, db_path: Any, **kwargs: Any) -> Any:
-        report = real_export(docs_, db_path, **kwargs)
-        if db_copy is not None:
-            shutil.copyfile(db_path, db_copy)
-        return report
-
-    export.export_store = export_and_keep  # build_site imports it when it runs
+    build_wasm.make_embedding_backend = lambda *_args, **_kw: backend  # vectors cached per text
     try:
         manifest = build_wasm.build_site(
             [docs], site, title=site.name, wheel=wheels[0], micropip=wheels[1], demo=True,
-            embeddings="minilm", progress=build_wasm.ProgressBar(f"  {site.name}", min_total=20),
+            embeddings="minilm", keep_store=db_copy,
+            progress=build_wasm.ProgressBar(f"  {site.name}", min_total=20),
         )
     finally:
         build_wasm.make_embedding_backend = real_make
-        export.export_store = real_export
         backend.save()
         shutil.rmtree(docs, ignore_errors=True)
     meta = {"key": key, "paragraphs": len(corpus), "chunks": manifest["counts"]["chunks"],
@@ -336,7 +325,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="queries also checked with the pure-Python scan (10)")
     parser.add_argument("--quality-queries", type=int, default=1000, help="(1000)")
     parser.add_argument("--work", type=Path, default=REPO / ".cache" / "bench-dense",
-                        help="built sites and cached vectors (.cache/bench-dense)")
+                        help="built sites, cached vectors and quality (.cache/bench-dense)")
     args = parser.parse_args(argv)
     sizes = [int(x) for x in args.sizes.split(",") if x.strip()]
     if not sizes or min(sizes) < 1 or args.queries < 1:
@@ -388,8 +377,14 @@ def run(args: argparse.Namespace, sizes: list[int]) -> int:
             "pure": cpython_hits(site, backend, timed[: args.pure_queries], numpy=False),
             "bytes": vector_bytes(site),
         }
-    log("quality: int8 vs float32 on the SQLite reference path…")
-    scores = quality(work / f"chunks-{sizes[0]}.db", backend, quality_queries, work)
+    db = work / f"chunks-{sizes[0]}.db"
+    key = f"{hashlib.sha256(db.read_bytes()).hexdigest()}-{len(quality_queries)}"
+    cached = work / "quality.json"
+    scores = json.loads(cached.read_text("utf-8")) if cached.is_file() else {}
+    if scores.get("key") != key:
+        log("quality: int8 vs float32 on the SQLite reference path…")
+        scores = {"key": key, **quality(db, backend, quality_queries, work)}
+        cached.write_text(json.dumps(scores) + "\n", "utf-8")
     backend.save()
 
     server = build_wasm.make_server(root)
@@ -437,7 +432,7 @@ def report(args: argparse.Namespace, sizes: list[int], builds: dict[int, dict[st
               f"{'yes' if same else 'NO'} ({len(browser_hits)} + {len(r['pure'])} pure) |")
     channels = sorted({x["channel"] for n in sizes for x in results[n]["browser"]["hybrid"]})
     print(f"\nhybrid channels: {', '.join(map(str, channels))}; model "
-          f"{first['info'].get('embeddings', {}).get('modelId', '?')}")
+          f"{(first['info'].get('embeddings') or {}).get('modelId', '?')}")
     print(f"hybrid nDCG@10 on {args.set} ({n_quality} queries, the {sizes[0]:,}-chunk corpus, "
           f"SQLite reference path): int8 {scores['int8']:.4f}, float32 {scores['float32']:.4f}, "
           f"difference {scores['int8'] - scores['float32']:+.4f}")
