@@ -16,7 +16,11 @@ One table, one row per size, then:
 * **Chromium** (headless, JSPI; the site served from 127.0.0.1, ``RagSpineLite.open``): p50 of
   ``rs.embed([q])`` (query embedding), ``searchDetailed(q, {mode: "bm25"})`` and
   ``searchDetailed(q, {mode: "hybrid"})`` over ``--queries`` queries, wall time around the JS
-  call (worker round trip included); **dense** = hybrid − BM25 − embedding (p50s);
+  call (worker round trip included); **dense** = hybrid − BM25 − embedding (p50s), which
+  holds all a hybrid search does beyond BM25 mode (its lexical side ranks every matching
+  chunk for the fusion, where BM25 mode stops at the top 10); **JS scan** = the worker's
+  scanner module alone (``ragspine-dense.mjs`` over the same shards, one query's codes,
+  the calibrated floor's threshold);
 * **vectors**: bytes of the ``data/vectors/*.i8`` shards vs float32 (4 bytes per dimension);
 * **identical**: the hybrid hits (chunk ids, vector and fused scores) of every measured query
   are the same in Chromium (JS scan), on CPython with numpy and in pure Python (the sharded
@@ -65,7 +69,7 @@ K = 10
 WARMUPS = ("warm up the model", "how fast is a warm query", "which river is the longest")
 
 PAGE_JS = r"""
-async ({ module, bundle, queries, warmups }) => {
+async ({ module, bundle, queries, warmups, scan }) => {
   const { RagSpineLite } = await import(module);
   const rs = await RagSpineLite.open({ bundle, jspi: true, timeoutMs: 0 });
   const out = { info: rs.info };
@@ -90,6 +94,17 @@ async ({ module, bundle, queries, warmups }) => {
     }
   }
   rs.close();
+  // The dense scan alone: the worker's scanner module over the same shards, one query's codes
+  // at a time, with the calibrated floor's integer threshold.
+  const { DenseScanner } = await import(bundle + "ragspine-dense.mjs");
+  const read = async (p) => new Uint8Array(await (await fetch(bundle + p)).arrayBuffer());
+  const scanner = await DenseScanner.load(scan.info, read);
+  for (const codes of scan.codes.slice(0, 3)) scanner.scan(Int8Array.from(codes), scan.threshold);
+  out.scan = scan.codes.map((codes) => {
+    const t = performance.now();
+    scanner.scan(Int8Array.from(codes), scan.threshold);
+    return performance.now() - t;
+  });
   return out;
 }
 """
@@ -282,7 +297,22 @@ def quality(db: Path, backend: CachedBackend, queries: list[dict], work: Path) -
     return out
 
 
-def run_browser(browser: Any, base: str, site: str, queries: list[str]) -> dict[str, Any]:
+def scan_job(site: Path, backend: Any, queries: list[str]) -> dict[str, Any]:
+    """The shards, query codes and floor threshold for timing the JS scan on its own."""
+    from ragspine_lite.bundle.shards import DirectoryFiles, ShardedBundle
+    from ragspine_lite.lexical.pipeline import embed_queries
+    from ragspine_lite.vector.quantize import Int8Codec
+
+    entry = ShardedBundle(DirectoryFiles(site)).vectors or {}
+    codec = Int8Codec(entry["scale"])
+    codes = [codec.encode(tuple(float(x) for x in v)) for v in embed_queries(backend, queries)]
+    return {"info": entry, "threshold": codec.dot_threshold(backend.calibration.floor),
+            "codes": [[b - 256 if b > 127 else b for b in c] for c in codes]}
+
+
+def run_browser(
+    browser: Any, base: str, site: str, queries: list[str], scan: dict[str, Any]
+) -> dict[str, Any]:
     context = browser.new_context()
     try:
         page = context.new_page()
@@ -291,7 +321,8 @@ def run_browser(browser: Any, base: str, site: str, queries: list[str]) -> dict[
         bundle = f"{base}{site}/"
         page.goto(f"{bundle}manifest.json")
         return page.evaluate(PAGE_JS, {"module": f"{bundle}ragspine-lite.mjs", "bundle": bundle,
-                                       "queries": queries, "warmups": list(WARMUPS)})
+                                       "queries": queries, "warmups": list(WARMUPS),
+                                       "scan": scan})
     finally:
         context.close()
 
@@ -398,7 +429,10 @@ def run(args: argparse.Namespace, sizes: list[int]) -> int:
             try:
                 for n in sizes:
                     log(f"Chromium: {args.set}-{n}…")
-                    results[n]["browser"] = run_browser(browser, base, f"{args.set}-{n}", timed)
+                    scan = scan_job(root / f"{args.set}-{n}", backend, timed)
+                    results[n]["browser"] = run_browser(
+                        browser, base, f"{args.set}-{n}", timed, scan
+                    )
             finally:
                 browser.close()
     finally:
@@ -414,10 +448,10 @@ def report(args: argparse.Namespace, sizes: list[int], builds: dict[int, dict[st
     print(f"\nDense search at scale, {args.set}, MiniLM (int8 vector shards, exact integer scan),"
           f" headless Chromium (JSPI), {args.queries} queries, p50 ms per call (wall time around"
           " the JS call)\n")
-    head = ("| chunks | query embedding | BM25 | dense (hybrid − BM25 − embedding) | hybrid "
-            "| vectors: int8 / float32 bytes | identical: browser = numpy = pure |")
+    head = ("| chunks | query embedding | BM25 | dense (hybrid − BM25 − embedding) | JS scan "
+            "| hybrid | vectors: int8 / float32 bytes | identical: browser = numpy = pure |")
     print(head)
-    print("|---:|---:|---:|---:|---:|---|---|")
+    print("|---:|---:|---:|---:|---:|---:|---|---|")
     for n in sizes:
         r = results[n]
         b = r["browser"]
@@ -428,7 +462,7 @@ def report(args: argparse.Namespace, sizes: list[int], builds: dict[int, dict[st
         browser_hits = [x["hits"] for x in b["hybrid"]]
         same = browser_hits == r["numpy"] and r["pure"] == r["numpy"][: len(r["pure"])]
         print(f"| {builds[n]['chunks']:,} | {embed:.1f} | {bm25:.1f} | {hybrid - bm25 - embed:.1f}"
-              f" | {hybrid:.1f} | {int8:,} / {f32:,} ({int8 / f32:.0%}) | "
+              f" | {p50(b['scan']):.1f} | {hybrid:.1f} | {int8:,} / {f32:,} ({int8 / f32:.0%}) | "
               f"{'yes' if same else 'NO'} ({len(browser_hits)} + {len(r['pure'])} pure) |")
     channels = sorted({x["channel"] for n in sizes for x in results[n]["browser"]["hybrid"]})
     print(f"\nhybrid channels: {', '.join(map(str, channels))}; model "
