@@ -693,14 +693,15 @@ def bytes_main(args: argparse.Namespace, work: Path, wheels: tuple) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
-    parser.add_argument("--queries", type=int, default=200, help="queries per set (200)")
+    parser.add_argument("--queries", type=int, default=200,
+                        help="queries per set; --bytes: questions for quality (200)")
     parser.add_argument("--repeats", type=int, default=3, help="start-up repeats (3)")
     parser.add_argument("--work", type=Path, help="keep built sites here and reuse them")
     parser.add_argument("--startup-only", action="store_true",
                         help="only the cold/warm start-up table (skip the query comparison)")
     parser.add_argument("--bytes", action="store_true",
                         help="bytes and time to the first result vs Pagefind, MiniSearch and "
-                        "FlexSearch at --sizes pages (instead of the tables above)")
+                        "FlexSearch at --sizes pages (instead of the start-up and query tables)")
     parser.add_argument("--sizes", type=lambda v: [int(x) for x in v.split(",")],
                         default=[1000, 10000, 100000], help="--bytes: pages per site "
                         "(default 1000,10000,100000)")
