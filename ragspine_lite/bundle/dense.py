@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ragspine_lite.bundle.manifest import BundleFormatError
-from ragspine_lite.bundle.shards import BundleFiles, _as_bytes, _check_content
+from ragspine_lite.bundle.shards import BundleFiles, read_checked
 from ragspine_lite.vector.quantize import Int8Codec, Int8Matrix
 
 __all__ = [
@@ -125,8 +125,7 @@ class ShardScanner:
         if self._matrix is None:
             flat = bytearray()
             for _start, count, path in self._shards:
-                data = _as_bytes(self._files.read(path))
-                _check_content(path, data)
+                data = read_checked(self._files, path)
                 if len(data) != count * self.dim:
                     raise BundleFormatError(
                         f"vector shard {path!r} holds {len(data)} bytes, not {count} rows of "

@@ -64,6 +64,7 @@ __all__ = [
     "docno_key",
     "index_text_fn_of",
     "pack",
+    "read_checked",
     "unpack",
     "write_shards",
 ]
@@ -198,6 +199,13 @@ class DirectoryFiles:
         if not parts or path.startswith("/") or ".." in parts:
             raise ValueError(f"bundle file path must be relative and inside the bundle: {path!r}")
         return self.root.joinpath(*parts).read_bytes()
+
+
+def read_checked(files: BundleFiles, path: str) -> bytes:
+    """``path``'s bytes from ``files``, refused unless they have the hash its name carries."""
+    data = _as_bytes(files.read(path))
+    _check_content(path, data)
+    return data
 
 
 # ---------------------------------------------------------------- decoded files
@@ -346,9 +354,7 @@ class ShardedBundle:
     # -- files --------------------------------------------------------------------------
 
     def _fetch(self, path: str) -> bytes:
-        data = _as_bytes(self.files.read(path))
-        _check_content(path, data)
-        return data
+        return read_checked(self.files, path)
 
     def provide(self, path: str, data: bytes) -> None:
         """Take ``path``'s bytes fetched ahead of a search (prefetch); checked and decoded now."""
