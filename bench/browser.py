@@ -213,15 +213,16 @@ def _members(wheel: Path) -> list[tuple[str, int]]:
         return sorted((i.filename, i.CRC) for i in archive.infolist())
 
 
-def _current(site: Path, wheel: Path) -> bool:
-    """A site kept in --work is reused only if it holds the same package and web code."""
+def _current(site: Path, wheel: Path, *, demo: bool = True) -> bool:
+    """A site kept in --work is reused only if it holds the same package and web code
+    (``demo``: and the same demo page)."""
     shipped = sorted((site / "wheels").glob("ragspine_lite-*.whl"))
     if not (site / "manifest.json").is_file() or len(shipped) != 1:
         return False
     web = build_wasm.WEB_DIR
     same_web = all(
         (site / n).is_file() and (site / n).read_bytes() == (web / n).read_bytes()
-        for n in (*build_wasm.RUNTIME_FILES, *build_wasm.DEMO_FILES)
+        for n in (*build_wasm.RUNTIME_FILES, *(build_wasm.DEMO_FILES if demo else ()))
     )
     return same_web and _members(shipped[0]) == _members(wheel)
 
@@ -379,7 +380,7 @@ def build_bytes_site(site: Path, pages: list[dict], wheels: tuple, engines: list
         write_pages(pages, site / "pages")
         (site / "pages" / f".{stamp}").touch()
     n = len(pages)
-    stale = not (_current(site / "rs", wheels[0]) and (site / STORE).is_file())
+    stale = not (_current(site / "rs", wheels[0], demo=False) and (site / STORE).is_file())
     if "ragspine_lite" in engines and stale:
         print(f"building the ragspine_lite bundle of {n:,} pages…", file=sys.stderr, flush=True)
         build_wasm.build_site(
