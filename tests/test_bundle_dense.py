@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from test_bundle_shards import _site
 
-from ragspine_lite.bundle import dense
+from ragspine_lite.bundle import dense, sharded_index
 from ragspine_lite.bundle.dense import DenseLane, ShardScanner, write_vector_shards
 from ragspine_lite.bundle.manifest import BundleFormatError
 from ragspine_lite.bundle.runtime import BundleSearcher
@@ -370,3 +370,29 @@ def test_the_js_adapter_hands_over_int8_codes_and_reads_int32_results() -> None:
     assert scanner.scan(query, None) == [(1, -127), (127, -999), (3, -(2**31))]
     assert scanner.scan(query, 42)[1] == (127, 42)
     assert scanner.dots(query, [7, 0, 2**31 - 1]) == [1, 7, 0, 2**31 - 1, 5]
+
+
+@pytest.mark.parametrize("pool", [2, 6])
+def test_a_pooled_hybrid_search_equals_the_full_ranking(hybrid, monkeypatch, pool) -> None:
+    """A calibrated hybrid search scores a pool of BM25 hits plus the dense hits, not every
+    BM25 hit, and still returns the chunk store path's hits and scores."""
+    db, root, backend = hybrid
+    if getattr(backend, "calibration", None) is None:
+        pytest.skip("RRF reads every lexical hit")
+    monkeypatch.setattr(sharded_index, "LEXICAL_POOL", pool)
+    proven: list[bool] = []
+    original = sharded_index.ShardedIndex._pooled
+
+    def spy(self, *args, **kwargs):
+        found = original(self, *args, **kwargs)
+        proven.append(found is not None)
+        return found
+
+    monkeypatch.setattr(sharded_index.ShardedIndex, "_pooled", spy)
+    with BundleSearcher(db, embedding_backend=backend) as reference, \
+            BundleSearcher.from_files(DirectoryFiles(root), embedding_backend=backend) as lazy:
+        for query in hybrid_queries():
+            for top_k in (1, 3, 10):
+                want = reference.search(query, top_k=top_k).as_dict()["hits"]
+                assert lazy.search(query, top_k=top_k).as_dict()["hits"] == want, (query, top_k)
+    assert any(proven)

@@ -38,7 +38,14 @@ from ragspine_lite.lexical.retrieval import DEFAULT_TOP_K, QueryRewriter
 from ragspine_lite.lexical.tokenizer import tokenize
 from ragspine_lite.vector.embedding_backends import DEFAULT_MIN_COVERAGE, check_min_coverage
 
-__all__ = ["ShardedIndex"]
+__all__ = ["LEXICAL_POOL", "ShardedIndex"]
+
+#: BM25 hits a hybrid search scores before the dense hits (see :meth:`ShardedIndex._pooled`).
+LEXICAL_POOL = 100
+
+
+def _keyed(ranking: Iterable[tuple[int, str, float]]) -> list[tuple[str, float]]:
+    return [(key, s) for _, key, s in ranking]
 
 
 class ShardedIndex:
@@ -148,16 +155,50 @@ class ShardedIndex:
         if candidates is not None and candidates.count == 0:
             return None
         queries = query_variants(self.query_rewriter, query)
-        with self.bm25.reading():  # with a dense lane every lexical hit counts
-            rankings = self.bm25.rank_variants(
-                queries, candidates=candidates, limit=None if hybrid else limit
-            )
-        lexical = [[(key, s) for _, key, s in ranking] for ranking in rankings]
         if not hybrid:
-            return channel_hits(queries, lexical), []
+            with self.bm25.reading():
+                rankings = self.bm25.rank_variants(queries, candidates=candidates, limit=limit)
+            return channel_hits(queries, [_keyed(r) for r in rankings]), []
         dense = self._dense_rankings(queries, filters, candidates)
         vectors = [[(docno_key(d), c) for d, c in r.cosines(r.ranked)] for r in dense]
+        lexical = None
+        if len(queries) == 1 and getattr(self.fusion, "calibration", None) is not None:
+            lexical = self._pooled(queries[0], candidates, vectors[0], limit)
+        if lexical is None:  # every lexical hit counts
+            with self.bm25.reading():
+                rankings = self.bm25.rank_variants(queries, candidates=candidates)
+            lexical = [_keyed(r) for r in rankings]
         return channel_hits(queries, lexical, vectors), dense
+
+    def _pooled(
+        self,
+        query: str,
+        candidates: CandidateSet | None,
+        dense: list[tuple[str, float]],
+        limit: int,
+    ) -> list[list[tuple[str, float]]] | None:
+        """The lexical ranking a calibrated fusion needs, without scoring every BM25 hit.
+
+        The top ``max(LEXICAL_POOL, 2 * limit)`` hits (pruned) plus the exact BM25 of the
+        dense hits outside them. Any other chunk has no dense evidence and at most the pool's
+        last score, so it fuses to at most ``w · last / best``: when the ``limit``-th fused
+        score is above that, the fused top ``limit`` is the full ranking's, bit for bit.
+        ``None``: not proven, rank every hit.
+        """
+        tokens = tokenize(query)
+        pool = max(LEXICAL_POOL, 2 * limit)
+        with self.bm25.reading():
+            top = self.bm25.rank(tokens, candidates=candidates, limit=pool)
+            if len(top) < pool:
+                return [_keyed(top)]  # every hit
+            have = {d for d, _, _ in top}
+            outside = [int(key) for key, _ in dense if int(key) not in have]
+            extra = self.bm25.score(tokens, outside, candidates=candidates)
+        lexical = sorted(_keyed(top + extra), key=lambda h: (-h[1], h[0]))
+        fused = self.fusion.fuse(channel_hits([query], [lexical], [dense]), limit)
+        weight = self.fusion.calibration.lexical_weight  # type: ignore[attr-defined]
+        bound = weight * (top[-1][2] / top[0][2])
+        return [lexical] if len(fused) == limit and fused[-1][1] > bound else None
 
     def dense_queries(self, query: str) -> list[str]:
         """The texts a :meth:`retrieve` of ``query`` embeds (``[]``: it takes a BM25 channel)."""

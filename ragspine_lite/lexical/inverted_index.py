@@ -333,20 +333,7 @@ class BM25Index:
     ) -> list[Hit]:
         if cand is not None and cand.count == self.n_docs:
             cand = None  # the candidates are all live documents: use the global statistics
-        n = self.n_docs if cand is None else cand.count
-        if n == 0 or not tokens:
-            return []
-        avgdl = (self.total_length if cand is None else cand.total_length) / n
-        terms: list[_Term] = []
-        for term, qtf in Counter(tokens).items():
-            postings = self._postings(term)
-            if postings is None:
-                continue
-            df = postings.df if cand is None else cand.count_in(postings.docs)
-            if df == 0:
-                continue
-            idf = math.log(1.0 + (n - df + 0.5) / (df + 0.5))
-            terms.append(_Term(qtf * idf, postings))
+        avgdl, terms = self._query_terms(tokens, cand)
         if not terms:
             return []
         mask = cand.mask if cand is not None else self._live_mask()
@@ -361,6 +348,65 @@ class BM25Index:
         hits = [(d, ids[d], s) for d, s in scored]
         hits.sort(key=lambda h: (-h[2], h[1]))
         return hits if limit is None else hits[:limit]
+
+    def _query_terms(
+        self, tokens: list[str], cand: CandidateSet | None
+    ) -> tuple[float, list[_Term]]:
+        """``(avgdl, query terms with postings)`` under the statistics of ``cand`` (``None``:
+        every live document); no terms when nothing can score."""
+        n = self.n_docs if cand is None else cand.count
+        if n == 0 or not tokens:
+            return 0.0, []
+        avgdl = (self.total_length if cand is None else cand.total_length) / n
+        terms: list[_Term] = []
+        for term, qtf in Counter(tokens).items():
+            postings = self._postings(term)
+            if postings is None:
+                continue
+            df = postings.df if cand is None else cand.count_in(postings.docs)
+            if df == 0:
+                continue
+            idf = math.log(1.0 + (n - df + 0.5) / (df + 0.5))
+            terms.append(_Term(qtf * idf, postings))
+        return avgdl, terms
+
+    def _exact(
+        self, terms: list[_Term], docs: Iterable[int], k1: float, b: float, avgdl: float
+    ) -> list[tuple[int, float]]:
+        """``(docno, score)`` of ``docs``: the reference's expression, summed in query order."""
+        lengths = self._lengths()
+        k1p = k1 + 1.0
+        omb = 1.0 - b
+        columns = [(t.wq, self._tf_of(t.postings)) for t in terms]  # query order
+        scored = []
+        for d in docs:
+            total = 0.0
+            for wq, tf_of in columns:
+                f = tf_of(d)
+                if f is not None:
+                    total += wq * f * k1p / (f + k1 * (omb + b * lengths[d] / avgdl))
+            scored.append((d, total))
+        return scored
+
+    def score(
+        self,
+        query_tokens: Sequence[str],
+        docnos: Iterable[int],
+        *,
+        k1: float = DEFAULT_BM25_K1,
+        b: float = DEFAULT_BM25_B,
+        candidates: CandidateSet | None = None,
+    ) -> list[Hit]:
+        """These docnos' BM25 > 0 as :meth:`rank` scores them (the statistics of
+        ``candidates``, default every live document), bit for bit, in no set order."""
+        with self.reading():
+            cand = None if candidates is not None and candidates.count == self.n_docs else (
+                candidates
+            )
+            avgdl, terms = self._query_terms(list(query_tokens), cand)
+            scored = self._exact(terms, docnos, float(k1), float(b), avgdl) if terms else []
+            ids = self._chunk_ids([d for d, s in scored if s > 0])
+        return [(d, ids[d], s) for d, s in scored if s > 0]
 
     def _pairs(
         self, p: Postings, cand: CandidateSet | None, mask: bytearray | None
@@ -551,15 +597,7 @@ class BM25Index:
             live = {d: s for d, s in live.items() if s >= floor}
         complete = list(live)
         # Exact scores: the reference's expression and order, for the few that can make it.
-        scored = []
-        columns = [(t.wq, self._tf_of(t.postings)) for t in terms]  # query order
-        for d in complete:
-            total = 0.0
-            for wq, tf_of in columns:
-                f = tf_of(d)
-                if f is not None:
-                    total += wq * f * k1p / (f + k1 * (omb + b * lengths[d] / avgdl))
-            scored.append((d, total))
+        scored = self._exact(terms, complete, k1, b, avgdl)
         if len(scored) > limit:
             # Keep every document tied with the limit-th score: chunk ids break those ties.
             kth = nlargest(limit, map(itemgetter(1), scored))[-1]
