@@ -192,7 +192,7 @@ def _client(
 
 
 class _LabelledRemote:
-    """The endpoint client and default label that the chat and visual seams share."""
+    """The endpoint client and default label that the chat, visual and embedding seams share."""
 
     sends_text_off_host = True
 
@@ -353,14 +353,12 @@ def _labelled_texts(values: Sequence[Any], default_sensitivity: str, what: str) 
     return items
 
 
-class RemoteEmbeddingBackend:
+class RemoteEmbeddingBackend(_LabelledRemote):
     """An ``EmbeddingBackend`` whose vectors come from the endpoint's ``/v1/embed``.
 
     Texts go in batches of ``batch_size``. A labelled RESTRICTED input is refused with
     ``ValueError`` before anything is sent. ``dim`` is known after the first call.
     """
-
-    sends_text_off_host = True
 
     def __init__(
         self,
@@ -374,14 +372,13 @@ class RemoteEmbeddingBackend:
     ) -> None:
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"batch_size must be an int >= 1, got {batch_size!r}")
-        self.client = _client(endpoint, token, timeout, transport)
+        super().__init__(
+            endpoint, token=token, timeout=timeout, transport=transport,
+            default_sensitivity=default_sensitivity,
+        )
         self.batch_size = batch_size
-        self.default_sensitivity = default_sensitivity
         self.dim: int | None = None
         self.model = ""
-
-    def __repr__(self) -> str:
-        return f"RemoteEmbeddingBackend({self.client!r})"
 
     def embed_texts(self, texts: list[str]) -> list[list[float]]:
         return self._embed(texts, {})
