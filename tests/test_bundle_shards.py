@@ -71,6 +71,18 @@ def small_files(tmp_path_factory):
         patch.undo()
 
 
+class CountingFiles(DirectoryFiles):
+    """A bundle folder that logs every path read through it."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        self.reads: list[str] = []
+
+    def read(self, path: str) -> bytes:
+        self.reads.append(path)
+        return super().read(path)
+
+
 def _queries() -> list[str]:
     en = [q["text"] for q in load_slice("squad_slice").queries[:40]]
     zh = [q["text"] for q in load_slice("cmrc_slice").queries[:25]]
@@ -145,24 +157,26 @@ def test_hits_link_to_their_page_section(small_files):
 
 def test_a_search_reads_the_header_its_term_shards_and_its_hits_fragments_only(small_files):
     _, root = small_files
-    searcher = BundleSearcher.from_files(DirectoryFiles(root))
+    files = CountingFiles(root)
+    searcher = BundleSearcher.from_files(files)
     bundle = searcher.sharded
-    assert bundle.reads == []  # opening reads the header only (not cached as a shard)
+    assert files.reads == ["manifest.json", bundle.header_path]  # opening: the header only
+    files.reads.clear()
     query = "Greek drama festivals"
     outcome = searcher.search(query)
     terms = {bundle.term_path(t) for q in ("Greek drama festivals",) for t in tokenize(q)}
-    read_terms = {p for p in bundle.reads if "/terms/" in p}
+    read_terms = {p for p in files.reads if "/terms/" in p}
     assert terms <= read_terms
-    fragments = [p for p in bundle.reads if "/text/f-" in p]
+    fragments = [p for p in files.reads if "/text/f-" in p]
     assert len(fragments) <= len(outcome.hits)
-    assert not any("/text/m-" in p for p in bundle.reads)  # no filter: no filter file
+    assert not any("/text/m-" in p for p in files.reads)  # no filter: no filter file
     total = len(list((root / "data" / "terms").iterdir()))
     assert len(read_terms) < total / 4
 
 
 def test_prefetched_files_are_not_read_again(small_files):
     _, root = small_files
-    files = DirectoryFiles(root)
+    files = CountingFiles(root)
     searcher = BundleSearcher.from_files(files)
     query = "tragedy festivals religious"
     wanted = searcher.files_for(query)
@@ -170,8 +184,9 @@ def test_prefetched_files_are_not_read_again(small_files):
     for path in wanted:
         searcher.provide(path, files.read(path))
     assert searcher.files_for(query) == []
+    files.reads.clear()
     searcher.search(query)
-    assert not any("/terms/" in p for p in searcher.sharded.reads)
+    assert files.reads and not any("/terms/" in p for p in files.reads)
     assert json.loads(searcher.dispatch("files_for", json.dumps({"query": query}))) == {"paths": []}
 
 
@@ -184,7 +199,7 @@ def test_asking_files_for_until_nothing_is_missing_loads_all_a_search_reads(
     small_files, query, filters
 ):
     _, root = small_files
-    files = DirectoryFiles(root)
+    files = CountingFiles(root)
     searcher = BundleSearcher.from_files(files)
     asked = []
     while paths := searcher.files_for(query, filters=filters, top_k=10):
@@ -195,8 +210,9 @@ def test_asking_files_for_until_nothing_is_missing_loads_all_a_search_reads(
     assert len(asked) == 2 and all("/text/f-" not in p for p in asked[0])
     assert ("data/text/m-" in " ".join(asked[0])) == (filters is not None)
     assert asked[1] and all(p.startswith("data/text/f-") for p in asked[1])
+    files.reads.clear()
     outcome = searcher.search(query, filters=filters, top_k=10)
-    assert outcome.hits and searcher.sharded.reads == []
+    assert outcome.hits and files.reads == []
     assert len(asked[1]) <= len(outcome.hits)
     request = {"query": query, "filters": filters, "topK": 10, "mode": "bm25"}
     assert json.loads(searcher.dispatch("files_for", json.dumps(request))) == {"paths": []}

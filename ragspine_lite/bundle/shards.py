@@ -346,7 +346,6 @@ class ShardedBundle:
         self._cache: OrderedDict[str, Any] = OrderedDict()
         self._cached = 0
         self._docs: dict[str, tuple[str, list[tuple[Any, ...]]]] = {}
-        self.reads: list[str] = []  # every path read through ``files``, in order
 
     def __repr__(self) -> str:
         return f"ShardedBundle({self.files!r}, {self.header_path!r})"
@@ -385,7 +384,6 @@ class ShardedBundle:
         if value is not None:
             self._cache.move_to_end(path)
             return value
-        self.reads.append(path)
         value = self._decode(path, self._fetch(path))
         self._keep(path, value)
         return value
