@@ -28,12 +28,17 @@ from ragspine_lite.bundle.manifest import (
     BUNDLE_FORMAT_VERSION,
     BUNDLE_META_TABLE,
     FACET_FIELDS,
-    PAGE_TABLE,
-    SECTION_TABLE,
     BundleFormatError,
 )
 from ragspine_lite.bundle.sharded_index import ShardedIndex
-from ragspine_lite.bundle.shards import BundleFiles, ShardedBundle, bundle_facts, index_text_fn_of
+from ragspine_lite.bundle.shards import (
+    BundleFiles,
+    ShardedBundle,
+    bundle_facts,
+    index_text_fn_of,
+    page_urls,
+    section_rows,
+)
 from ragspine_lite.chunking.chunk_store import SCHEMA_VERSION, ChunkStore, ChunkStoreError
 from ragspine_lite.chunking.sources import document_from_text, load_sections
 from ragspine_lite.common.glossary import DEFAULT_GLOSSARY, Glossary, find_terms
@@ -541,31 +546,6 @@ def _layer_report(top: Any, base: Any) -> dict[str, Any]:
             "outcomes": outcomes}
 
 
-def _page_urls(store: ChunkStore) -> dict[str, str]:
-    """``doc_id → url`` of an exported bundle (empty for a bundle built without URLs)."""
-    try:
-        rows = store.execute_read(f"SELECT doc_id, url FROM {PAGE_TABLE}")
-    except ChunkStoreError:
-        return {}
-    return {r["doc_id"]: r["url"] for r in rows}
-
-
-def _section_rows(store: ChunkStore) -> dict[str, list[tuple[int, int, str, str, int]]]:
-    try:
-        rows = store.execute_read(
-            f"SELECT doc_id, para_start, para_end, level, heading, anchor FROM {SECTION_TABLE} "
-            "ORDER BY doc_id, para_start"
-        )
-    except ChunkStoreError:
-        return {}
-    out: dict[str, list[tuple[int, int, str, str, int]]] = {}
-    for r in rows:
-        out.setdefault(r["doc_id"], []).append(
-            (int(r["para_start"]), int(r["para_end"]), r["heading"], r["anchor"], int(r["level"]))
-        )
-    return out
-
-
 class BundleSearcher:
     """Search a bundle (read-only) plus documents added in the page.
 
@@ -600,8 +580,8 @@ class BundleSearcher:
             try:
                 self.bundle_facts = self._check_bundle(store, str(bundle_db))
                 self.index_text_fn = index_text_fn_of(self.bundle_facts, str(bundle_db))
-                self._sections = _section_rows(store)
-                self._urls = _page_urls(store)
+                self._sections = section_rows(store)
+                self._urls = page_urls(store)
             except Exception:
                 store.close()
                 raise

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sqlite3
 import sys
 import zlib
 from array import array
@@ -64,7 +63,9 @@ __all__ = [
     "docno_key",
     "index_text_fn_of",
     "pack",
+    "page_urls",
     "read_checked",
+    "section_rows",
     "unpack",
     "write_shards",
 ]
@@ -592,24 +593,40 @@ def _write_terms(
     return {"first_terms": first_terms, "paths": paths}
 
 
-def _documents(conn: sqlite3.Connection) -> dict[str, tuple[str, list[list[Any]]]]:
-    """``doc_id → (url, sections)`` from the export's page and section tables."""
-    urls: dict[str, str] = {}
-    sections: dict[str, list[list[Any]]] = {}
-    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-    if PAGE_TABLE in tables:
-        urls = dict(conn.execute(f"SELECT doc_id, url FROM {PAGE_TABLE}").fetchall())
-    if SECTION_TABLE in tables:
-        for doc_id, *row in conn.execute(
-            f"SELECT doc_id, para_start, para_end, heading, anchor, level FROM {SECTION_TABLE} "
+def page_urls(store: ChunkStore) -> dict[str, str]:
+    """``doc_id → url`` of an exported bundle (empty for a bundle built without URLs)."""
+    try:
+        rows = store.execute_read(f"SELECT doc_id, url FROM {PAGE_TABLE}")
+    except ChunkStoreError:
+        return {}
+    return {r["doc_id"]: r["url"] for r in rows}
+
+
+def section_rows(store: ChunkStore) -> dict[str, list[tuple[int, int, str, str, int]]]:
+    """``doc_id → [(para_start, para_end, heading, anchor, level)]`` of an exported bundle."""
+    try:
+        rows = store.execute_read(
+            f"SELECT doc_id, para_start, para_end, level, heading, anchor FROM {SECTION_TABLE} "
             "ORDER BY doc_id, para_start"
-        ):
-            sections.setdefault(doc_id, []).append(row)
+        )
+    except ChunkStoreError:
+        return {}
+    out: dict[str, list[tuple[int, int, str, str, int]]] = {}
+    for r in rows:
+        out.setdefault(r["doc_id"], []).append(
+            (int(r["para_start"]), int(r["para_end"]), r["heading"], r["anchor"], int(r["level"]))
+        )
+    return out
+
+
+def _documents(store: ChunkStore) -> dict[str, tuple[str, list[Any]]]:
+    """``doc_id → (url, sections)`` from the export's page and section tables."""
+    urls, sections = page_urls(store), section_rows(store)
     return {d: (urls.get(d, ""), sections.get(d, [])) for d in urls.keys() | sections.keys()}
 
 
 def _write_fragments(
-    out: _Writer, chunks: list[StoredChunk], docs: Mapping[str, tuple[str, list[list[Any]]]]
+    out: _Writer, chunks: list[StoredChunk], docs: Mapping[str, tuple[str, list[Any]]]
 ) -> tuple[array, list[str]]:
     sizes = [len(c.text.encode("utf-8")) + 200 for c in chunks]
     starts, paths = array("I"), []
@@ -663,11 +680,7 @@ def write_shards(
         bm25 = {"n_docs": len(chunks), "total_length": sum(lengths), **_write_terms(
             out, postings, lengths)}
         step(0)
-        conn = sqlite3.connect(Path(db_path).resolve().as_uri() + "?mode=ro", uri=True)
-        try:
-            starts, fragment_paths = _write_fragments(out, chunks, _documents(conn))
-        finally:
-            conn.close()
+        starts, fragment_paths = _write_fragments(out, chunks, _documents(store))
         step(1)
         filters = _write_filters(out, chunks)
         step(2)
