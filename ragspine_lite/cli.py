@@ -285,6 +285,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_serve_remote_arguments(p)
     p.set_defaults(handler=_cmd_serve_remote)
+    from ragspine_lite.graph.cli import add_graph_command
+
+    add_graph_command(sub, out=_out, out_json=_out_json)
     return parser
 
 

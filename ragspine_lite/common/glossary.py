@@ -17,6 +17,7 @@ __all__ = [
     "DEFAULT_GLOSSARY",
     "ENTITY_SYNONYMS",
     "EXTERNAL_ENTITIES",
+    "EXTERNAL_ENTITY_NAMES",
     "METRIC_SYNONYMS",
     "Glossary",
     "TermMatch",
@@ -67,18 +68,20 @@ ENTITY_SYNONYMS: dict[str, str] = {
     "acme_cn": "ACME_CN",
 }
 
-# Out-of-scope (peer / competitor) names: a generated query naming one is refused by the
-# default query gate (ragspine_lite.query.gate). A company profile's list extends this one.
-EXTERNAL_ENTITIES: tuple[str, ...] = (
-    "aia",
-    "友邦",
-    "prudential",
-    "保诚",
-    "manulife",
-    "宏利",
-    "ping an",
-    "平安",
-)
+# Out-of-scope (peer / competitor) names → display name: a generated query naming one is
+# refused by the default query gate (ragspine_lite.query.gate), a question by the graph's
+# security gate (ragspine_lite.common.company_profile). A company profile extends the list.
+EXTERNAL_ENTITY_NAMES: dict[str, str] = {
+    "aia": "AIA",
+    "友邦": "AIA",
+    "prudential": "Prudential",
+    "保诚": "Prudential",
+    "manulife": "Manulife",
+    "宏利": "Manulife",
+    "ping an": "Ping An",
+    "平安": "Ping An",
+}
+EXTERNAL_ENTITIES: tuple[str, ...] = tuple(EXTERNAL_ENTITY_NAMES)
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ from the glossary's external-entity list — so a model can never steer retrieva
 them. A refused query is dropped, never searched. The user's own query is not gated here.
 
 >>> gate = ExternalEntityGate(["globex", "环球"])
->>> gate.allows("ACME revenue 2024"), gate.allows("Globex revenue 2024"), gate.allows("环球营收")
+>>> gate.allows("ACME revenue 2024"), gate.allows("Glo bex revenue 2024"), gate.allows("环 球营收")
 (True, False, False)
 """
 
@@ -15,7 +15,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Protocol, runtime_checkable
 
-from ragspine_lite.common.glossary import DEFAULT_GLOSSARY, Glossary, find_terms
+from ragspine_lite.common.glossary import DEFAULT_GLOSSARY, Glossary
+from ragspine_lite.common.security_gate import SecurityGate
 
 __all__ = ["ExternalEntityGate", "QueryGate", "default_query_gate"]
 
@@ -28,20 +29,22 @@ class QueryGate(Protocol):
 
 
 class ExternalEntityGate:
-    """Refuses a query naming any of ``terms`` (case-insensitive; ASCII terms as whole words)."""
+    """Refuses a query naming any of ``terms``, matched by the
+    :class:`~ragspine_lite.common.security_gate.SecurityGate`: longest name first, immune to
+    case and whitespace (``"a i a"`` names ``aia``), ASCII edges on word edges."""
 
     def __init__(self, terms: Iterable[str]) -> None:
         cleaned = [str(t).strip().lower() for t in terms]
         self.terms: tuple[str, ...] = tuple(dict.fromkeys(t for t in cleaned if t))
-        self._synonyms = {t: t for t in self.terms}
+        self._gate = SecurityGate({t: t for t in self.terms}, "")
 
     def __repr__(self) -> str:
         return f"ExternalEntityGate({len(self.terms)} terms)"
 
     def refused_terms(self, query: str) -> list[str]:
         """The external terms ``query`` names, in list order (empty: allowed)."""
-        found = find_terms(str(query).lower(), self._synonyms)
-        return list(dict.fromkeys(m.term for m in found))
+        found = set(self._gate.detect_all(query))
+        return [t for t in self.terms if t in found]
 
     def allows(self, query: str) -> bool:
         return not self.refused_terms(query)

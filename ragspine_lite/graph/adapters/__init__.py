@@ -1,0 +1,3 @@
+"""Graph-store adapters behind extras (``networkx_store``: the ``[graph]`` extra)."""
+
+__all__: list[str] = []
