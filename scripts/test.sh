@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every test: ruff, the CPython lane (pytest), then the same suite inside Pyodide on Node.
 # Every extra, so the adapter tests (ONNX, USE, server, Playwright) really run.
-RAGSPINE_EXTRAS="[dev,embed-onnx,embed-use,embed-e5,rerank,server]"
+RAGSPINE_EXTRAS="[dev,embed-onnx,embed-use,embed-e5,rerank,server,graph]"
 source "$(dirname "${BASH_SOURCE[0]}")/_env.sh"
 # Test-only oracles: the reference tokenizer and the ONNX graph builder.
 python -m pip install -q --disable-pip-version-check tokenizers onnx >/dev/null

@@ -47,6 +47,16 @@ PUBLIC_MODULES = [
     "ragspine_lite.common.observability",
     "ragspine_lite.common.sensitivity",
     "ragspine_lite.common.sqlite",
+    "ragspine_lite.common.company_profile",
+    "ragspine_lite.common.security_gate",
+    "ragspine_lite.storage.fact_store",
+    "ragspine_lite.graph",
+    "ragspine_lite.graph.store",
+    "ragspine_lite.graph.relation",
+    "ragspine_lite.graph.query",
+    "ragspine_lite.graph.narrative",
+    "ragspine_lite.graph.extractor",
+    "ragspine_lite.graph.cli",
 ]
 
 TOP_LEVEL = [

@@ -11,7 +11,7 @@ profile) and facts (``--facts``, a JSON list of fact objects), then asked one qu
 ``--relation-extractor`` (``$RAGSPINE_RELATION_EXTRACTOR``: none, deterministic, llm with
 ``--llm-url``/``$RAGSPINE_LLM_URL``) and ``--graph-store`` (``$RAGSPINE_GRAPH_STORE``,
 default in_process) are the graph's settings. RESTRICTED documents never show: their nodes
-are invisible to every read.
+are invisible to every read, and a fact citing one is left out of every answer.
 """
 
 from __future__ import annotations
@@ -154,9 +154,11 @@ def run_graph(args: argparse.Namespace, *, out: Printer, out_json: Printer) -> i
     store = make_graph_store(args.graph_store or os.environ.get(GRAPH_STORE_ENV) or "in_process")
     graph = build_relation_graph(profile, facts=facts, chunks=chunks, store=store,
                                  relation_extractor=_extractor(args, profile))
+    # A fact citing a RESTRICTED document (its doc node is invisible) is never answered with.
+    shown = [f for f in facts if graph.get_node(str(f.source_doc_id)) is not None]
     with SqliteFactStore(":memory:") as fact_store:
         fact_store.init_schema()
-        fact_store.upsert_facts(facts)
+        fact_store.upsert_facts(shown)
         result = _answer(args, GraphQuery(graph, fact_store, profile=profile))
     if args.json:
         out_json(dataclasses.asdict(result))
@@ -166,15 +168,20 @@ def run_graph(args: argparse.Namespace, *, out: Printer, out_json: Printer) -> i
     return 0
 
 
-def _cite(meta: Any) -> str:
-    return f"[{meta.get('source_doc_id', '')} {meta.get('source_locator', '')}]"
+def _cite(doc: str, locator: str) -> str:
+    """``[locator]``, or ``[doc locator]`` when the locator does not name its document."""
+    return f"[{locator}]" if locator.startswith(f"{doc}#") else f"[{doc} {locator}]"
+
+
+def _meta_cite(meta: Any) -> str:
+    return _cite(str(meta.get("source_doc_id", "")), str(meta.get("source_locator", "")))
 
 
 def _fact_line(entity: str, fact: Fact | None) -> str:
     if fact is None:
         return f"  {entity}: not found"
     return (f"  {entity}: {fact.value:g} {fact.unit}  "
-            f"[{fact.source_doc_id} {fact.source_locator}]")
+            f"{_cite(str(fact.source_doc_id), str(fact.source_locator))}")
 
 
 def _lines(result: Any) -> list[str]:
@@ -191,5 +198,5 @@ def _lines(result: Any) -> list[str]:
                 *(_fact_line(row.entity, row.fact) for row in result.rows)]
     trace: DerivationTrace = result
     return [f"{trace.start}: {len(trace.nodes)} node(s), {len(trace.edges)} edge(s)",
-            *(f"  node {n.id} ({n.type})  {_cite(n.metadata)}" for n in trace.nodes),
-            *(f"  edge {e.src} -{e.type}-> {e.dst}  {_cite(e.metadata)}" for e in trace.edges)]
+            *(f"  node {n.id} ({n.type})  {_meta_cite(n.metadata)}" for n in trace.nodes),
+            *(f"  edge {e.src} -{e.type}-> {e.dst}  {_meta_cite(e.metadata)}" for e in trace.edges)]

@@ -116,7 +116,8 @@ class GraphStore(Protocol):
 
 
 def _is_restricted(item: GraphNode | GraphEdge) -> bool:
-    return is_restricted(item.metadata.get("sensitivity"))
+    meta = item.metadata
+    return "sensitivity" in meta and is_restricted(meta["sensitivity"])
 
 
 def _node_matches(node: GraphNode, where: Mapping[str, str] | None) -> bool:
@@ -231,8 +232,8 @@ class InProcessGraphStore(GraphReads):
     def __init__(self) -> None:
         self._nodes: dict[str, GraphNode] = {}
         self._edges: dict[tuple[str, str, str], GraphEdge] = {}
-        self._out: dict[str, dict[tuple[str, str, str], None]] = {}
-        self._in: dict[str, dict[tuple[str, str, str], None]] = {}
+        self._out: dict[str, dict[tuple[str, str, str], GraphEdge]] = {}
+        self._in: dict[str, dict[tuple[str, str, str], GraphEdge]] = {}
 
     def __repr__(self) -> str:
         return f"InProcessGraphStore({len(self._nodes)} nodes, {len(self._edges)} edges)"
@@ -248,8 +249,8 @@ class InProcessGraphStore(GraphReads):
         count = 0
         for edge in edges:
             self._edges[edge.key] = edge
-            self._out.setdefault(edge.src, {})[edge.key] = None
-            self._in.setdefault(edge.dst, {})[edge.key] = None
+            self._out.setdefault(edge.src, {})[edge.key] = edge
+            self._in.setdefault(edge.dst, {})[edge.key] = edge
             count += 1
         return count
 
@@ -257,10 +258,10 @@ class InProcessGraphStore(GraphReads):
         return self._nodes.get(node_id)
 
     def _out_edges(self, node_id: str) -> Iterable[GraphEdge]:
-        return [self._edges[k] for k in self._out.get(node_id, ())]
+        return self._out.get(node_id, {}).values()
 
     def _in_edges(self, node_id: str) -> Iterable[GraphEdge]:
-        return [self._edges[k] for k in self._in.get(node_id, ())]
+        return self._in.get(node_id, {}).values()
 
     def count_nodes(self) -> int:
         return len(self._nodes)
