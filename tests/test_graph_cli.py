@@ -138,6 +138,7 @@ def doc_blocks(kind: str) -> list[str]:
     return re.findall(rf"```{kind}\n(.*?)```", DOC.read_text(encoding="utf-8"), flags=re.S)
 
 
+@pytest.mark.cpython_only  # the Pyodide lane mounts the tests, not docs/
 def test_the_docs_python_example_runs(capsys, monkeypatch):
     monkeypatch.delenv("RAGSPINE_COMPANY_CONFIG", raising=False)
     exec(doc_blocks("python")[0], {})
@@ -145,7 +146,7 @@ def test_the_docs_python_example_runs(capsys, monkeypatch):
     assert out.splitlines() == ["18.6", "True", "['HK']"]
 
 
-@pytest.mark.cpython_only
+@pytest.mark.cpython_only  # bash, a subprocess
 def test_the_docs_cli_example_prints_what_the_docs_show(tmp_path):
     [script] = doc_blocks("sh")
     expected = doc_blocks("text")[0]
