@@ -109,15 +109,9 @@ class FactStore(Protocol):
 
     def upsert_facts(self, facts: Iterable[Fact]) -> int: ...
 
-    def query(
-        self,
-        metric_code: str,
-        entity: str,
-        period_type: str,
-        period: str,
-        channel: str = "TOTAL",
-        review_statuses: Sequence[str] = DEFAULT_REVIEW_STATUSES,
-    ) -> list[Fact]: ...
+    def query(self, metric_code: str, entity: str, period_type: str, period: str,
+              channel: str = "TOTAL",
+              review_statuses: Sequence[str] = DEFAULT_REVIEW_STATUSES) -> list[Fact]: ...
 
 
 def _check(index: int, fact: object) -> Fact:
@@ -191,15 +185,9 @@ class SqliteFactStore:
             self._conn.executemany(sql, rows)
         return len(rows)
 
-    def query(
-        self,
-        metric_code: str,
-        entity: str,
-        period_type: str,
-        period: str,
-        channel: str = "TOTAL",
-        review_statuses: Sequence[str] = DEFAULT_REVIEW_STATUSES,
-    ) -> list[Fact]:
+    def query(self, metric_code: str, entity: str, period_type: str, period: str,
+              channel: str = "TOTAL",
+              review_statuses: Sequence[str] = DEFAULT_REVIEW_STATUSES) -> list[Fact]:
         """The facts matching all five dimensions exactly, with an allowed review status."""
         statuses = list(review_statuses)
         if not statuses:
