@@ -4,6 +4,7 @@ answered with lineage, traced with codes and counts only."""
 from __future__ import annotations
 
 import logging
+from types import SimpleNamespace
 
 import pytest
 from _graph import CANARY
@@ -155,3 +156,21 @@ def test_a_custom_gate_and_the_profile_default(monkeypatch, facts, tmp_path):
     monkeypatch.setenv("RAGSPINE_COMPANY_CONFIG", str(path))
     loaded = GraphQuery(store, facts)  # profile=None loads the configured profile
     assert loaded.peer_comparison(["INITECH"], "REVENUE", "FY", "2024").refused
+
+
+def test_traces_and_answers_never_carry_restricted_content(profile, facts, caplog, tmp_path):
+    from _graph import ingest_samples
+
+    chunks = ingest_samples(tmp_path / "chunks.db")
+    secret = SimpleNamespace(doc_id=f"{CANARY}.md", entity=CANARY, sensitivity="RESTRICTED",
+                             source_locator=f"{CANARY}.md#para1", text=CANARY)
+    store = build_relation_graph(profile, chunks=[*chunks, secret])
+    query = GraphQuery(store, facts, profile=profile)
+    with caplog.at_level(logging.DEBUG):
+        answers = [query.subsidiary_rollup("ACME_GROUP", "REVENUE", "FY", "2024"),
+                   query.peer_comparison(["ACME_HK", "ACME_CN"], "REVENUE", "FY", "2024"),
+                   query.derivation_trace("ACME_GROUP", edge_types=("parent_of", "derives",
+                                                                    "mentions"), max_depth=5)]
+    traces = [r.trace for r in caplog.records if hasattr(r, "trace")]
+    assert len(traces) == 3
+    assert CANARY not in repr(answers) + repr(traces) + caplog.text

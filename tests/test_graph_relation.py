@@ -186,3 +186,18 @@ def test_extracted_edges_replace_a_base_edge_with_the_same_key(profile):
 def test_a_given_store_is_filled_and_returned(profile):
     target = InProcessGraphStore()
     assert build_relation_graph(profile, store=target) is target and target.count_nodes() == 14
+
+
+def test_co_occurrence_in_a_partly_restricted_document_stays_hidden(profile):
+    chunks = [chunk("mixed", "ACME_HK", "PUBLIC"), chunk("mixed", "ACME_CN", "INTERNAL"),
+              chunk("mixed", "ACME_GROUP", "RESTRICTED", loc="mixed#para3"),
+              chunk("open", "ACME_HK"), chunk("open", "ACME_GROUP")]
+    store = build_relation_graph(profile, chunks=chunks,
+                                 relation_extractor=DeterministicRelationExtractor())
+    assert ("ACME_CN", "ACME_HK", "co_occurs_with") in store._edges  # stored ...
+    assert store.neighbors("ACME_HK", edge_type="co_occurs_with", direction="both") == [
+        store.get_node("ACME_GROUP")]  # ... but only the open document's pair is read
+    sub = store.subgraph(["ACME_CN", "ACME_HK", "ACME_GROUP"], depth=2)
+    assert "mixed" not in repr(sub)
+    assert [e.key for e in sub.edges if e.type == "co_occurs_with"] == [
+        ("ACME_GROUP", "ACME_HK", "co_occurs_with")]

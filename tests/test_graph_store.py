@@ -187,3 +187,26 @@ def test_make_graph_store_networkx():
 
     assert isinstance(make_graph_store("nx"), NetworkxGraphStore)
     assert isinstance(make_graph_store("NetworkX"), NetworkxGraphStore)
+
+
+def test_no_read_from_anywhere_shows_the_restricted_canary(store):
+    starts = ["ROOT", "A", "B", "C", "D", "S", "X", CANARY, "ghost"]
+    seen = []
+    for start in starts:
+        seen.append(store.get_node(start))
+        seen.append(store.subgraph([start], depth=9))
+        for direction in ("out", "in", "both"):
+            seen.append(store.neighbors(start, direction=direction))
+            seen.append(store.traverse(start, direction=direction, max_depth=9))
+    assert CANARY not in repr(seen) and "'S'" not in repr(seen)
+    assert store.get_node("X") is not None  # X exists; only the path through S is closed
+
+
+def test_an_edge_citing_a_restricted_document_is_hidden(store):
+    store.upsert_nodes([node("memo", "RESTRICTED", node_type="doc"), node("E")])
+    store.upsert_edges([edge("A", "E", "co_occurs_with", source_doc_id="memo"),
+                        edge("A", "C", "co_occurs_with", source_doc_id="public")])
+    assert ids(store.neighbors("A", edge_type="co_occurs_with")) == ["C"]
+    assert [e.key for e in store.subgraph(["A", "E", "C"], depth=0).edges] == [
+        ("A", "C", "co_occurs_with")]
+    assert "memo" not in repr(store.subgraph(["A"], depth=3))

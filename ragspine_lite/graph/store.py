@@ -4,7 +4,8 @@ Every read is deterministic (nodes sorted by id, edges by ``(src, dst, type)``, 
 frontier walked in id order) and RESTRICTED-safe: a node whose ``metadata["sensitivity"]``
 is RESTRICTED (:func:`~ragspine_lite.common.sensitivity.is_restricted`, the project's one
 predicate) is invisible to every read and never a stepping stone of a traversal; an edge
-labelled RESTRICTED is never walked nor returned. ``count_nodes`` / ``count_edges`` count
+labelled RESTRICTED, or citing (``source_doc_id``) a RESTRICTED node, is never walked nor
+returned. ``count_nodes`` / ``count_edges`` count
 what is stored, RESTRICTED included.
 
 >>> store = InProcessGraphStore()
@@ -146,15 +147,22 @@ class GraphReads:
         node = self._stored_node(node_id)
         return None if node is None or _is_restricted(node) else node
 
+    def _edge_visible(self, edge: GraphEdge) -> bool:
+        """Not labelled RESTRICTED, and not citing a document the store holds as RESTRICTED."""
+        if _is_restricted(edge):
+            return False
+        cited = self._stored_node(str(edge.metadata.get("source_doc_id", "")))
+        return cited is None or not _is_restricted(cited)
+
     def _step(self, node_id: str, edge_type: str | None, direction: str) -> list[str]:
         """Ids one edge away (any type when ``edge_type`` is ``None``), distinct, sorted."""
         found: set[str] = set()
         if direction in (DIRECTION_OUT, DIRECTION_BOTH):
             found.update(e.dst for e in self._out_edges(node_id)
-                         if (edge_type is None or e.type == edge_type) and not _is_restricted(e))
+                         if (edge_type is None or e.type == edge_type) and self._edge_visible(e))
         if direction in (DIRECTION_IN, DIRECTION_BOTH):
             found.update(e.src for e in self._in_edges(node_id)
-                         if (edge_type is None or e.type == edge_type) and not _is_restricted(e))
+                         if (edge_type is None or e.type == edge_type) and self._edge_visible(e))
         return sorted(found)
 
     def neighbors(
@@ -215,7 +223,7 @@ class GraphReads:
         allowed = None if edge_types is None else set(edge_types)
         edges = [
             e for node_id in nodes for e in self._out_edges(node_id)
-            if e.dst in nodes and (allowed is None or e.type in allowed) and not _is_restricted(e)
+            if e.dst in nodes and (allowed is None or e.type in allowed) and self._edge_visible(e)
         ]
         return Subgraph(
             nodes=tuple(nodes[i] for i in sorted(nodes)),
