@@ -160,3 +160,27 @@ def test_the_docs_cli_example_prints_what_the_docs_show(tmp_path):
     assert done.stdout == expected
     assert CANARY not in done.stdout + done.stderr
     assert CANARY in (tmp_path / "reports" / "board_memo.md").read_text(encoding="utf-8")
+
+
+@pytest.mark.cpython_only
+def test_the_llm_extractor_through_the_cli_and_a_loopback_chat_server(capsys, files):
+    from _remote_server import StubHTTPServer, chat_reply
+
+    def answer(method, path, headers, body):
+        return 200, chat_reply(json.dumps({"relations": [
+            {"source": "ACME_HK", "target": "ACME_CN", "kind": "reinsures"},
+            {"source": "ACME_HK", "target": "a i a", "kind": "reinsures"}]}))
+
+    with StubHTTPServer(answer) as server:
+        code, out, err = graph(capsys, "trace", "ACME_HK", "--edge-type", "reinsures", *files,
+                               "--relation-extractor", "llm", "--llm-url", server.url + "/v1",
+                               "--llm-model", "stub", "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    assert [n["id"] for n in data["nodes"]] == ["ACME_CN"]
+    [edge] = data["edges"]
+    assert edge["metadata"]["derived"] == "model-derived"
+    assert edge["metadata"]["verified"] == "unverified"
+    bodies = b"".join(body for _m, _p, _h, body in server.requests)
+    assert server.requests and CANARY.encode() not in bodies
+    assert all(json.loads(body)["model"] == "stub" for _m, _p, _h, body in server.requests)
