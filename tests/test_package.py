@@ -51,6 +51,7 @@ PUBLIC_MODULES = [
     "ragspine_lite.common.security_gate",
     "ragspine_lite.storage.fact_store",
     "ragspine_lite.graph",
+    "ragspine_lite.graph.reads",
     "ragspine_lite.graph.store",
     "ragspine_lite.graph.relation",
     "ragspine_lite.graph.query",

@@ -28,6 +28,7 @@ from typing import Any
 
 from ragspine_lite.chunking.chunk_store import ChunkStore
 from ragspine_lite.common.company_profile import load_company_profile
+from ragspine_lite.common.registry import normalize_spec
 from ragspine_lite.graph.extractor import RELATION_EXTRACTOR_ENV, make_relation_extractor
 from ragspine_lite.graph.query import ComparisonResult, DerivationTrace, GraphQuery, RollupResult
 from ragspine_lite.graph.relation import build_relation_graph
@@ -125,7 +126,7 @@ def _extractor(args: argparse.Namespace, profile: Any) -> Any:
     spec = args.relation_extractor
     provider = None
     wanted = spec if spec is not None else os.environ.get(RELATION_EXTRACTOR_ENV, "")
-    if wanted.strip().lower() in ("llm", "on"):
+    if normalize_spec(wanted) in ("llm", "on"):
         from ragspine_lite.remote.openai_chat import provider_from_env
 
         provider = provider_from_env(os.environ, url=args.llm_url, model=args.llm_model)

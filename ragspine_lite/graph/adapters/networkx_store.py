@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from ragspine_lite.graph.store import GraphEdge, GraphNode, GraphReads
+from ragspine_lite.graph.reads import GraphEdge, GraphNode, GraphReads
 
 __all__ = ["NetworkxGraphStore"]
 
