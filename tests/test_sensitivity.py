@@ -9,6 +9,7 @@ from ragspine_lite.common.sensitivity import (
     SENSITIVITY_LABELS,
     SensitivityError,
     canonical_sensitivity,
+    describe_value,
     effective_sensitivity,
     is_restricted,
     normalise_sensitivity,
@@ -41,9 +42,10 @@ def test_every_spelling_of_restricted_is_restricted(label):
 @pytest.mark.parametrize(
     "label", ["[RESTRICTED]", "RESTRICTED.", "SECRET", "", "   ", "RESTRICTED # x", None, 3]
 )
-def test_anything_outside_the_vocabulary_is_no_label_and_never_travels(label):
+def test_anything_outside_the_vocabulary_is_no_label_and_restricted_at_every_exit(label):
     assert canonical_sensitivity(label) is None
     assert effective_sensitivity(label) == "RESTRICTED"  # the network exit: fail closed
+    assert is_restricted(label)  # every other exit too: the one predicate fails closed
 
 
 def test_the_sql_predicate_is_the_python_one():
@@ -58,16 +60,43 @@ def test_the_sql_predicate_is_the_python_one():
     conn.executemany("INSERT INTO t VALUES (?)", [(label,) for label in labels])
     shown = [r[0] for r in conn.execute(f"SELECT sensitivity FROM t WHERE {NOT_RESTRICTED_SQL}")]
     assert shown == [label for label in labels if not is_restricted(label)]
-    assert shown == ["INTERNAL", " public ", "SECRET", ""]
+    assert shown == ["INTERNAL", " public "]  # "SECRET" and "" fail closed
 
 
 @pytest.mark.parametrize("label", ["[RESTRICTED]", "RESTRICTED.", "SECRET", ""])
-def test_parse_names_the_source_and_the_value(label):
+def test_parse_names_the_source_and_a_safe_description_of_the_value(label):
     with pytest.raises(SensitivityError) as info:
         parse_sensitivity(label, source="notes/memo.md")
     assert "notes/memo.md" in str(info.value)
-    assert repr(label) in str(info.value)
+    assert describe_value(label) in str(info.value)
     assert isinstance(info.value, ValueError)
+
+
+SECRET_LABEL = "RESTRICTED Merger codename Tiger, price 41.5"
+
+
+@pytest.mark.parametrize("value", [SECRET_LABEL, "SECRET", "R E S T R I C T E D", "\x00\x01ab"])
+def test_a_bad_label_is_described_by_its_length_and_three_characters_never_its_text(value):
+    shown = describe_value(value)
+    assert shown == f"starting {value[:3]!r} ({len(value)} characters)"
+    with pytest.raises(SensitivityError) as info:
+        parse_sensitivity(value, source="m.md")
+    assert str(info.value).startswith(f"m.md: sensitivity {shown} is not a known label")
+    assert value not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("name", "text"),
+    [("memo.md", f"---\nsensitivity: {SECRET_LABEL}\n---\nbody"),
+     ("memo.html", f'<meta name="sensitivity" content="{SECRET_LABEL}"><p>body</p>'),
+     ("memo.html", f'<p data-ragspine-meta="sensitivity">{SECRET_LABEL}</p><p>body</p>')],
+)
+def test_a_file_with_a_bad_label_is_named_and_its_text_is_not_echoed(name, text):
+    with pytest.raises(SensitivityError) as info:
+        document_from_text(text, name=name)
+    message = str(info.value)
+    assert message.startswith(f"{name}: ") and "starting 'RES' (44 characters)" in message
+    assert "Merger" not in message and "Tiger" not in message
 
 
 # ---------------------------------------------------------------- where labels enter: files
@@ -119,7 +148,8 @@ def test_a_block_after_blank_lines_that_is_not_front_matter_is_refused():
 
 
 def test_the_caller_default_label_is_checked_too():
-    with pytest.raises(SensitivityError, match=r"a\.md \(default\): sensitivity 'SECRET'"):
+    shown = r"a\.md \(default\): sensitivity starting 'SEC' \(6 characters\)"
+    with pytest.raises(SensitivityError, match=shown):
         document_from_text("body", name="a.md", sensitivity="SECRET")
     assert document_from_text("body", name="a.md", sensitivity=" public ")[1].sensitivity == (
         "PUBLIC"
@@ -154,7 +184,7 @@ def test_html_labels_that_disagree_are_refused(head):
 
 
 def test_an_html_label_outside_the_vocabulary_is_refused():
-    with pytest.raises(SensitivityError, match=r"memo\.html: sensitivity '\[RESTRICTED\]'"):
+    with pytest.raises(SensitivityError, match=r"memo\.html: sensitivity starting '\[RE' \(12 "):
         document_from_text(
             '<meta name="sensitivity" content="[RESTRICTED]"><p>x</p>', name="memo.html"
         )
@@ -175,12 +205,13 @@ def test_the_chunk_store_stores_known_labels_canonical_and_sql_reads_old_rows_th
     with ChunkStore(":memory:") as store:
         store.init_schema()
         store.replace_docs([("a", [chunk("a", " restricted\u200b")]),
-                            ("b", [chunk("b", "public ")]), ("c", [chunk("c", "SECRET")])])
+                            ("b", [chunk("b", "public ")]), ("c", [chunk("c", "SECRET")]),
+                            ("d", [chunk("d", "internal")])])
         assert {c.doc_id: c.sensitivity for c in store.iter_chunks()} == {
-            "a": "RESTRICTED", "b": "PUBLIC", "c": "SECRET"}
+            "a": "RESTRICTED", "b": "PUBLIC", "c": "SECRET", "d": "INTERNAL"}
         # A row written before labels were normalised on write: SQL still reads it as RESTRICTED.
         store._conn.execute("UPDATE narrative_chunk SET sensitivity = '\tRestricted ' "
                             "WHERE doc_id = 'b'")
         rows = store.execute_read(
             f"SELECT doc_id FROM narrative_chunk WHERE {NOT_RESTRICTED_SQL} ORDER BY doc_id")
-        assert [r["doc_id"] for r in rows] == ["c"]
+        assert [r["doc_id"] for r in rows] == ["d"]  # "SECRET" (c) fails closed

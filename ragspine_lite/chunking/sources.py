@@ -181,6 +181,9 @@ class ExtractedHtml:
     meta: dict[str, str] = field(default_factory=dict)
     anchors: dict[int, str] = field(default_factory=dict)
     sensitivity_labels: tuple[str, ...] = ()
+    #: Why a ``data-ragspine-meta="sensitivity"`` label cannot be read with certainty (the
+    #: first one: an element not closed by its own end tag, a void element, too much text).
+    label_problem: str = ""
 
 
 # Page chrome skipped by default (an element marked data-ragspine-body is kept).
@@ -190,7 +193,25 @@ IGNORE_ATTR = "data-ragspine-ignore"
 META_ATTR = "data-ragspine-meta"
 # How far up the open elements an end tag looks for its start tag (keeps parsing linear).
 _CLOSE_SEARCH = 64
+# Most characters a data-ragspine-meta capture keeps (longer text is cut), and most a
+# sensitivity label may hold. They bound the work per capture: nested captures stay linear.
+_CAPTURE_LIMIT = 1000
+_LABEL_LIMIT = 200
 _META_SPEC_RE = re.compile(r"^([A-Za-z_]+)(?:\[([\w:-]+)\]|:(.*))?$", re.DOTALL)
+
+
+def _label_problem(tag: str, closed_by: str, size: int) -> str:
+    """Why a ``data-ragspine-meta="sensitivity"`` element on ``tag`` cannot be read."""
+    where = f"the sensitivity label in <{tag}>"
+    if tag in _VOID_TAGS:
+        return f'{where} has no text (a void element); use data-ragspine-meta="sensitivity[ATTR]"'
+    if closed_by == tag:
+        return f"{where} holds {size} characters, not a label"
+    ended = f"ends at </{closed_by}>" if closed_by else "is never closed"
+    return (
+        f"{where} {ended}, so it cannot be read with certainty; close it with </{tag}> "
+        'or use <meta name="sensitivity" content="...">'
+    )
 
 
 @dataclass
@@ -202,7 +223,8 @@ class _Open:
     skip: bool = False
     body: bool = False
     capture: str = ""  # a data-ragspine-meta key that takes this element's text
-    parts: list[str] = field(default_factory=list)
+    log_at: int = 0  # where its text starts in the parser's capture log …
+    chars_at: int = 0  # … and how many characters the log had taken in by then
 
 
 class _TextExtractor(HTMLParser):
@@ -225,7 +247,10 @@ class _TextExtractor(HTMLParser):
         self._open: list[_Open] = []
         self._skip = 0  # open elements whose content is not text of the document
         self._body = 0  # open data-ragspine-body elements
-        self._captures: list[_Open] = []
+        self.label_problem = ""  # the first sensitivity label that cannot be read
+        self._log: list[str] = []  # text seen while a capture is open (shared by all of them)
+        self._logged = 0  # characters ever appended to the log
+        self._capturing = 0  # open captures
         self._pre = 0
         self._in_title = False
         self._title_parts: list[str] = []
@@ -288,7 +313,37 @@ class _TextExtractor(HTMLParser):
                 self._set_meta(key, match.group(3))
             elif not entry.capture:
                 entry.capture = key
-                self._captures.append(entry)
+                entry.log_at, entry.chars_at = len(self._log), self._logged
+                self._capturing += 1
+
+    def _captured(self, entry: _Open, limit: int) -> str:
+        """The text ``entry`` captured, cut after ``limit`` characters (log pieces are
+        non-empty, so this reads at most ``limit`` of them: linear however deep)."""
+        out: list[str] = []
+        for i in range(entry.log_at, len(self._log)):
+            out.append(self._log[i][:limit])
+            limit -= len(out[-1])
+            if limit <= 0:
+                break
+        return _SPACE_RE.sub(" ", "".join(out))
+
+    def _end_capture(self, entry: _Open, *, closed_by: str) -> None:
+        """Set the field ``entry`` captured, now that it ends (``closed_by``: the end tag
+        that ended it, ``""`` at the end of the document or for a void element). A
+        sensitivity label that does not end at its own end tag cannot be read with
+        certainty: it is a label problem, never a missing label."""
+        size = self._logged - entry.chars_at
+        key = entry.capture
+        if key != "sensitivity":
+            if closed_by and key not in self.meta:  # the first one wins: read it once
+                self._set_meta(key, self._captured(entry, _CAPTURE_LIMIT))
+        elif closed_by == entry.tag and size <= _LABEL_LIMIT:
+            self._set_meta(key, self._captured(entry, _LABEL_LIMIT))
+        elif not self.label_problem:
+            self.label_problem = _label_problem(entry.tag, closed_by, size)
+        self._capturing -= 1
+        if not self._capturing:
+            self._log.clear()
 
     def _push(self, entry: _Open) -> None:
         self._open.append(entry)
@@ -308,8 +363,7 @@ class _TextExtractor(HTMLParser):
             self._skip -= entry.skip
             self._body -= entry.body
             if entry.capture:
-                self._captures.remove(entry)
-                self._set_meta(entry.capture, _SPACE_RE.sub(" ", "".join(entry.parts)))
+                self._end_capture(entry, closed_by=tag)
         return True
 
     # -- parser callbacks ---------------------------------------------------------------
@@ -330,6 +384,8 @@ class _TextExtractor(HTMLParser):
         if META_ATTR in values:
             self._meta(values[META_ATTR], values, entry)
         if tag in _VOID_TAGS:
+            if entry.capture:  # a void element has no text to capture
+                self._end_capture(entry, closed_by="")
             if element_id and self._collecting():
                 self._last_id = element_id
             return
@@ -386,8 +442,9 @@ class _TextExtractor(HTMLParser):
         if self._in_title:
             self._title_parts.append(data)
             return
-        for entry in self._captures:
-            entry.parts.append(data)
+        if self._capturing and data:
+            self._log.append(data)
+            self._logged += len(data)
         if self._collecting():
             self._buffer.append(data)
             if data.strip():
@@ -396,6 +453,9 @@ class _TextExtractor(HTMLParser):
     def close(self) -> None:
         super().close()
         self._flush()
+        for entry in reversed(self._open):  # never closed: only a label problem matters
+            if entry.capture:
+                self._end_capture(entry, closed_by="")
 
 
 _COMMENT_OPEN_RE = re.compile(r"<!--")
@@ -452,6 +512,7 @@ def extract_html(markup: str) -> ExtractedHtml:
         meta=dict(parser.meta),
         anchors=dict(parser.anchors),
         sensitivity_labels=tuple(parser.sensitivity_labels),
+        label_problem=parser.label_problem,
     )
 
 
@@ -577,6 +638,8 @@ def _split_source(
     if suffix.lower() not in HTML_EXTENSIONS:
         return _with_label(fields, labels, source), rest, "", "", {}
     extracted = extract_html(rest)
+    if extracted.label_problem:  # a label that cannot be read never falls back to a default
+        raise SensitivityError(f"{source}: {extracted.label_problem}")
     merged = {**extracted.meta, **fields}  # a front-matter block wins over <meta> tags
     labels += extracted.sensitivity_labels
     return (
@@ -592,13 +655,13 @@ def _with_label(fields: dict[str, str], labels: list[str], source: str) -> dict[
     """``fields`` with its sensitivity made canonical; every label in ``labels`` must agree."""
     if not labels:
         return fields
-    canonical = {parse_sensitivity(label, source=source) for label in labels}
+    canonical = list(dict.fromkeys(parse_sensitivity(label, source=source) for label in labels))
     if len(canonical) > 1:
         raise SensitivityError(
-            f"{source}: conflicting sensitivity labels {', '.join(map(repr, labels))}; "
+            f"{source}: conflicting sensitivity labels {', '.join(map(repr, canonical))}; "
             "give one label"
         )
-    return {**fields, "sensitivity": canonical.pop()}
+    return {**fields, "sensitivity": canonical[0]}
 
 
 def _build_meta(

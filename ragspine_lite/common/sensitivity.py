@@ -8,11 +8,12 @@ stripped and case folded, so ``" restricted\\n"`` and ``"RESTRICTED\\u200b"`` bo
 
 Where labels enter (files, front matter, HTML ``<meta>``, page ingest, the endpoint's wire
 model) :func:`parse_sensitivity` refuses anything else with a :class:`SensitivityError` that
-names the source and the value, so nothing outside the vocabulary is stored. Every exit asks
-:func:`is_restricted` (Python) or :data:`NOT_RESTRICTED_SQL` (SQL, the same function
-registered on every store connection by :func:`register_sql_predicate`). Chunk objects made
-in code keep their label as given; the network exit sends only vocabulary labels
-(:func:`effective_sensitivity`: anything else travels nowhere, as if RESTRICTED).
+names the source and a short, safe description of the value (:func:`describe_value`:
+its length and first characters, never the text), so nothing outside the vocabulary is
+stored from a file. Every exit asks :func:`is_restricted` (Python) or
+:data:`NOT_RESTRICTED_SQL` (SQL, the same function registered on every store connection by
+:func:`register_sql_predicate`); it fails closed: a label outside the vocabulary (given
+through the Python API, or stored by an older version) is RESTRICTED, at every exit.
 """
 
 from __future__ import annotations
@@ -30,12 +31,14 @@ __all__ = [
     "SQL_IS_RESTRICTED",
     "SensitivityError",
     "canonical_sensitivity",
+    "describe_value",
     "effective_sensitivity",
     "is_restricted",
     "normalise_sensitivity",
     "parse_sensitivity",
     "register_sql_predicate",
     "sends_text_off_host",
+    "unknown_label_message",
 ]
 
 RESTRICTED = "RESTRICTED"
@@ -78,14 +81,37 @@ def _canonical(value: str) -> str | None:
     return _BY_FOLDED.get(normalise_sensitivity(value))
 
 
+#: How many leading characters of a bad value an error message may show.
+SHOWN_CHARS = 3
+
+
+def describe_value(value: object) -> str:
+    """A short, safe description of a bad label for messages: its length and first
+    :data:`SHOWN_CHARS` characters, never more of its text (it may be document text).
+
+    >>> describe_value("RESTRICTED Merger codename Tiger"), describe_value("")
+    ("starting 'RES' (32 characters)", "'' (empty)")
+    """
+    if not isinstance(value, str):
+        return f"of type {type(value).__name__}"
+    if len(value) <= SHOWN_CHARS:
+        return f"{value!r} (empty)" if not value else f"{value!r}"
+    return f"starting {value[:SHOWN_CHARS]!r} ({len(value)} characters)"
+
+
+def unknown_label_message(where: str, value: object) -> str:
+    """The one message for a label outside the vocabulary (names ``where``, never the text)."""
+    return (
+        f"{where}: sensitivity {describe_value(value)} is not a known label; "
+        f"use one of {', '.join(SENSITIVITY_LABELS)}"
+    )
+
+
 def parse_sensitivity(value: object, *, source: str = "<label>") -> str:
     """The canonical label of ``value``; :class:`SensitivityError` naming ``source`` otherwise."""
     label = canonical_sensitivity(value)
     if label is None:
-        raise SensitivityError(
-            f"{source}: sensitivity {value!r} is not a known label; "
-            f"use one of {', '.join(SENSITIVITY_LABELS)}"
-        )
+        raise SensitivityError(unknown_label_message(source, value))
     return label
 
 
@@ -100,12 +126,13 @@ def effective_sensitivity(value: object) -> str:
 
 
 def is_restricted(sensitivity: object) -> bool:
-    """The exit predicate: does the label normalise to RESTRICTED?
+    """The exit predicate, fail closed: RESTRICTED unless the label normalises to another
+    label of the vocabulary (so ``"SECRET"``, ``"RESTRICTED."`` or ``None`` are RESTRICTED).
 
-    >>> is_restricted(" RESTRICTED\\n"), is_restricted("\\tRestricted"), is_restricted("INTERNAL")
+    >>> is_restricted(" RESTRICTED\\n"), is_restricted("SECRET"), is_restricted("INTERNAL")
     (True, True, False)
     """
-    return canonical_sensitivity(sensitivity) == RESTRICTED
+    return effective_sensitivity(sensitivity) == RESTRICTED
 
 
 def register_sql_predicate(conn: sqlite3.Connection) -> None:

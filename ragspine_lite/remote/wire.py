@@ -44,6 +44,7 @@ from ragspine_lite.common.sensitivity import (
     RESTRICTED,
     SENSITIVITY_LABELS,
     canonical_sensitivity,
+    describe_value,
     effective_sensitivity,
     is_restricted,
 )
@@ -298,7 +299,7 @@ def _read_label(entry: Mapping[str, Any], where: str) -> str:
     label = canonical_sensitivity(sens)
     if label is None:
         raise WireError(
-            f"{where}.sensitivity {sens!r} is not a known label; "
+            f"{where}.sensitivity {describe_value(sens)} is not a known label; "
             f"use one of {', '.join(SENSITIVITY_LABELS)}"
         )
     if label == RESTRICTED:
