@@ -59,7 +59,7 @@ from ragspine_lite.common.errors import RagspineError
 from ragspine_lite.common.sensitivity import (
     NOT_RESTRICTED_SQL,
     RESTRICTED,
-    canonical_sensitivity,
+    effective_sensitivity,
     is_restricted,
     parse_sensitivity,
 )
@@ -985,7 +985,7 @@ def _collect_stats(store: ChunkStore, db: str) -> dict[str, Any]:
         if not row["active"]:
             continue
         active_docs.add(doc_id)
-        label = canonical_sensitivity(row["sensitivity"]) or row["sensitivity"]
+        label = effective_sensitivity(row["sensitivity"])  # unknown labels count as RESTRICTED
         for table, key in ((by_sensitivity, label), (by_language, row["language"])):
             entry = table.setdefault(key, {"documents": set(), "chunks": 0})
             entry["documents"].add(doc_id)

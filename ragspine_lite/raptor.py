@@ -39,7 +39,12 @@ from typing import Any, Protocol, runtime_checkable
 from ragspine_lite.common.errors import ProviderError
 from ragspine_lite.common.llm import LLMProvider, completion_text
 from ragspine_lite.common.registry import normalize_spec, switch_spec
-from ragspine_lite.common.sensitivity import RESTRICTED, is_restricted
+from ragspine_lite.common.sensitivity import (
+    RESTRICTED,
+    SENSITIVITY_LABELS,
+    effective_sensitivity,
+    is_restricted,
+)
 from ragspine_lite.vector.embedding_backends import EmbeddingBackend, embed_query_texts
 
 __all__ = [
@@ -84,7 +89,6 @@ SUMMARY_SYSTEM_PROMPT = (
 # end, so that "RMB 2.1 billion" is never cut into a wrong figure ("RMB 2.").
 _FIRST_SENTENCE_RE = re.compile(r"(?s).*?(?:[。！？；!?;]|\.(?=\s|$))")
 
-_SENSITIVITY_RANK = {"PUBLIC": 0, "INTERNAL": 1, "CONFIDENTIAL": 2, RESTRICTED: 3}
 _GRANULARITIES = ("all", "leaves", "summaries")
 
 
@@ -269,7 +273,8 @@ class LLMRaptorSummarizer:
 
 
 def _rank(sensitivity: str) -> int:
-    return _SENSITIVITY_RANK.get(str(sensitivity).strip().upper(), 1)
+    """Position in the vocabulary (a label outside it ranks as RESTRICTED: fails closed)."""
+    return SENSITIVITY_LABELS.index(effective_sensitivity(sensitivity))
 
 
 def _leaf(chunk: Any, embedding: tuple[float, ...]) -> RaptorNode:

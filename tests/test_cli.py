@@ -856,5 +856,5 @@ def test_ingest_refuses_a_default_label_outside_the_vocabulary(tmp_path, capsys)
     db = tmp_path / "x.db"
     code, out, err = run(capsys, "ingest", str(SAMPLES), "--db", str(db), "--sensitivity", "SECRET")
     assert code == 2 and out == ""
-    assert "argument --sensitivity: sensitivity 'SECRET' is not a known label" in err
+    assert "argument --sensitivity: sensitivity starting 'SEC' (6 characters) is not a known" in err
     assert not db.exists()

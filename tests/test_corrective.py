@@ -34,8 +34,9 @@ class ScriptedBase:
         return self.answers[min(len(self.calls), len(self.answers)) - 1]
 
 
-WEAK = [{"text": "weather report"}]
-GOOD = [{"text": "hong kong revenue grew"}]
+OPEN = {"sensitivity": "INTERNAL"}  # an exit's snippet carries its label (none: RESTRICTED)
+WEAK = [{"text": "weather report", **OPEN}]
+GOOD = [{"text": "hong kong revenue grew", **OPEN}]
 
 
 def actions(crag) -> list[str]:
@@ -86,7 +87,7 @@ def test_third_attempt_uses_the_rewritten_query_graded_against_the_original():
 
 
 def test_all_weak_refuses_with_the_best_grade():
-    base = ScriptedBase(WEAK, [{"text": "hong"}], WEAK)
+    base = ScriptedBase(WEAK, [{"text": "hong", **OPEN}], WEAK)
     crag = CorrectiveRetriever(base, query_rewriter=str.upper, emit=False)
     assert crag.retrieve("hong kong revenue", filters={"entity": "X"}) == []
     assert actions(crag) == ["retrieve", "drop_filters", "rewrite_query", "refuse"]
@@ -136,7 +137,9 @@ def test_last_actions_reset_per_call():
 def test_min_grade_bounds_zero_always_passes_one_needs_every_token():
     assert CorrectiveRetriever(ScriptedBase(WEAK), min_grade=0.0, emit=False).retrieve(
         "hong kong revenue") == WEAK
-    strict = CorrectiveRetriever(ScriptedBase([{"text": "hong kong"}]), min_grade=1.0, emit=False)
+    strict = CorrectiveRetriever(
+        ScriptedBase([{"text": "hong kong", **OPEN}]), min_grade=1.0, emit=False
+    )
     assert strict.retrieve("hong kong revenue") == []
 
 
@@ -166,7 +169,7 @@ def test_trace_is_emitted_once_per_call_with_exactly_two_keys(monkeypatch):
 def test_trace_grades_are_rounded_to_six_places(monkeypatch):
     calls = []
     monkeypatch.setattr(corrective, "emit_trace", lambda **kw: calls.append(kw))
-    CorrectiveRetriever(ScriptedBase([{"text": "a"}])).retrieve("a b c")
+    CorrectiveRetriever(ScriptedBase([{"text": "a", **OPEN}])).retrieve("a b c")
     assert calls[0]["corrective_grades"] == [0.333333, 0.333333]
 
 
@@ -230,8 +233,23 @@ def test_restricted_from_a_custom_base_never_reaches_the_grader_or_the_output():
     assert "SECRET" not in repr(seen)
 
 
+@pytest.mark.parametrize("label", [{"sensitivity": "SECRET"}, {"sensitivity": "RESTRICTED."}, {}])
+def test_a_snippet_without_a_vocabulary_label_is_neither_graded_nor_returned(label):
+    seen: list = []
+
+    class RecordingGrader:
+        def grade(self, query, snippets):
+            seen.extend(snippets)
+            return 1.0
+
+    base = ScriptedBase([{"text": "zqcanary plan", **label}, {"text": "open plan", **OPEN}])
+    out = CorrectiveRetriever(base, grader=RecordingGrader(), emit=False).retrieve("plan")
+    assert out == [{"text": "open plan", **OPEN}]
+    assert "zqcanary" not in repr(seen)
+
+
 def test_synthesised_snippets_are_not_graded_as_evidence():
-    theme = {"text": "hong kong revenue theme", "is_synthesis": True}
+    theme = {"text": "hong kong revenue theme", "is_synthesis": True, **OPEN}
     weak_plus_theme = ScriptedBase([*WEAK, theme])
     crag = CorrectiveRetriever(weak_plus_theme, emit=False)
     assert crag.retrieve("hong kong revenue") == []  # the theme alone would have passed

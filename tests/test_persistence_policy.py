@@ -30,11 +30,14 @@ def test_isolation_first_holds_back_restricted_even_with_whitespace(sensitivity)
     assert IsolationFirstPolicy().persistable(chunk(sensitivity)) is False
 
 
-@pytest.mark.parametrize(
-    "sensitivity", ["INTERNAL", "PUBLIC", "CONFIDENTIAL", "", "RESTRICTED_X", "UNRESTRICTED", None]
-)
-def test_isolation_first_persists_everything_else(sensitivity):
+@pytest.mark.parametrize("sensitivity", ["INTERNAL", "PUBLIC", "CONFIDENTIAL", " public\n"])
+def test_isolation_first_persists_every_other_label_of_the_vocabulary(sensitivity):
     assert IsolationFirstPolicy().persistable(chunk(sensitivity)) is True
+
+
+@pytest.mark.parametrize("sensitivity", ["", "RESTRICTED_X", "UNRESTRICTED", "SECRET", None])
+def test_isolation_first_holds_back_labels_outside_the_vocabulary(sensitivity):
+    assert IsolationFirstPolicy().persistable(chunk(sensitivity)) is False  # fails closed
 
 
 @pytest.mark.parametrize(

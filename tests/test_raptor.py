@@ -185,7 +185,9 @@ def test_restricted_chunks_never_reach_embedder_or_summariser_reverse_proof():
         tree = build_raptor_tree(chunks, embedder=emb, summarizer=summ)
         return tree, emb, summ
 
-    for label in ("RESTRICTED", "Restricted", "rEsTrIcTeD"):
+    # Labels outside the vocabulary (given through the Python API) fail closed too.
+    for label in ("RESTRICTED", "Restricted", "rEsTrIcTeD", "SECRET", "RESTRICTED.",
+                  "[RESTRICTED]", "R E S T R I C T E D", ""):
         tree, emb, summ = build(label)
         assert "SECRET" not in repr(tree) + repr(emb.seen) + repr(summ.seen)
     tree, emb, summ = build("INTERNAL")  # reverse proof: the same chunk unlabelled is used
@@ -195,9 +197,9 @@ def test_restricted_chunks_never_reach_embedder_or_summariser_reverse_proof():
 def test_summary_sensitivity_is_the_most_restrictive_member():
     chunks = [chunk(0, "alpha a", sensitivity="PUBLIC"), chunk(1, "alpha b",
               sensitivity="confidential"), chunk(2, "beta a", sensitivity="PUBLIC"),
-              chunk(3, "beta b", sensitivity="weird-label")]
+              chunk(3, "beta b", sensitivity="Public ")]
     tree = build_raptor_tree(chunks, embedder=KeywordEmbedder(), max_levels=1)
-    assert [s.sensitivity for s in tree.summaries] == ["confidential", "weird-label"]
+    assert [s.sensitivity for s in tree.summaries] == ["confidential", "PUBLIC"]
 
 
 def test_bad_build_arguments():

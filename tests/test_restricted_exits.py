@@ -198,3 +198,160 @@ def test_each_label_casing_is_stripped_by_the_built_retriever(tmp_path, label):
         assert len(retriever.index.retrieve("merger")) == 2  # present below the exit
     finally:
         store.close()
+
+
+# ---------------------------------------------------------------- labels outside the vocabulary
+# A label given through the Python API (or stored by an older version) that is not in the
+# vocabulary fails closed: RESTRICTED at every exit, by the one predicate (is_restricted).
+
+UNKNOWN_LABELS = ["RESTRICTED.", "SECRET", "[RESTRICTED]", "R E S T R I C T E D", "",
+                  "TOP SECRET\u200b"]
+API_CANARY = "zqapicanary"
+OPEN_TEXT = "Harbour site merger plan for the board, open minutes."
+SECRET_TEXT = f"Harbour site merger plan {API_CANARY} price and codename for the board."
+QUERY = "harbour merger plan board"  # matches both documents, never names the canary
+
+
+def _vector(text: str) -> list[float]:
+    words = text.lower().split()
+    return [1.0 + sum(len(w) for w in words if hash(w) % 8 == i) for i in range(8)]
+
+
+def openai_stub(method: str, path: str, headers: dict, body: bytes) -> tuple[int, bytes]:
+    """An OpenAI-compatible server: /v1/embeddings answers vectors, chat a reversed ranking."""
+    import json
+
+    from _remote_server import chat_reply, reverse_llm
+
+    payload = json.loads(body)
+    if path.endswith("/embeddings"):
+        data = [{"index": i, "embedding": _vector(t)} for i, t in enumerate(payload["input"])]
+        return 200, json.dumps({"data": data, "model": payload["model"]}).encode()
+    if "[0] " in payload["messages"][-1]["content"]:
+        return reverse_llm(method, path, headers, body)
+    return 200, chat_reply("A summary of the themes.")
+
+
+@pytest.fixture
+def openai_server(monkeypatch):
+    pytest.importorskip("http.server")
+    from _remote_server import StubHTTPServer
+
+    for name in ("RAGSPINE_OPENAI_API_KEY", "OPENAI_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    with StubHTTPServer(openai_stub) as server:
+        yield server
+
+
+def _sent(server, suffix: str) -> bytes:
+    return b"\n".join(body for _m, path, _h, body in server.requests if path.endswith(suffix))
+
+
+def _off_host(server):
+    from ragspine_lite.remote.openai_chat import OpenAICompatibleProvider
+    from ragspine_lite.vector.openai_backend import OpenAIEmbeddingBackend
+
+    provider = OpenAICompatibleProvider(server.url + "/v1", "stub-llm")
+    embedder = OpenAIEmbeddingBackend(base_url=server.url + "/v1", model="stub-embed")
+    return provider, embedder
+
+
+@pytest.mark.cpython_only
+@pytest.mark.parametrize("label", UNKNOWN_LABELS)
+def test_an_api_label_outside_the_vocabulary_never_reaches_snippets_embedder_or_judge(
+    tmp_path, openai_server, label
+):
+    provider, embedder = _off_host(openai_server)
+    retriever, store = build_narrative_retriever(
+        tmp_path / "c.db", provider, embedding_backend=embedder
+    )
+    try:
+        retriever.index.ingest(OPEN_TEXT, DocumentMeta(doc_id="open"))
+        retriever.index.ingest(SECRET_TEXT, DocumentMeta(doc_id="secret", sensitivity=label))
+        below = retriever.index.retrieve(QUERY, rerank=False)  # reverse proof: it is stored
+        assert any(API_CANARY in r.chunk.text for r in below)
+        snippets = retriever.retrieve(QUERY, top_k=20)
+    finally:
+        store.close()
+    assert [s["doc_id"] for s in snippets] == ["open"]
+    assert API_CANARY not in repr(snippets)
+    embedded, judged = _sent(openai_server, "/embeddings"), _sent(openai_server, "/completions")
+    assert b"open minutes" in embedded and b"open minutes" in judged  # both exits were used
+    assert API_CANARY.encode() not in embedded + judged
+
+
+@pytest.mark.cpython_only
+@pytest.mark.parametrize("label", UNKNOWN_LABELS)
+def test_raptor_and_the_semantic_chunker_never_send_an_unknown_label_off_host(
+    openai_server, label
+):
+    from ragspine_lite.chunking.chunking import Chunk
+    from ragspine_lite.chunking.semantic_chunker import SemanticChunker
+    from ragspine_lite.raptor import LLMRaptorSummarizer, build_raptor_tree
+
+    provider, embedder = _off_host(openai_server)
+    chunks = [Chunk(f"d{i}#c0", f"d{i}", 0, text, f"d{i}#para1", 1, 1, sensitivity=sens)
+              for i, (text, sens) in enumerate([(OPEN_TEXT, "INTERNAL"), (OPEN_TEXT, "PUBLIC"),
+                                                 (SECRET_TEXT, label), (SECRET_TEXT, label)])]
+    tree = build_raptor_tree(chunks, embedder=embedder, summarizer=LLMRaptorSummarizer(provider),
+                             threshold=-1.0)
+    assert tree.summaries and API_CANARY not in repr(tree)
+    chunker = SemanticChunker(embedder)
+    secret = "\n".join([SECRET_TEXT, "Second paragraph.", "Third paragraph."])
+    assert chunker.chunk(secret, DocumentMeta(doc_id="s", sensitivity=label))
+    summarised = _sent(openai_server, "/completions")
+    assert b"open minutes" in summarised  # reverse proof: the open chunks went there
+    assert API_CANARY.encode() not in summarised + _sent(openai_server, "/embeddings")
+
+
+def _store_with_an_unknown_label(db, label: str, *, old: bool) -> None:
+    """A store holding one open and one unknown-label document: written through the Python
+    API today, or (``old``) labelled INTERNAL and relabelled in SQL, as an older version
+    that stored any value would have left it."""
+    store = ChunkStore(db)
+    store.init_schema()
+    index = NarrativeIndex(store)
+    index.ingest(OPEN_TEXT, DocumentMeta(doc_id="open"))
+    index.ingest(SECRET_TEXT, DocumentMeta(doc_id="secret", sensitivity="INTERNAL" if old
+                                           else label))
+    if old:
+        store._conn.execute("UPDATE narrative_chunk SET sensitivity = ? WHERE doc_id = 'secret'",
+                            (label,))
+        store._conn.commit()
+    store.close()
+
+
+@pytest.mark.parametrize("old", [False, True], ids=["api", "older-store"])
+@pytest.mark.parametrize("label", UNKNOWN_LABELS)
+def test_cli_search_never_prints_an_unknown_label_document(tmp_path, capsys, monkeypatch,
+                                                           label, old):
+    import json
+
+    from ragspine_lite import cli
+
+    monkeypatch.setenv("RAGSPINE_EMBEDDING_BACKEND", "none")
+    for name in ("RAGSPINE_EMBEDDING", "RAGSPINE_RETRIEVAL_MODE", "RAGSPINE_CONTEXTUAL"):
+        monkeypatch.delenv(name, raising=False)
+    db = tmp_path / "c.db"
+    _store_with_an_unknown_label(db, label, old=old)
+    for extra in ([], ["--json"]):
+        assert cli.main(["search", QUERY, "--db", str(db), "--top-k", "20", *extra]) == 0
+        out, err = capsys.readouterr()
+        assert "open minutes" in out  # reverse proof: the search found the open document
+        assert API_CANARY not in out + err
+    assert cli.main(["stats", "--db", str(db), "--json"]) == 0
+    by_sensitivity = json.loads(capsys.readouterr().out)["by_sensitivity"]
+    assert by_sensitivity["RESTRICTED"]["documents"] == 1  # counted as RESTRICTED …
+    assert set(by_sensitivity) == {"INTERNAL", "RESTRICTED"}  # … and the value never shown
+
+
+@pytest.mark.parametrize("label", UNKNOWN_LABELS)
+def test_an_older_store_with_an_unknown_label_is_read_closed_by_the_agent_exit(tmp_path, label):
+    db = tmp_path / "c.db"
+    _store_with_an_unknown_label(db, label, old=True)
+    retriever, store = build_narrative_retriever(db, read_only=True)
+    try:
+        snippets = retriever.retrieve(QUERY, top_k=20)
+    finally:
+        store.close()
+    assert [s["doc_id"] for s in snippets] == ["open"]
