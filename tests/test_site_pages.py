@@ -78,6 +78,29 @@ def test_rendered_markdown_pages_carry_the_section_anchors_and_escape_everything
     assert "<strong>bold</strong>" in markup and "<em>em</em>" in markup
 
 
+NUL_BODY = "# Notes\n\nA\x000\x00 and `x` and \x001\x00 and `y`.\n- item \x00\n"
+
+
+def test_nul_characters_in_markdown_render_as_u_fffd_and_never_break_code_spans():
+    markup = render_page(title="T", body=NUL_BODY, sections=heading_sections(NUL_BODY),
+                         markdown=True)
+    assert "\x00" not in markup
+    assert "A\ufffd0\ufffd and <code>x</code> and \ufffd1\ufffd and <code>y</code>." in markup
+
+
+@pytest.mark.cpython_only
+def test_build_site_renders_a_markdown_file_with_nul_characters(tmp_path, tmp_path_factory):
+    bw = load_build_wasm()
+    wheel, micropip = shared_wheels(tmp_path_factory)
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "nul.md").write_text(NUL_BODY, encoding="utf-8")
+    manifest = bw.build_site([docs], tmp_path / "site", wheel=wheel, micropip=micropip)
+    assert manifest["counts"]["documents"] == 1
+    page = (tmp_path / "site" / "pages" / "nul.html").read_text("utf-8")
+    assert "<code>x</code>" in page and "\ufffd1\ufffd" in page
+
+
 def test_excerpts_are_short_stripped_and_marked_also_across_languages():
     text = "# Heading\n" + " ".join(f"w{i}" for i in range(60)) + " **revenue** grew. " + "z " * 40
     out = excerpt("revenue", text)

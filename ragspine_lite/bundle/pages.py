@@ -85,8 +85,12 @@ def rendered_path(rel_path: str) -> str:
 
 
 def _inline(text: str) -> str:
-    """Escape ``text`` and render inline Markdown (code, links, emphasis; images → alt)."""
-    out = html.escape(text, quote=True)
+    """Escape ``text`` and render inline Markdown (code, links, emphasis; images → alt).
+
+    A NUL becomes U+FFFD, as HTML parsers read it (and so never clashes with the NUL-delimited
+    placeholders that keep code spans apart).
+    """
+    out = html.escape(text.replace("\x00", "\ufffd"), quote=True)
     codes: list[str] = []
 
     def keep_code(match: re.Match[str]) -> str:
