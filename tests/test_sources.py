@@ -342,7 +342,7 @@ def test_html_front_matter_block_wins_over_meta_tags(tmp_path):
 
 def test_html_front_matter_and_meta_tag_labels_must_agree(tmp_path):
     path = write(tmp_path / "memo.htm", "---\nsensitivity: RESTRICTED\n---\n" + PAGE)
-    with pytest.raises(SensitivityError, match=r"memo\.htm.*'RESTRICTED', 'public'"):
+    with pytest.raises(SensitivityError, match=r"memo\.htm.*'RESTRICTED', 'PUBLIC'"):
         load_document(path)
 
 
@@ -515,6 +515,57 @@ def test_html_with_150_kb_of_unclosed_tags_is_extracted_quickly():
     started = time.perf_counter()
     extract_html("<p>x</p>" + "<a " * 50_000)  # 150 KB: did not finish in 60 s before
     assert time.perf_counter() - started < 10  # generous: linear takes well under a second
+
+
+def _lines_run(markup: str) -> int:
+    """Lines of ``sources.py`` that ``extract_html(markup)`` executes: a deterministic count
+    of the work done (no clock involved)."""
+    import sys
+
+    from ragspine_lite.chunking import sources
+
+    count = 0
+
+    def local(frame, event, arg):
+        nonlocal count
+        count += event == "line"
+        return local
+
+    def tracer(frame, event, arg):
+        return local if frame.f_code.co_filename == sources.__file__ else None
+
+    previous = sys.gettrace()
+    sys.settrace(tracer)
+    try:
+        extract_html(markup)
+    finally:
+        sys.settrace(previous)
+    return count
+
+
+NESTED_CAPTURES = {
+    "unclosed": ('<span data-ragspine-meta="title">x ', ""),
+    "closed": ('<span data-ragspine-meta="title">x ', "</span>"),
+    "labels": ('<b data-ragspine-meta="sensitivity">x ', "</b>"),
+}
+
+
+@pytest.mark.parametrize("shape", NESTED_CAPTURES)
+def test_nested_data_meta_captures_take_linear_work(shape):
+    # Every capture once copied all the text inside it: n nested captures did n² work
+    # (16k of them took 15.6 s). Doubling n must now about double the work, not quadruple it.
+    opening, closing = NESTED_CAPTURES[shape]
+    work = [_lines_run(opening * n + closing * n) for n in (500, 1000)]
+    assert work[1] / work[0] < 2.3, work
+
+
+def test_sixteen_thousand_nested_captures_are_read_and_refused_correctly():
+    opening, closing = NESTED_CAPTURES["closed"]
+    title = extract_html(opening * 16_000 + closing * 16_000).meta["title"]
+    assert title == "x"  # the innermost closes first and wins; nothing is lost or mixed
+    opening, closing = NESTED_CAPTURES["labels"]
+    with pytest.raises(SensitivityError, match="holds 202 characters, not a label"):
+        document_from_text(opening * 16_000 + closing * 16_000, name="deep.html")
 
 
 def test_html_marked_sections_never_crash_the_parser():
