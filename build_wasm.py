@@ -484,19 +484,62 @@ def _process_alive(pid: int) -> bool:
     return True
 
 
+def swap_in(staging: Path, target: Path) -> None:
+    """Put the built ``staging`` folder at ``target``: the old site moves aside into an
+    ``old`` scratch folder, the new one moves in, then the old one is deleted.
+
+    A failure between the two renames moves the old site back. A crash there leaves it in
+    the ``old`` folder, and :func:`clean_stale_scratch` puts it back at ``target`` on the next
+    run, before anything is deleted: a complete site is at ``target``, or is restored.
+    """
+    old = None
+    if target.exists():
+        old = scratch_dir(target, "old")
+        target.rename(old / target.name)
+    try:
+        staging.rename(target)
+    except BaseException:
+        if old is not None and not target.exists():
+            (old / target.name).rename(target)
+            old.rmdir()
+        raise
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def _restore_or_drop_old_site(old: Path, target: Path) -> bool:
+    """An ``old`` scratch folder of a dead build: put its site back if ``target`` is gone (a
+    crash between the swap's renames), delete it once ``target`` is a complete site; else
+    keep it. True if it is gone from the scratch folder."""
+    from ragspine_lite.bundle.manifest import MANIFEST_NAME
+
+    site = old / target.name
+    if not target.exists() and (site / MANIFEST_NAME).is_file():
+        site.rename(target)
+    elif site.exists() and not (target / MANIFEST_NAME).is_file():
+        return False  # no complete site at target to replace it: never delete this copy
+    shutil.rmtree(old, ignore_errors=True)
+    return True
+
+
 def clean_stale_scratch(target: Path) -> list[Path]:
-    """Remove the scratch folders of builds into ``target`` whose process is gone (a build
-    killed mid-way); returns what was removed. Live builds' folders are left alone."""
+    """Tidy the scratch folders of builds into ``target`` whose process is gone (a build
+    killed mid-way); returns what was removed. Live builds' folders are left alone. An
+    ``old`` folder (the previous site, set aside by :func:`swap_in`) is handled first and
+    only deleted once a complete site is at ``target``: it is put back if none is."""
     if not target.parent.is_dir():
         return []
     kinds = "|".join(SCRATCH_KINDS)
-    pattern = re.compile(rf"\.{re.escape(target.name)}\.(?:{kinds})-(\d+)(?:-|$)")
+    pattern = re.compile(rf"\.{re.escape(target.name)}\.({kinds})-(\d+)(?:-|$)")
+    found = [(m.group(1), entry) for entry in sorted(target.parent.iterdir())
+             if (m := pattern.match(entry.name)) and entry.is_dir()
+             and not _process_alive(int(m.group(2)))]
     removed = []
-    for entry in sorted(target.parent.iterdir()):
-        found = pattern.match(entry.name)
-        if found and entry.is_dir() and not _process_alive(int(found.group(1))):
-            shutil.rmtree(entry, ignore_errors=True)
-            removed.append(entry)
+    for kind, entry in sorted(found, key=lambda item: item[0] != "old"):  # old ones first
+        if kind == "old" and not _restore_or_drop_old_site(entry, target):
+            continue
+        shutil.rmtree(entry, ignore_errors=True)
+        removed.append(entry)
     return removed
 
 
@@ -628,8 +671,11 @@ def build_site(
     base_url = normalise_base_url(base_url)
     examples = [str(e).strip() for e in examples if str(e).strip()]
     name = _embeddings_name(embeddings)
+    missing = not target.exists()
     for stale in clean_stale_scratch(target):
         log(f"removed {stale.name!r}, left by an interrupted build")
+    if missing and target.exists():
+        log(f"restored the previous site at {str(target)!r}, set aside by an interrupted build")
     export_dir = scratch_dir(target, "model") if name != "none" else None
     try:
         backend = make_embedding_backend(name, export_dir)
@@ -820,7 +866,7 @@ def _build(
             "site": {"base_url": base_url, "rendered_pages": len(to_render)},
             "counts": report.as_dict(),
             "index": shards.as_dict(),
-            "restricted_check": {"needles": len(needles), "passed": False},
+            "restricted_check": {"passed": False},
             "files": _file_table(staging),
         }
         manifest_path = staging / MANIFEST_NAME
@@ -830,17 +876,14 @@ def _build(
         manifest["restricted_check"]["passed"] = True
         manifest_path.write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n", "utf-8")
         verify_no_leaks(manifest_path, needles)
+        # Local output only: the public files say nothing about what was withheld.
+        log(f"RESTRICTED self-check passed: {len(needles)} needle(s) from {excluded} RESTRICTED "
+            "document(s) found in no file of the site")
 
         if keep_store is not None:
             keep_store.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(store, keep_store)
-        old = None
-        if target.exists():
-            old = scratch_dir(target, "old")
-            target.rename(old / target.name)
-        staging.rename(target)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
+        swap_in(staging, target)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
@@ -1038,10 +1081,8 @@ def _cmd_build(args: argparse.Namespace) -> int:
     print(
         f"built {args.out}: {counts['documents']} document(s), {counts['chunks']} chunk(s), "
         f"{vectors}"
-        f"{counts['excluded_restricted_documents']} RESTRICTED excluded, "
         f"{len(written)} files, {total / 1e6:.1f} MB "
-        f"(index: {_shard_summary(manifest['index'])}); "
-        f"RESTRICTED self-check passed ({manifest['restricted_check']['needles']} needles)"
+        f"(index: {_shard_summary(manifest['index'])}); RESTRICTED self-check passed"
     )
     return 0
 

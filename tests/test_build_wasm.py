@@ -119,7 +119,7 @@ def test_the_manifest_records_runtime_versions_and_counts(site):
     assert runtimes["micropip"] == "0.11.1"
     assert runtimes["ragspine_lite"] == ragspine_lite.__version__
     counts = manifest["counts"]
-    assert counts["excluded_restricted_documents"] == 2
+    assert "excluded_restricted_documents" not in counts  # nothing about what was withheld
     assert counts["documents"] == 8
     assert counts["languages"] == {"en": 5, "zh": 3}
     assert manifest["restricted_check"]["passed"] is True
@@ -681,3 +681,121 @@ def test_build_contextual_records_the_index_text_and_the_runtime_follows_it(whee
     with BundleSearcher.from_files(DirectoryFiles(out)) as searcher:
         hits = searcher.search("acme_hk").snippets  # only the context header says it
         assert [h["text"] for h in hits] == ["Quokkas live on Rottnest."]
+
+
+def test_the_public_files_say_nothing_about_what_was_withheld(bw, wheels, tmp_path, monkeypatch):
+    # The manifest once counted the RESTRICTED documents (counts.excluded_restricted_documents,
+    # also in the index header and the runtime's stats()) and the self-check's needles
+    # (restricted_check.needles, one per RESTRICTED line). A site built with RESTRICTED
+    # documents is now byte for byte the site built without them; the count stays local.
+    from datetime import datetime
+
+    from ragspine_lite.chunking import chunk_store
+
+    class FixedClock(datetime):  # ingested_at is the only other difference between builds
+        @classmethod
+        def now(cls, tz=None):
+            return datetime(2026, 1, 1, tzinfo=tz)
+
+    monkeypatch.setattr(chunk_store, "datetime", FixedClock)
+    docs = tmp_path / "docs"
+    write(docs / "a.md", "Quokkas live on Rottnest Island.")
+    write(docs / "b.md", "Wallabies graze at dusk on the island.")
+    plain = tmp_path / "plain"
+    bw.build_site([docs], plain, wheel=wheels[0], micropip=wheels[1])
+    for i in range(3):
+        write(docs / f"secret{i}.md", "---\nsensitivity: RESTRICTED\n---\n" +
+              "\n".join(f"Withheld line {i}.{n} zqwithheld." for n in range(i + 2)))
+    logged: list[str] = []
+    withheld = tmp_path / "withheld"
+    manifest = bw.build_site([docs], withheld, wheel=wheels[0], micropip=wheels[1],
+                             log=logged.append)
+    assert "excluded_restricted_documents" not in manifest["counts"]
+    assert manifest["restricted_check"] == {"passed": True}
+    files = sorted(p.relative_to(withheld) for p in withheld.rglob("*") if p.is_file())
+    assert files == sorted(p.relative_to(plain) for p in plain.rglob("*") if p.is_file())
+    different = [f for f in files if (plain / f).read_bytes() != (withheld / f).read_bytes()]
+    assert different == []
+    from ragspine_lite.bundle.shards import DirectoryFiles
+
+    with BundleSearcher.from_files(DirectoryFiles(withheld)) as searcher:
+        assert searcher.stats()["bundle"] == {"documents": 2, "chunks": 2}
+    assert any("3 RESTRICTED" in line for line in logged)  # the local output keeps the count
+
+
+# ---------------------------------------------------------------- swapping the built site in
+
+CRASHING_BUILD = """
+import os, shutil, sys
+from pathlib import Path
+sys.path.insert(0, {repo!r})
+import build_wasm
+target, step = Path({out!r}), {step!r}
+real_rename, real_rmtree = os.rename, shutil.rmtree
+
+def rename(src, dst, *args, **kwargs):  # the process dies right before this rename
+    if (step == "aside" and Path(src) == target) or (step == "in" and Path(dst) == target):
+        os._exit(17)
+    return real_rename(src, dst, *args, **kwargs)
+
+def rmtree(path, *args, **kwargs):  # … or right before the old site is deleted
+    if step == "drop" and ".site.old-" in Path(path).name:
+        os._exit(17)
+    return real_rmtree(path, *args, **kwargs)
+
+os.rename, shutil.rmtree = rename, rmtree
+build_wasm.build_site([{docs!r}], target, wheel=Path({wheel!r}), micropip=Path({micropip!r}))
+"""
+
+
+def _site_version(out: Path) -> str:
+    return json.loads((out / "manifest.json").read_text("utf-8"))["files"]["index.html"]["sha256"]
+
+
+def _two_versions(bw, wheels, tmp_path) -> tuple[Path, Path, str]:
+    docs, out = tmp_path / "docs", tmp_path / "sites" / "site"
+    write(docs / "a.md", "Quokkas live on Rottnest Island.")
+    bw.build_site([docs], out, wheel=wheels[0], micropip=wheels[1], title="Version one")
+    return docs, out, _site_version(out)
+
+
+@pytest.mark.parametrize("step", ["aside", "in", "drop"])
+def test_a_crash_while_swapping_the_site_in_never_loses_the_old_site(bw, wheels, tmp_path, step):
+    import subprocess
+
+    docs, out, v1 = _two_versions(bw, wheels, tmp_path)
+    script = CRASHING_BUILD.format(repo=str(REPO), out=str(out.resolve()), step=step,
+                                   docs=str(docs), wheel=str(wheels[0]), micropip=str(wheels[1]))
+    assert subprocess.run([sys.executable, "-c", script], timeout=600).returncode == 17
+    if step != "in":  # only between the two renames is there no site at the path
+        assert (out / "manifest.json").is_file()
+    expected = _site_version(out) if step == "drop" else v1  # "drop": the new one is in
+    assert (expected != v1) == (step == "drop")
+    # The next run puts the old site back (or keeps the new one) before it deletes anything,
+    # even when it then fails: here a document with a bad label stops it early.
+    write(docs / "bad.md", "---\nsensitivity: SECRET\n---\nx")
+    logged: list[str] = []
+    with pytest.raises(ValueError, match=r"bad\.md"):
+        bw.build_site([docs], out, wheel=wheels[0], micropip=wheels[1], log=logged.append)
+    assert (out / "manifest.json").is_file() and _site_version(out) == expected
+    assert [p.name for p in out.parent.iterdir()] == ["site"]  # the crashed build's folders
+    assert ("restored the previous site" in " ".join(logged)) == (step == "in")
+    (docs / "bad.md").unlink()
+    bw.build_site([docs], out, wheel=wheels[0], micropip=wheels[1], title="Version two")
+    assert _site_version(out) != v1 and [p.name for p in out.parent.iterdir()] == ["site"]
+
+
+def test_a_failed_rename_while_swapping_puts_the_old_site_back(bw, wheels, tmp_path, monkeypatch):
+    docs, out, v1 = _two_versions(bw, wheels, tmp_path)
+    real = os.rename
+
+    def failing(src, dst, *args, **kwargs):
+        if Path(dst) == out.resolve() and ".staging-" in Path(src).name:
+            raise OSError("simulated: no space left on device")
+        return real(src, dst, *args, **kwargs)
+
+    monkeypatch.setattr(os, "rename", failing)
+    with pytest.raises(OSError, match="no space left"):
+        bw.build_site([docs], out, wheel=wheels[0], micropip=wheels[1], title="Version two")
+    assert _site_version(out) == v1
+    assert [p.name for p in out.parent.iterdir()] == ["site"]

@@ -70,7 +70,8 @@ def test_export_writes_every_public_chunk_and_no_restricted_document(exported, c
     assert all(c.sensitivity.upper() != "RESTRICTED" for c in stored)
     assert report.documents == len(public)
     assert report.chunks == len(expected)
-    assert report.excluded_restricted_documents == 2
+    assert report.excluded_restricted_documents == 2  # the local report only
+    assert "excluded_restricted_documents" not in report.as_dict()
     assert sum(report.languages.values()) == len(public)
 
 
@@ -102,7 +103,7 @@ def test_export_records_sections_and_bundle_facts(exported, corpus):
     assert len(sections) == report.sections > 0
     assert not any(doc_id.startswith("restricted/") for doc_id, *_ in sections)
     assert int(facts["format_version"]) == BUNDLE_FORMAT_VERSION
-    assert json.loads(facts["excluded_restricted_documents"]) == 2
+    assert "excluded_restricted_documents" not in facts  # public: says nothing of RESTRICTED
     assert json.loads(facts["documents"]) == report.documents
     facets = json.loads(facts["facets"])
     assert facets["language"] == ["en", "zh"]
@@ -205,8 +206,8 @@ class RecordingBackend:
 
 
 OLD_FACTS = {
-    "format_version", "facets", "documents", "chunks", "empty_documents",
-    "excluded_restricted_documents", "languages", "sections",
+    "format_version", "facets", "documents", "chunks", "empty_documents", "languages",
+    "sections",
 }
 
 

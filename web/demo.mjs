@@ -316,10 +316,11 @@ async function main() {
     $("#mode-switch").hidden = false;
     if (params.get("mode") === "bm25") document.querySelector("#mode-switch input[value=bm25]").checked = true;
   }
-  if (counts.excluded_restricted_documents) {
+  {
+    // The bundle says nothing about what was withheld (not even how many documents).
     const note = $("#restricted-note");
     note.textContent =
-      `${counts.excluded_restricted_documents} RESTRICTED document(s) were excluded when this bundle was built: ` +
+      "RESTRICTED documents are never part of a bundle: " +
       "none of their text, titles, metadata or index entries is in any file this page downloads, so no result can show them.";
     note.hidden = false;
   }

@@ -280,7 +280,6 @@ export interface Manifest {
     documents: number;
     chunks: number;
     empty_documents: number;
-    excluded_restricted_documents: number;
     languages: Record<string, number>;
     sections: number;
   };
@@ -327,7 +326,7 @@ export interface PageDocument {
 export interface Stats {
   ragspine_lite: string;
   format_version: number;
-  bundle: { documents: number; chunks: number; excluded_restricted_documents: number } | null;
+  bundle: { documents: number; chunks: number } | null;
   page: { documents: number; chunks: number; restricted_documents: number };
   /** Distinct values per metadata field, for filter controls. */
   facets: Record<"topic" | "entity" | "geography" | "period" | "language", string[]>;

@@ -105,6 +105,8 @@ class ExportReport:
 
     ``vectors``/``embedding_model_id``/``embedding_dim`` are set only when chunk vectors were
     written; :meth:`as_dict` then has a ``vectors`` count too (and is unchanged otherwise).
+    ``excluded_restricted_documents`` is for the build's local output only: :meth:`as_dict`
+    (the public facts and manifest counts) says nothing about what was withheld.
     """
 
     documents: int = 0
@@ -123,7 +125,6 @@ class ExportReport:
             "documents": self.documents,
             "chunks": self.chunks,
             "empty_documents": self.empty_documents,
-            "excluded_restricted_documents": self.excluded_restricted_documents,
             "languages": dict(sorted(self.languages.items())),
             "sections": self.sections,
         }

@@ -1223,13 +1223,8 @@ class BundleSearcher:
         elif self.sharded is not None:
             facts = self.bundle_facts
             counted = {"documents": int(facts["documents"]), "chunks": int(facts["chunks"])}
-        if counted is not None:
-            out["bundle"] = {
-                **counted,
-                "excluded_restricted_documents": int(
-                    self.bundle_facts.get("excluded_restricted_documents", 0)
-                ),
-            }
+        if counted is not None:  # nothing about what the build withheld: it is not public
+            out["bundle"] = counted
         return out
 
     # -- the worker's door ----------------------------------------------------------------

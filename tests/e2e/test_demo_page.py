@@ -136,13 +136,14 @@ def fresh(browser, base_url):
     assert console.messages == []
 
 
-def test_boot_shows_the_bundle_and_the_restricted_exclusion(demo):
+def test_boot_shows_the_bundle_and_the_restricted_rule_without_a_count(demo):
     assert demo.is_hidden("#boot")
     assert demo.is_enabled("#q")
     info = demo.inner_text("#bundle-info")
     assert "8 documents" in info and "Python 3.14" in info
     note = demo.inner_text("#restricted-note")
-    assert "2 RESTRICTED document(s) were excluded when this bundle was built" in note
+    assert note.startswith("RESTRICTED documents are never part of a bundle")
+    assert not any(ch.isdigit() for ch in note)  # nothing about what this build withheld
     options = demo.eval_on_selector_all(
         "#filters select[data-field=language] option", "els => els.map(e => e.value)"
     )
@@ -214,7 +215,7 @@ def test_the_js_api_returns_python_snippets_and_clear_errors(demo):
     )
     assert error.startswith("ValueError: unknown filter field 'colour'")
     stats = demo.evaluate("window.ragspineDemo.rs.stats()")
-    assert stats["bundle"]["excluded_restricted_documents"] == 2
+    assert stats["bundle"] == {"documents": 8, "chunks": stats["bundle"]["chunks"]}
     assert stats["facets"]["language"] == ["en", "zh"]
 
 
