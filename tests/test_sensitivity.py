@@ -190,6 +190,37 @@ def test_an_html_label_outside_the_vocabulary_is_refused():
         )
 
 
+# A data-ragspine-meta label whose element does not end at its own end tag: the value is
+# uncertain (it once fell back to the default, INTERNAL), so the file is refused.
+UNCERTAIN_HTML_LABELS = {
+    "html5 without </p>": ('<p data-ragspine-meta="sensitivity">RESTRICTED<p>Secret body.',
+                           "<p> is never closed"),
+    "void element": ('<input data-ragspine-meta="sensitivity" value="RESTRICTED">'
+                     "<p>Secret body.</p>", "<input> has no text"),
+    "end tag 70 elements away": ('<p data-ragspine-meta="sensitivity">RESTRICTED'
+                                 + "<i>" * 70 + "</p><p>Secret body.</p>", "<p> is never closed"),
+    "closed by an ancestor": ('<div><p data-ragspine-meta="sensitivity">RESTRICTED</div>'
+                              "<p>Secret body.</p>", "<p> ends at </div>"),
+    "nested in an unclosed page": ("<div>" * 70 + '<b data-ragspine-meta="sensitivity">'
+                                   "RESTRICTED<p>Secret body.", "<b> is never closed"),
+}
+
+
+@pytest.mark.parametrize("case", UNCERTAIN_HTML_LABELS, ids=UNCERTAIN_HTML_LABELS)
+def test_an_html_label_that_cannot_be_read_with_certainty_refuses_the_file(case):
+    markup, shown = UNCERTAIN_HTML_LABELS[case]
+    with pytest.raises(SensitivityError, match=r"memo\.html: the sensitivity label in ") as info:
+        document_from_text(markup, name="memo.html")
+    assert shown in str(info.value) and "Secret" not in str(info.value)
+
+
+def test_html_labels_read_with_certainty_still_work_deep_inside_a_page():
+    deep = "<div>" * 70 + '<b data-ragspine-meta="sensitivity"> Restricted\u200b</b><p>x'
+    void = '<input data-ragspine-meta="sensitivity[value]" value="RESTRICTED"><p>x</p>'
+    for markup in (deep, void):
+        assert document_from_text(markup, name="memo.html")[1].sensitivity == "RESTRICTED"
+
+
 # ---------------------------------------------------------------- the chunk store and SQL
 
 
