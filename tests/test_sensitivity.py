@@ -142,6 +142,19 @@ def test_a_block_after_blank_lines_is_parsed_not_ignored():
     assert (fields, body) == ({"title": "T"}, "body")
 
 
+@pytest.mark.parametrize(
+    ("head", "shown"),
+    [("---\nMerger codename Tiger, price 41.5\n---\n", "a line starting 'Mer' (33 characters)"),
+     ("---\nMerger codename Tiger: 41.5\n---\n", "key starting 'mer' (21 characters)"),
+     ("---\ncolour: red\n---\n", "key 'colour'")],
+)
+def test_bad_front_matter_lines_are_described_never_echoed(head, shown):
+    with pytest.raises(ValueError) as info:
+        document_from_text(head + "body", name="memo.md")
+    assert str(info.value).startswith("memo.md: ") and shown in str(info.value)
+    assert "Tiger" not in str(info.value)
+
+
 def test_a_block_after_blank_lines_that_is_not_front_matter_is_refused():
     with pytest.raises(ValueError, match=r"front matter line 3 is not 'key: value'"):
         parse_front_matter("\n---\nJust a ruled paragraph\n---\nbody")

@@ -45,7 +45,11 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 from ragspine_lite.chunking.chunking import DocumentMeta
-from ragspine_lite.common.sensitivity import SensitivityError, parse_sensitivity
+from ragspine_lite.common.sensitivity import (
+    SensitivityError,
+    describe_value,
+    parse_sensitivity,
+)
 
 __all__ = [
     "FRONT_MATTER_KEYS",
@@ -127,11 +131,13 @@ def parse_front_matter(text: str, *, source: str = "<text>") -> tuple[dict[str, 
         key = key.strip().lower()
         if not sep or not key:
             raise ValueError(
-                f"{source}: front matter line {lineno + 1} is not 'key: value': {raw!r}"
+                f"{source}: front matter line {lineno + 1} is not 'key: value' (a line "
+                f"{describe_value(raw)})"
             )
         if key not in FRONT_MATTER_KEYS:
             raise ValueError(
-                f"{source}: unknown front matter key {key!r}; "
+                f"{source}: unknown front matter key "
+                f"{repr(key) if key.isidentifier() else describe_value(key)}; "
                 f"valid keys: {', '.join(FRONT_MATTER_KEYS)}"
             )
         if key in fields:
