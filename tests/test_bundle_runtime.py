@@ -267,3 +267,21 @@ def test_highlight_offsets_survive_characters_that_lower_case_to_two():
 def test_highlight_offsets_count_utf16_units_like_javascript():
     text = "\U0001f600 revenue"  # the emoji is two UTF-16 units
     assert highlight_spans("revenue", text) == [[3, 10]]
+
+
+@pytest.mark.parametrize("label", ["SECRET", "RESTRICTED.", "[RESTRICTED]", ""])
+def test_a_bundle_row_with_a_label_outside_the_vocabulary_is_never_a_hit(bundle_db, tmp_path,
+                                                                         label):
+    # A bundle written by an older version could hold any value: it reads as RESTRICTED.
+    import shutil
+
+    db = shutil.copy(bundle_db, tmp_path / "old.db")
+    with BundleSearcher(db) as searcher:
+        hit = searcher.search("Hong Kong revenue", top_k=1).hits[0]["snippet"]
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE narrative_chunk SET sensitivity = ? WHERE doc_id = ?",
+                     (label, hit["doc_id"]))
+    with BundleSearcher(db) as searcher:
+        hits = searcher.search("Hong Kong revenue", top_k=50).hits
+        assert hits and hit["doc_id"] not in {h["snippet"]["doc_id"] for h in hits}
+        assert hit["text"] not in repr([h for h in hits])
