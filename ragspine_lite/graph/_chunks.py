@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ragspine_lite.common.sensitivity import RESTRICTED, SENSITIVITY_LABELS, canonical_sensitivity
+from ragspine_lite.common.sensitivity import RESTRICTED, SENSITIVITY_LABELS, effective_sensitivity
 
 _RANK = {label: rank for rank, label in enumerate(SENSITIVITY_LABELS)}
 
@@ -19,7 +19,7 @@ def chunk_sensitivity(chunk: object) -> str:
     raw = chunk_field(chunk, "sensitivity")
     if not raw:
         return "INTERNAL"
-    return canonical_sensitivity(raw) or RESTRICTED
+    return effective_sensitivity(raw)
 
 
 def chunk_is_restricted(chunk: object) -> bool:
