@@ -115,7 +115,9 @@ def test_the_pipeline_never_sends_restricted_chunks():
                               sensitivity="\tRESTRICTED"),
               SimpleNamespace(doc_id="u", text=f"{CANARY} odd", source_locator="u#p1",
                               sensitivity="SECRET"),  # outside the vocabulary: never sent
-              SimpleNamespace(doc_id="d2", text="p2 text", source_locator="d2#p9")]
+              SimpleNamespace(doc_id="n", text=f"{CANARY} unlabelled", source_locator="n#p1"),
+              SimpleNamespace(doc_id="d2", text="p2 text", source_locator="d2#p9",
+                              sensitivity="internal")]
     graph = pipeline.extract_chunks(chunks)
     assert [(r.source, r.source_doc_id, r.source_locator) for r in graph.relations] == [
         ("p1", "d1", "d1#p1"), ("p2", "d2", "d2#p9")]

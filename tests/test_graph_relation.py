@@ -102,11 +102,12 @@ def test_doc_nodes_take_the_most_restrictive_source(profile, sample_chunks):
     docs = {n.id: n.metadata["sensitivity"] for n in store._nodes.values() if n.type == "doc"}
     assert docs["en/acme_hk_2024_annual_review.md"] == "PUBLIC"
     assert docs["restricted/acme_hk_acquisition_memo.md"] == "RESTRICTED"
-    assert (docs["mixed"], docs["odd"], docs["blank"]) == ("RESTRICTED", "RESTRICTED", "INTERNAL")
-    for hidden in ("mixed", "odd", *RESTRICTED_DOCS):
+    # A label outside the vocabulary, blank included, fails closed (the project's one rule).
+    assert (docs["mixed"], docs["odd"], docs["blank"]) == ("RESTRICTED",) * 3
+    for hidden in ("mixed", "odd", "blank", *RESTRICTED_DOCS):
         assert store.get_node(hidden) is None and store.neighbors(hidden) == []
     reached = store.traverse("ACME_HK", direction="both", max_depth=4)
-    assert not any("restricted" in n.id or n.id in ("mixed", "odd") for n in reached)
+    assert not any("restricted" in n.id or n.id in ("mixed", "odd", "blank") for n in reached)
     assert "en/acme_hk_2024_annual_review.md" in [n.id for n in reached]
     assert CANARY not in dump(store)  # chunk text never enters the graph
 

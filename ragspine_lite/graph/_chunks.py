@@ -14,12 +14,9 @@ def chunk_field(chunk: object, name: str) -> str:
 
 
 def chunk_sensitivity(chunk: object) -> str:
-    """The chunk's canonical label: blank or absent → INTERNAL, outside the vocabulary →
-    RESTRICTED (fail closed)."""
-    raw = chunk_field(chunk, "sensitivity")
-    if not raw:
-        return "INTERNAL"
-    return effective_sensitivity(raw)
+    """The chunk's canonical label; blank, absent or outside the vocabulary → RESTRICTED
+    (fail closed, the project's one rule)."""
+    return effective_sensitivity(chunk_field(chunk, "sensitivity"))
 
 
 def chunk_is_restricted(chunk: object) -> bool:
