@@ -48,9 +48,9 @@ from ragspine_lite.filtering.metadata_filter import (
     MetadataFilter,
     parse_filter_expression,
 )
-from ragspine_lite.lexical.pipeline import embed_queries, index_text
 from ragspine_lite.lexical.retrieval import GlossaryQueryRewriter, NarrativeIndex
 from ragspine_lite.link.narrative_link import NarrativeIndexRetriever
+from ragspine_lite.pipeline.stages import embed_queries, index_text
 from ragspine_lite.rerank.listwise_rerank import listwise_rerank
 from ragspine_lite.routing.multi_index import LibraryIndex, MultiIndexRetriever
 from ragspine_lite.vector.store import InProcessVectorStore

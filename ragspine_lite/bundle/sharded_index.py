@@ -21,21 +21,19 @@ from ragspine_lite.bundle.dense import DenseLane, DenseRanking, DenseScanner, Sh
 from ragspine_lite.bundle.shards import ShardedBM25Index, ShardedBundle, docno_key
 from ragspine_lite.filtering.metadata_filter import MetadataFilter
 from ragspine_lite.lexical.inverted_index import CandidateSet
-from ragspine_lite.lexical.pipeline import (
+from ragspine_lite.lexical.retrieval import DEFAULT_TOP_K, QueryRewriter
+from ragspine_lite.lexical.tokenizer import tokenize
+from ragspine_lite.pipeline.fusion import ChannelHits, channel_hits, default_fusion
+from ragspine_lite.pipeline.stages import (
     CHANNEL_HYBRID,
-    ChannelHits,
     RetrievalResult,
-    channel_hits,
     choose_channel,
-    default_fusion,
     embed_queries,
     equality_filters,
     filtered_positions,
     fused_results,
     query_variants,
 )
-from ragspine_lite.lexical.retrieval import DEFAULT_TOP_K, QueryRewriter
-from ragspine_lite.lexical.tokenizer import tokenize
 from ragspine_lite.vector.embedding_backends import DEFAULT_MIN_COVERAGE, check_min_coverage
 
 __all__ = ["LEXICAL_POOL", "ShardedIndex"]

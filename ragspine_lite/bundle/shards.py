@@ -48,8 +48,8 @@ from ragspine_lite.bundle.manifest import (
 from ragspine_lite.chunking.chunk_store import ChunkStore, ChunkStoreError, StoredChunk
 from ragspine_lite.common.sensitivity import is_restricted
 from ragspine_lite.lexical.inverted_index import BM25Index, Postings
-from ragspine_lite.lexical.pipeline import index_text
 from ragspine_lite.lexical.tokenizer import tokenize
+from ragspine_lite.pipeline.stages import index_text
 
 __all__ = [
     "DEFAULT_CACHE_BYTES",

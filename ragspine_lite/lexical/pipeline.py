@@ -1,52 +1,30 @@
-"""One retrieval pipeline: the stages every search runs, and where an opt-in layer plugs in.
-
-:class:`~ragspine_lite.lexical.retrieval.HybridRetriever` and every path of
-:class:`~ragspine_lite.lexical.retrieval.NarrativeIndex` (so the CLI, the remote endpoint
-and the browser bundle too) run the same stages, in this order:
-
-1. **filters → candidates** (:func:`equality_filters`, :func:`filtered_positions`): the five
-   equality dimensions (``""`` is a real filter), then a ``MetadataFilter``. Nothing outside
-   the candidates is scored or embedded.
-2. **index text** (:func:`index_text`): the text BM25 indexes and the dense channel embeds;
-   ``chunk.text`` stays the text that is cited. *Plug in* an ``IndexTextFn``
-   (``Callable[[chunk], str]``, e.g. a context header) as ``index_text_fn=``.
-3. **query variants** (:func:`query_variants`): the ``QueryRewriter``'s variants, original
-   first, de-duplicated in order; every variant gets its own rankings and all are fused.
-   *Plug in* as ``query_rewriter=``.
-4. **channels** (:func:`choose_channel`, :func:`embed_queries`): per variant one
-   :class:`ChannelHits`: the lexical ranking (BM25 > 0, by ``(-score, chunk_id)``) and, on the
-   hybrid channel, the dense ranking (every candidate with a vector, by ``(-cosine, id)``).
-5. **fusion** (:class:`Fusion`): ``fuse(hits, limit)`` → ``[(chunk_id, fused_score)]`` sorted by
-   ``(-fused_score, chunk_id)`` (the tie rule, :func:`~ragspine_lite.lexical.scoring.rank_scores`),
-   at most ``limit``. A fusion may drop chunks: an empty list is a valid answer. It must keep a
-   lone lexical ranking's order (a one-variant BM25 search is cut to ``limit`` before fusion).
-   :class:`RRFFusion` is API.md's rule; :func:`default_fusion` picks the rule for a backend.
-   *Plug in* as ``fusion=``.
-6. **results** (:func:`fused_results`): a ``RetrievalResult`` per fused id, with the best score
-   each channel gave it over all variants (``0.0`` when none).
-7. **post-retrieval chain** (:func:`run_post_chain`): :class:`PostRetrievalStep` callables
-   ``(query, results) -> results``, in order (NarrativeIndex's listwise rerank runs first).
-   *Plug in* as ``post_retrieval=[...]``. Steps still see RESTRICTED chunks: one that sends
-   text off host must leave them out. Snippet postprocessors (MMR, compression, …) run later,
-   after the link exit: ``NarrativeIndexRetriever(postprocessor=...)``.
-
-Embedding backends keep the seed's one method, ``embed_texts`` (used for chunks). A backend may
-also carry ``embed_queries(texts)`` (the query role, e.g. e5's ``"query: "`` prefix), used for
-queries only, and a ``calibration`` attribute (a
-:class:`~ragspine_lite.vector.calibration.DenseCalibration`: ``floor``, ``ceiling``,
-``lexical_weight``, measured per model) that makes :func:`default_fusion` pick
-:class:`~ragspine_lite.lexical.fusion.CalibratedFusion`; a backend without one (the
-deterministic hash backend, injected test backends) is fused with RRF, as API.md documents.
-"""
+"""Moved: the stages live in :mod:`ragspine_lite.pipeline` (this path keeps working)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
-
-from ragspine_lite.lexical.scoring import DEFAULT_RRF_K, rank_scores, rrf_fuse
-from ragspine_lite.vector.embedding_backends import embed_query_texts, outside_vocabulary
+from ragspine_lite.pipeline.fusion import (
+    ChannelHits,
+    Fusion,
+    RRFFusion,
+    channel_hits,
+    default_fusion,
+)
+from ragspine_lite.pipeline.stages import (
+    CHANNEL_BM25,
+    CHANNEL_HYBRID,
+    CHANNEL_OUTSIDE_VOCABULARY,
+    FILTER_DIMS,
+    PostRetrievalStep,
+    RetrievalResult,
+    choose_channel,
+    embed_queries,
+    equality_filters,
+    filtered_positions,
+    fused_results,
+    index_text,
+    query_variants,
+    run_post_chain,
+)
 
 __all__ = [
     "CHANNEL_BM25",
@@ -58,6 +36,7 @@ __all__ = [
     "PostRetrievalStep",
     "RRFFusion",
     "RetrievalResult",
+    "channel_hits",
     "choose_channel",
     "default_fusion",
     "embed_queries",
@@ -68,224 +47,3 @@ __all__ = [
     "query_variants",
     "run_post_chain",
 ]
-
-# What ``last_channel`` says after a search: BM25 + dense fused, BM25 alone (no dense lane
-# configured), or BM25 alone because the query is outside the embedding vocabulary.
-CHANNEL_HYBRID = "hybrid"
-CHANNEL_BM25 = "bm25"
-CHANNEL_OUTSIDE_VOCABULARY = "bm25:outside-vocabulary"
-
-#: The five chunk attributes that act as equality filters (and as vector metadata).
-FILTER_DIMS = ("topic", "entity", "geography", "period", "language")
-
-Hit = tuple[str, float]
-
-
-@dataclass
-class RetrievalResult:
-    """One retrieved chunk with its scores.
-
-    ``fused_score`` is the fusion's score (the sort key); ``bm25_score`` and ``vector_score``
-    are the best score of that chunk over all query variants (``0.0`` when none).
-    """
-
-    chunk: Any
-    bm25_score: float
-    vector_score: float
-    fused_score: float
-
-
-# -- 1. filters → candidates ------------------------------------------------------------
-
-
-def equality_filters(
-    topic: str | None,
-    entity: str | None,
-    geography: str | None,
-    period: str | None,
-    language: str | None,
-) -> dict[str, str | None]:
-    """The equality filters of a search, by dimension (``None``: no condition)."""
-    return dict(zip(FILTER_DIMS, (topic, entity, geography, period, language), strict=True))
-
-
-def filtered_positions(
-    chunks: Sequence[Any],
-    filters: Mapping[str, str | None],
-    metadata_filter: Any | None,
-) -> list[int] | None:
-    """Positions of the chunks passing the filters, in order; ``None`` when nothing filters."""
-    active = {k: v for k, v in filters.items() if v is not None}
-    if not active and metadata_filter is None:
-        return None
-    positions = [
-        i for i, c in enumerate(chunks) if all(getattr(c, k, None) == v for k, v in active.items())
-    ]
-    if metadata_filter is None:
-        return positions
-    objs = [chunks[i] for i in positions]
-    kept = metadata_filter.apply(objs)
-    # apply() returns a subsequence of the very objects it got: walk both to map back.
-    out: list[int] = []
-    j = 0
-    for obj in kept:
-        while objs[j] is not obj:
-            j += 1
-        out.append(positions[j])
-        j += 1
-    return out
-
-
-# -- 2. index text, 3. query variants -----------------------------------------------------
-
-
-def index_text(index_text_fn: Callable[[Any], str] | None, chunk: Any) -> str:
-    """The text indexed and embedded for ``chunk``: ``index_text_fn(chunk)`` or ``chunk.text``."""
-    return index_text_fn(chunk) if index_text_fn is not None else chunk.text
-
-
-def query_variants(rewriter: Any | None, query: str) -> list[str]:
-    """The rewriter's variants of ``query`` (else ``[query]``), de-duplicated in order."""
-    variants = rewriter.rewrite(query) if rewriter is not None else [query]
-    return list(dict.fromkeys(variants))
-
-
-# -- 4. channels ----------------------------------------------------------------------------
-
-
-def choose_channel(dense: bool, backend: Any, query: str, min_coverage: float | None) -> str:
-    """The channel a search takes: hybrid when ``dense`` and the query passes the gate."""
-    if not dense:
-        return CHANNEL_BM25
-    if outside_vocabulary(backend, query, min_coverage):
-        return CHANNEL_OUTSIDE_VOCABULARY
-    return CHANNEL_HYBRID
-
-
-def embed_queries(backend: Any, queries: list[str]) -> list[Any]:
-    """Query vectors: ``backend.embed_queries`` when it has one (the query role), else
-    ``embed_texts`` (:func:`~ragspine_lite.vector.embedding_backends.embed_query_texts`); all
-    variants in one call (one model run)."""
-    vectors = embed_query_texts(backend, queries)
-    if len(vectors) != len(queries):
-        raise ValueError(
-            f"embedding backend returned {len(vectors)!r} vectors for {len(queries)!r} queries"
-        )
-    return vectors
-
-
-@dataclass(frozen=True)
-class ChannelHits:
-    """One query variant's rankings; ``dense`` is ``None`` off the hybrid channel."""
-
-    query: str
-    lexical: list[Hit]
-    dense: list[Hit] | None = None
-
-
-def channel_hits(
-    queries: Sequence[str],
-    lexical: Sequence[list[Hit]],
-    dense: Sequence[list[Hit]] | None = None,
-) -> list[ChannelHits]:
-    """Pair each variant with its rankings."""
-    return [
-        ChannelHits(q, lexical[i], None if dense is None else dense[i])
-        for i, q in enumerate(queries)
-    ]
-
-
-# -- 5. fusion --------------------------------------------------------------------------------
-
-
-@runtime_checkable
-class Fusion(Protocol):
-    """Fuses every variant's rankings → ``[(chunk_id, score)]`` by ``(-score, id)``, ≤ ``limit``."""
-
-    def fuse(self, hits: Sequence[ChannelHits], limit: int) -> list[Hit]: ...
-
-
-@dataclass(frozen=True)
-class RRFFusion:
-    """API.md's fusion: RRF over lexical q1, dense q1, lexical q2, … (every ranked chunk counts).
-
-    >>> RRFFusion(k=1).fuse([ChannelHits("q", [("a", 2.0), ("b", 1.0)], [("b", 0.9)])], 5)
-    [('b', 0.8333333333333333), ('a', 0.5)]
-    """
-
-    k: float = DEFAULT_RRF_K
-
-    def fuse(self, hits: Sequence[ChannelHits], limit: int) -> list[Hit]:
-        rankings: list[list[str]] = []
-        for h in hits:
-            rankings.append([cid for cid, _ in h.lexical])
-            if h.dense is not None:
-                rankings.append([cid for cid, _ in h.dense])
-        return rank_scores(rrf_fuse(rankings, k=self.k), limit)
-
-
-def default_fusion(backend: Any, rrf_k: float = DEFAULT_RRF_K) -> Fusion:
-    """The fusion for ``backend``: calibrated when it ships a ``calibration``, else RRF."""
-    calibration = getattr(backend, "calibration", None)
-    if calibration is None:
-        return RRFFusion(rrf_k)
-    from ragspine_lite.lexical.fusion import CalibratedFusion  # it builds on this module
-
-    return CalibratedFusion(calibration, rrf_k=rrf_k)
-
-
-# -- 6. results -------------------------------------------------------------------------------
-
-
-def _best_scores(hits: Sequence[ChannelHits]) -> tuple[dict[str, float], dict[str, float]]:
-    """Per chunk, the best BM25 (> 0) and the best cosine (any sign) over the variants."""
-    best_lexical: dict[str, float] = {}
-    best_dense: dict[str, float] = {}
-    for h in hits:
-        for cid, s in h.lexical:
-            if s > best_lexical.get(cid, 0.0):
-                best_lexical[cid] = s
-        for cid, s in h.dense or ():
-            if cid not in best_dense or s > best_dense[cid]:
-                best_dense[cid] = s
-    return best_lexical, best_dense
-
-
-def fused_results(
-    hits: Sequence[ChannelHits],
-    fusion: Fusion,
-    limit: int,
-    chunks_for: Callable[[list[str]], Mapping[str, Any]],
-) -> list[RetrievalResult]:
-    """Fuse, then read the chunks of the fused ids only (``chunks_for(ids)`` → id → chunk)."""
-    ordered = fusion.fuse(hits, limit)
-    best_lexical, best_dense = _best_scores(hits)
-    chunks = chunks_for([cid for cid, _ in ordered])
-    return [
-        RetrievalResult(
-            chunk=chunks[cid],
-            bm25_score=best_lexical.get(cid, 0.0),
-            vector_score=best_dense.get(cid, 0.0),
-            fused_score=score,
-        )
-        for cid, score in ordered
-    ]
-
-
-# -- 7. post-retrieval chain ------------------------------------------------------------------
-
-
-@runtime_checkable
-class PostRetrievalStep(Protocol):
-    """Reorders, cuts or annotates fused results: ``step(query, results) -> results``."""
-
-    def __call__(self, query: str, results: list[RetrievalResult]) -> list[RetrievalResult]: ...
-
-
-def run_post_chain(
-    query: str, results: list[RetrievalResult], steps: Iterable[PostRetrievalStep]
-) -> list[RetrievalResult]:
-    """Apply ``steps`` in order; no steps → ``results`` unchanged (the same list)."""
-    for step in steps:
-        results = step(query, results)
-    return results

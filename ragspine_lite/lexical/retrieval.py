@@ -40,25 +40,6 @@ from ragspine_lite.lexical.inverted_index import (
     StaleIndexError,
     StoreBM25Index,
 )
-from ragspine_lite.lexical.pipeline import (
-    CHANNEL_BM25,
-    CHANNEL_HYBRID,
-    CHANNEL_OUTSIDE_VOCABULARY,
-    FILTER_DIMS,
-    Fusion,
-    PostRetrievalStep,
-    RetrievalResult,
-    channel_hits,
-    choose_channel,
-    default_fusion,
-    embed_queries,
-    equality_filters,
-    filtered_positions,
-    fused_results,
-    index_text,
-    query_variants,
-    run_post_chain,
-)
 from ragspine_lite.lexical.scoring import (
     DEFAULT_BM25_B,
     DEFAULT_BM25_K1,
@@ -68,6 +49,23 @@ from ragspine_lite.lexical.scoring import (
     rrf_fuse,
 )
 from ragspine_lite.lexical.tokenizer import tokenize
+from ragspine_lite.pipeline.fusion import Fusion, channel_hits, default_fusion
+from ragspine_lite.pipeline.stages import (
+    CHANNEL_BM25,
+    CHANNEL_HYBRID,
+    CHANNEL_OUTSIDE_VOCABULARY,
+    FILTER_DIMS,
+    PostRetrievalStep,
+    RetrievalResult,
+    choose_channel,
+    embed_queries,
+    equality_filters,
+    filtered_positions,
+    fused_results,
+    index_text,
+    query_variants,
+    run_post_chain,
+)
 from ragspine_lite.rerank.listwise_rerank import ListwiseJudge, listwise_rerank
 from ragspine_lite.vector.embedding_backends import (
     DEFAULT_MIN_COVERAGE,
@@ -218,7 +216,7 @@ class HybridRetriever:
     """BM25 (+ optional dense) retrieval over a fixed list of chunks, through the pipeline.
 
     The stages are :mod:`ragspine_lite.lexical.pipeline`'s; ``fusion`` defaults to
-    :func:`~ragspine_lite.lexical.pipeline.default_fusion` (RRF with ``rrf_k`` unless the
+    :func:`~ragspine_lite.pipeline.fusion.default_fusion` (RRF with ``rrf_k`` unless the
     backend ships a calibration) and ``post_retrieval`` steps run on every search's results.
 
     ``vector_store`` is the injected store, else a new :class:`InProcessVectorStore` iff

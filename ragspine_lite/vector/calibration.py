@@ -3,7 +3,7 @@
 Measured once per model (``bench/fusion.py --calibrate``) and shipped with the model's config
 (``embedding_config.json`` key ``calibration``, or the backend class); a backend exposes it as
 its ``calibration`` attribute and the retrieval pipeline then fuses with
-:class:`~ragspine_lite.lexical.fusion.CalibratedFusion`.
+:class:`~ragspine_lite.pipeline.fusion.CalibratedFusion`.
 """
 
 from __future__ import annotations
