@@ -11,11 +11,12 @@ from pathlib import Path
 import pytest
 from test_bundle_shards import _site
 
-from ragspine_lite.bundle import dense, sharded_index
+from ragspine_lite.bundle import dense
 from ragspine_lite.bundle.dense import DenseLane, ShardScanner, write_vector_shards
 from ragspine_lite.bundle.manifest import BundleFormatError
 from ragspine_lite.bundle.runtime import BundleSearcher
 from ragspine_lite.bundle.shards import DirectoryFiles, ShardedBundle
+from ragspine_lite.pipeline import search as search_mod
 from ragspine_lite.vector.calibration import DenseCalibration
 from ragspine_lite.vector.embedding_backends import DeterministicEmbeddingBackend
 from ragspine_lite.vector.quantize import numpy_or_none
@@ -379,16 +380,16 @@ def test_a_pooled_hybrid_search_equals_the_full_ranking(hybrid, monkeypatch, poo
     db, root, backend = hybrid
     if getattr(backend, "calibration", None) is None:
         pytest.skip("RRF reads every lexical hit")
-    monkeypatch.setattr(sharded_index, "LEXICAL_POOL", pool)
+    monkeypatch.setattr(search_mod, "LEXICAL_POOL", pool)
     proven: list[bool] = []
-    original = sharded_index.ShardedIndex._pooled
+    original = search_mod.pooled_ranking
 
-    def spy(self, *args, **kwargs):
-        found = original(self, *args, **kwargs)
+    def spy(*args, **kwargs):
+        found = original(*args, **kwargs)
         proven.append(found is not None)
         return found
 
-    monkeypatch.setattr(sharded_index.ShardedIndex, "_pooled", spy)
+    monkeypatch.setattr(search_mod, "pooled_ranking", spy)
     with BundleSearcher(db, embedding_backend=backend) as reference, \
             BundleSearcher.from_files(DirectoryFiles(root), embedding_backend=backend) as lazy:
         for query in hybrid_queries():

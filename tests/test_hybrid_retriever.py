@@ -13,6 +13,7 @@ from ragspine_lite.lexical import retrieval as retrieval_mod
 from ragspine_lite.lexical.retrieval import GlossaryQueryRewriter, HybridRetriever
 from ragspine_lite.lexical.scoring import bm25_scores, cosine_similarity
 from ragspine_lite.lexical.tokenizer import tokenize
+from ragspine_lite.pipeline import lanes as lanes_mod
 from ragspine_lite.vector.embedding_backends import DeterministicEmbeddingBackend
 from ragspine_lite.vector.store import InProcessVectorStore
 
@@ -443,8 +444,8 @@ def test_search_equals_the_reference_for_any_corpus_filter_and_rewrite(
 
 def test_the_corpus_is_tokenized_once_not_per_search(monkeypatch):
     calls = []
-    real = retrieval_mod.tokenize
-    monkeypatch.setattr(retrieval_mod, "tokenize", lambda text: calls.append(text) or real(text))
+    real = lanes_mod.tokenize  # the lane over a list of chunks tokenizes corpus and queries
+    monkeypatch.setattr(lanes_mod, "tokenize", lambda text: calls.append(text) or real(text))
     r = HybridRetriever(CHUNKS)
     r.search("revenue")
     first = len(calls)

@@ -2,7 +2,8 @@
 
 :class:`ShardedIndex` answers ``retrieve`` like
 :class:`~ragspine_lite.lexical.retrieval.NarrativeIndex` over the exported chunk store: the
-same stages (:mod:`ragspine_lite.lexical.pipeline`), the same BM25 scorer, the same fusion and
+same :class:`~ragspine_lite.pipeline.search.Pipeline` over sibling lanes (:class:`ShardLane`,
+:class:`ShardDenseLane`), the same BM25 scorer, the same fusion and
 tie rule, so its results equal the SQLite path's. What it reads: the postings shards of the
 query variants' terms, the filter file when a search filters, and the text fragments of the
 fused hits only. With an embedding backend and a bundle with vectors it searches hybrid: the
@@ -14,36 +15,137 @@ worker's JavaScript one in the browser), the same integers the chunk store's int
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from ragspine_lite.bundle.dense import DenseLane, DenseRanking, DenseScanner, ShardScanner
 from ragspine_lite.bundle.shards import ShardedBM25Index, ShardedBundle, docno_key
 from ragspine_lite.filtering.metadata_filter import MetadataFilter
 from ragspine_lite.lexical.inverted_index import CandidateSet
-from ragspine_lite.lexical.retrieval import DEFAULT_TOP_K, QueryRewriter
 from ragspine_lite.lexical.tokenizer import tokenize
-from ragspine_lite.pipeline.fusion import ChannelHits, channel_hits, default_fusion
+from ragspine_lite.pipeline.fusion import Fusion, Hit, default_fusion
+from ragspine_lite.pipeline.search import LEXICAL_POOL, Pipeline
 from ragspine_lite.pipeline.stages import (
-    CHANNEL_HYBRID,
+    CHANNEL_BM25,
+    DEFAULT_TOP_K,
+    PostRetrievalStep,
+    QueryRewriter,
     RetrievalResult,
-    choose_channel,
     embed_queries,
     equality_filters,
     filtered_positions,
-    fused_results,
     query_variants,
 )
 from ragspine_lite.vector.embedding_backends import DEFAULT_MIN_COVERAGE, check_min_coverage
 
-__all__ = ["LEXICAL_POOL", "ShardedIndex"]
-
-#: BM25 hits a hybrid search scores before the dense hits (see :meth:`ShardedIndex._pooled`).
-LEXICAL_POOL = 100
+__all__ = ["LEXICAL_POOL", "ShardDenseLane", "ShardLane", "ShardedIndex"]
 
 
-def _keyed(ranking: Iterable[tuple[int, str, float]]) -> list[tuple[str, float]]:
+def _keyed(ranking: Iterable[tuple[int, str, float]]) -> list[Hit]:
     return [(key, s) for _, key, s in ranking]
+
+
+class ShardLane:
+    """The bundle's BM25 postings as a lexical lane (keys: :func:`docno_key` strings)."""
+
+    unique_keys = True  # docno keys
+
+    def __init__(self, bundle: ShardedBundle) -> None:
+        self.bundle = bundle
+        self.bm25 = ShardedBM25Index(bundle)
+
+    def reading(self) -> Any:
+        return self.bm25.reading()
+
+    def candidates(
+        self, filters: Mapping[str, str | None], metadata_filter: MetadataFilter | None
+    ) -> CandidateSet | None:
+        """The docnos passing the filters (``None``: nothing filters)."""
+        if metadata_filter is None and all(v is None for v in filters.values()):
+            return None
+        table = self.bundle.filter_rows()
+        kept = filtered_positions(table.rows, filters, metadata_filter) or []
+        passing = bytearray(len(table.rows))
+        for i in kept:
+            passing[i] = 1
+        return self.bm25.candidates(d for d, row in enumerate(table.row_of) if passing[row])
+
+    def rankings(
+        self, queries: Sequence[str], candidates: CandidateSet | None, limit: int | None
+    ) -> list[list[Hit]]:
+        with self.bm25.reading():
+            rankings = self.bm25.rank_variants(queries, candidates=candidates, limit=limit)
+        return [_keyed(r) for r in rankings]
+
+    def scores(self, query: str, keys: list[str], candidates: CandidateSet | None) -> list[Hit]:
+        with self.bm25.reading():
+            hits = self.bm25.score(tokenize(query), map(int, keys), candidates=candidates)
+        return _keyed(hits)
+
+    def chunks_for(self, keys: list[str], candidates: CandidateSet | None) -> dict[str, Any]:
+        wanted = {key: int(key) for key in keys}
+        chunks = self.bundle.chunks(wanted.values())
+        return {key: copy.copy(chunks[d]) for key, d in wanted.items()}  # as a fresh read
+
+
+class _ShardRun:
+    """One search's dense rankings: ``hits`` for the fusion, ``rankings`` to score more."""
+
+    def __init__(self, rankings: list[DenseRanking]) -> None:
+        self.rankings = rankings
+        self.hits = [[(docno_key(d), c) for d, c in r.cosines(r.ranked)] for r in rankings]
+
+    def complete(self, results: list[RetrievalResult], keys: list[str]) -> None:
+        """Give results without a dense hit (lexical hits below a calibrated floor) the
+        vector score the chunk-store path reports: their best cosine over the variants'
+        store queries.
+
+        The fusion never read those cosines, so only the results' rows are scored (the chunk
+        store scores every candidate).
+        """
+        scored = {key for ranking in self.hits for key, _ in ranking}
+        todo = {int(key): r for key, r in zip(keys, results, strict=True) if key not in scored}
+        seen: set[int] = set()
+        for ranking in self.rankings:
+            for d, cosine in ranking.cosines(ranking.extra(todo)) if todo else ():
+                if d not in seen or cosine > todo[d].vector_score:
+                    todo[d].vector_score = cosine
+                    seen.add(d)
+
+
+class ShardDenseLane:
+    """The bundle's int8 vector shards as a dense lane, scanned by ``vectors.scanner``."""
+
+    def __init__(
+        self, lexical: ShardLane, vectors: DenseLane, backend: Any, fusion: Fusion
+    ) -> None:
+        self.lexical, self.vectors, self.backend, self.fusion = lexical, vectors, backend, fusion
+
+    def rank(
+        self,
+        queries: list[str],
+        candidates: CandidateSet | None,
+        filters: Mapping[str, str | None],
+    ) -> _ShardRun:
+        """Per query variant, the dense rows the fusion reads, best first.
+
+        As the chunk-store path: its store query asks for ``k =`` the candidate count among
+        the rows passing the equality filters, then keeps the candidates. A calibrated
+        fusion reads only cosines above its floor (an integer threshold for the scan); RRF
+        reads the whole ranking.
+        """
+        calibration = getattr(self.fusion, "calibration", None)
+        floor = None if calibration is None else calibration.floor
+        limit = among = keep = None
+        if candidates is not None:
+            limit, keep = candidates.count, candidates.mask.__getitem__
+            if any(v is not None for v in filters.values()):
+                where = self.lexical.candidates(filters, None)
+                among = where.mask.__getitem__ if where is not None else None
+        return _ShardRun([
+            self.vectors.rank(vector, floor=floor, limit=limit, among=among, keep=keep)
+            for vector in embed_queries(self.backend, list(queries))
+        ])
 
 
 class ShardedIndex:
@@ -54,7 +156,7 @@ class ShardedIndex:
     ``embedding_backend`` (and vectors in the bundle) searches are hybrid, gated by
     ``min_query_coverage`` and fused as NarrativeIndex fuses them; ``scanner`` scans the
     vectors (default: :class:`~ragspine_lite.bundle.dense.ShardScanner` over the bundle's
-    files).
+    files). ``post_retrieval`` steps run on every search's results, as NarrativeIndex's.
     """
 
     def __init__(
@@ -67,9 +169,11 @@ class ShardedIndex:
         embedding_backend: Any = None,
         scanner: DenseScanner | None = None,
         min_query_coverage: float | None = DEFAULT_MIN_COVERAGE,
+        post_retrieval: Iterable[PostRetrievalStep] = (),
     ) -> None:
         self.bundle = bundle
-        self.bm25 = ShardedBM25Index(bundle)
+        self.lane = ShardLane(bundle)
+        self.bm25 = self.lane.bm25
         self.query_rewriter = query_rewriter
         self.top_k = top_k
         self.index_text_fn = index_text_fn
@@ -80,7 +184,22 @@ class ShardedIndex:
             self.dense = DenseLane(vectors, scanner or ShardScanner(bundle.files, vectors))
         self.min_query_coverage = check_min_coverage(min_query_coverage)
         self.fusion = default_fusion(embedding_backend)
+        self.post_retrieval: list[PostRetrievalStep] = list(post_retrieval)
         self.last_channel: str | None = None
+
+    def _pipeline(self) -> Pipeline:
+        return Pipeline(
+            self.fusion,
+            self.query_rewriter,
+            self.embedding_backend,
+            self.min_query_coverage,
+            self.post_retrieval,
+        )
+
+    def _dense_lane(self) -> ShardDenseLane | None:
+        if self.dense is None:
+            return None
+        return ShardDenseLane(self.lane, self.dense, self.embedding_backend, self.fusion)
 
     def files_for(
         self,
@@ -99,8 +218,10 @@ class ShardedIndex:
         missing = self.bundle.missing(paths)
         if missing or top_k is None:
             return missing
-        found = self._hits(query, {}, metadata_filter, top_k)
-        ordered = self.fusion.fuse(found[0], top_k) if found else []
+        found = self._pipeline().rank(
+            query, self.lane, limit=top_k, metadata_filter=metadata_filter, channel=CHANNEL_BM25
+        )
+        ordered = found[1] if found is not None else []
         return self.bundle.missing(self.bundle.fragment_path(int(key)) for key, _ in ordered)
 
     def retrieve(
@@ -118,156 +239,18 @@ class ShardedIndex:
     ) -> list[RetrievalResult]:
         """Top results by ``(-fused_score, chunk_id)``; filters as NarrativeIndex's."""
         limit = self.top_k if top_k is None else top_k
-        self.last_channel = choose_channel(
-            self.dense is not None, self.embedding_backend, query, self.min_query_coverage
+        pipeline = self._pipeline()
+        self.last_channel = pipeline.channel(query, self.dense is not None)
+        return pipeline.search(
+            query,
+            self.lane,
+            self._dense_lane(),
+            limit=limit,
+            filters=equality_filters(topic, entity, geography, period, language),
+            metadata_filter=metadata_filter,
+            channel=self.last_channel,
         )
-        filters = equality_filters(topic, entity, geography, period, language)
-        hybrid = self.last_channel == CHANNEL_HYBRID
-        found = self._hits(query, filters, metadata_filter, limit, hybrid=hybrid)
-        if found is None:
-            return []
-        hits, dense = found
-        keys: list[str] = []  # the results' keys, in order
-
-        def chunks_for(ids: list[str]) -> dict[str, Any]:
-            keys.extend(ids)
-            return self._chunks_for(ids)
-
-        results = fused_results(hits, self.fusion, limit, chunks_for)
-        if dense:
-            _add_vector_scores(results, keys, hits, dense)
-        return results
-
-    def _hits(
-        self,
-        query: str,
-        filters: Mapping[str, str | None],
-        metadata_filter: MetadataFilter | None,
-        limit: int,
-        *,
-        hybrid: bool = False,
-    ) -> tuple[list[ChannelHits], list[DenseRanking]] | None:
-        """The BM25 (and, ``hybrid``, dense) rankings of the query variants, with the dense
-        rankings (``None``: no document passes the filters)."""
-        candidates = self._candidates(filters, metadata_filter)
-        if candidates is not None and candidates.count == 0:
-            return None
-        queries = query_variants(self.query_rewriter, query)
-        if not hybrid:
-            with self.bm25.reading():
-                rankings = self.bm25.rank_variants(queries, candidates=candidates, limit=limit)
-            return channel_hits(queries, [_keyed(r) for r in rankings]), []
-        dense = self._dense_rankings(queries, filters, candidates)
-        vectors = [[(docno_key(d), c) for d, c in r.cosines(r.ranked)] for r in dense]
-        lexical = None
-        if len(queries) == 1 and getattr(self.fusion, "calibration", None) is not None:
-            lexical = self._pooled(queries[0], candidates, vectors[0], limit)
-        if lexical is None:  # every lexical hit counts
-            with self.bm25.reading():
-                rankings = self.bm25.rank_variants(queries, candidates=candidates)
-            lexical = [_keyed(r) for r in rankings]
-        return channel_hits(queries, lexical, vectors), dense
-
-    def _pooled(
-        self,
-        query: str,
-        candidates: CandidateSet | None,
-        dense: list[tuple[str, float]],
-        limit: int,
-    ) -> list[list[tuple[str, float]]] | None:
-        """The lexical ranking a calibrated fusion needs, without scoring every BM25 hit.
-
-        The top ``max(LEXICAL_POOL, 2 * limit)`` hits (pruned) plus the exact BM25 of the
-        dense hits outside them. Any other chunk has no dense evidence and at most the pool's
-        last score, so it fuses to at most ``w · last / best``: when the ``limit``-th fused
-        score is above that, the fused top ``limit`` is the full ranking's, bit for bit.
-        ``None``: not proven, rank every hit.
-        """
-        tokens = tokenize(query)
-        pool = max(LEXICAL_POOL, 2 * limit)
-        with self.bm25.reading():
-            top = self.bm25.rank(tokens, candidates=candidates, limit=pool)
-            if len(top) < pool:
-                return [_keyed(top)]  # every hit
-            have = {d for d, _, _ in top}
-            outside = [int(key) for key, _ in dense if int(key) not in have]
-            extra = self.bm25.score(tokens, outside, candidates=candidates)
-        lexical = sorted(_keyed(top + extra), key=lambda h: (-h[1], h[0]))
-        fused = self.fusion.fuse(channel_hits([query], [lexical], [dense]), limit)
-        weight = self.fusion.calibration.lexical_weight  # type: ignore[attr-defined]
-        bound = weight * (top[-1][2] / top[0][2])
-        return [lexical] if len(fused) == limit and fused[-1][1] > bound else None
 
     def dense_queries(self, query: str) -> list[str]:
         """The texts a :meth:`retrieve` of ``query`` embeds (``[]``: it takes a BM25 channel)."""
-        channel = choose_channel(
-            self.dense is not None, self.embedding_backend, query, self.min_query_coverage
-        )
-        return query_variants(self.query_rewriter, query) if channel == CHANNEL_HYBRID else []
-
-    def _dense_rankings(
-        self,
-        queries: list[str],
-        filters: Mapping[str, str | None],
-        candidates: CandidateSet | None,
-    ) -> list[DenseRanking]:
-        """Per query variant, the dense rows the fusion reads, best first.
-
-        As the chunk-store path: its store query asks for ``k =`` the candidate count among
-        the rows passing the equality filters, then keeps the candidates. A calibrated
-        fusion reads only cosines above its floor (an integer threshold for the scan); RRF
-        reads the whole ranking.
-        """
-        assert self.dense is not None
-        calibration = getattr(self.fusion, "calibration", None)
-        floor = None if calibration is None else calibration.floor
-        limit = among = keep = None
-        if candidates is not None:
-            limit, keep = candidates.count, candidates.mask.__getitem__
-            if any(v is not None for v in filters.values()):
-                where = self._candidates(filters, None)
-                among = where.mask.__getitem__ if where is not None else None
-        return [
-            self.dense.rank(vector, floor=floor, limit=limit, among=among, keep=keep)
-            for vector in embed_queries(self.embedding_backend, list(queries))
-        ]
-
-    def _candidates(
-        self, filters: Mapping[str, str | None], metadata_filter: MetadataFilter | None
-    ) -> CandidateSet | None:
-        """The docnos passing the filters (``None``: nothing filters)."""
-        if metadata_filter is None and all(v is None for v in filters.values()):
-            return None
-        table = self.bundle.filter_rows()
-        kept = filtered_positions(table.rows, filters, metadata_filter) or []
-        passing = bytearray(len(table.rows))
-        for i in kept:
-            passing[i] = 1
-        return self.bm25.candidates(d for d, row in enumerate(table.row_of) if passing[row])
-
-    def _chunks_for(self, keys: Iterable[str]) -> dict[str, Any]:
-        wanted = {key: int(key) for key in keys}
-        chunks = self.bundle.chunks(wanted.values())
-        return {key: copy.copy(chunks[d]) for key, d in wanted.items()}  # as a fresh read
-
-
-def _add_vector_scores(
-    results: list[RetrievalResult],
-    keys: list[str],
-    hits: list[ChannelHits],
-    dense: list[DenseRanking],
-) -> None:
-    """Give results without a dense hit (lexical hits below a calibrated floor) the vector
-    score the chunk-store path reports: their best cosine over the variants' store queries.
-
-    The fusion never read those cosines, so only the results' rows are scored (the chunk
-    store scores every candidate).
-    """
-    scored = {key for h in hits for key, _ in h.dense or ()}
-    todo = {int(key): r for key, r in zip(keys, results, strict=True) if key not in scored}
-    seen: set[int] = set()
-    for ranking in dense:
-        for d, cosine in ranking.cosines(ranking.extra(todo)) if todo else ():
-            if d not in seen or cosine > todo[d].vector_score:
-                todo[d].vector_score = cosine
-                seen.add(d)
+        return self._pipeline().dense_queries(query, self.dense is not None)

@@ -22,15 +22,17 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from ragspine_lite.pipeline.fusion import ChannelHits, Fusion
+from ragspine_lite.pipeline.fusion import ChannelHits, Fusion, Hit
 from ragspine_lite.vector.embedding_backends import embed_query_texts, outside_vocabulary
 
 __all__ = [
     "CHANNEL_BM25",
     "CHANNEL_HYBRID",
     "CHANNEL_OUTSIDE_VOCABULARY",
+    "DEFAULT_TOP_K",
     "FILTER_DIMS",
     "PostRetrievalStep",
+    "QueryRewriter",
     "RetrievalResult",
     "choose_channel",
     "embed_queries",
@@ -39,6 +41,7 @@ __all__ = [
     "fused_results",
     "index_text",
     "query_variants",
+    "results_of",
     "run_post_chain",
 ]
 
@@ -47,6 +50,9 @@ __all__ = [
 CHANNEL_HYBRID = "hybrid"
 CHANNEL_BM25 = "bm25"
 CHANNEL_OUTSIDE_VOCABULARY = "bm25:outside-vocabulary"
+
+#: How many results a search returns unless told.
+DEFAULT_TOP_K = 50
 
 #: The five chunk attributes that act as equality filters (and as vector metadata).
 FILTER_DIMS = ("topic", "entity", "geography", "period", "language")
@@ -110,6 +116,13 @@ def filtered_positions(
 # -- 2. index text, 3. query variants -----------------------------------------------------
 
 
+@runtime_checkable
+class QueryRewriter(Protocol):
+    """Expands a query into variants; the result must include the original query."""
+
+    def rewrite(self, query: str) -> list[str]: ...
+
+
 def index_text(index_text_fn: Callable[[Any], str] | None, chunk: Any) -> str:
     """The text indexed and embedded for ``chunk``: ``index_text_fn(chunk)`` or ``chunk.text``."""
     return index_text_fn(chunk) if index_text_fn is not None else chunk.text
@@ -170,8 +183,14 @@ def fused_results(
 ) -> list[RetrievalResult]:
     """Fuse, then read the chunks of the fused ids only (``chunks_for(ids)`` → id → chunk)."""
     ordered = fusion.fuse(hits, limit)
+    return results_of(hits, ordered, chunks_for([cid for cid, _ in ordered]))
+
+
+def results_of(
+    hits: Sequence[ChannelHits], ordered: Sequence[Hit], chunks: Mapping[str, Any]
+) -> list[RetrievalResult]:
+    """A result per fused ``(id, score)``, with the best score each channel gave it."""
     best_lexical, best_dense = _best_scores(hits)
-    chunks = chunks_for([cid for cid, _ in ordered])
     return [
         RetrievalResult(
             chunk=chunks[cid],

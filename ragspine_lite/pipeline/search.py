@@ -1,0 +1,274 @@
+"""The one place a search runs its stages, over a lexical lane and an optional dense lane.
+
+Every search of the package (:class:`~ragspine_lite.pipeline.retrievers.HybridRetriever`,
+each path of :class:`~ragspine_lite.pipeline.retrievers.NarrativeIndex`, the browser bundle's
+:class:`~ragspine_lite.bundle.sharded_index.ShardedIndex`; so the CLI, the remote endpoint and
+the page too) is :meth:`Pipeline.search`:
+
+1. **channel** (:meth:`Pipeline.channel`): hybrid when a dense lane is there and the query
+   passes the backend's vocabulary gate, else BM25 (the very path of an index without one).
+2. **candidates**: the lexical lane's documents passing the filters; none → no results.
+3. **query variants** (:func:`~ragspine_lite.pipeline.stages.query_variants`).
+4. **rankings**: per variant the lexical ranking and, hybrid, the dense ranking. A lone variant
+   searched with BM25 alone over unique ids is cut to ``limit`` (fusion keeps its order); a
+   hybrid calibrated search over a lane that can score a pool (:class:`PooledLexicalLane`)
+   ranks a pool of BM25 hits (:func:`pooled_ranking`); otherwise every hit counts.
+5. **fusion** (:mod:`~ragspine_lite.pipeline.fusion`), then the fused ids' chunks only.
+6. **post-retrieval chain** (:func:`~ragspine_lite.pipeline.stages.run_post_chain`).
+
+Lanes are siblings with the same names (:mod:`ragspine_lite.pipeline.lanes`: a list of chunks,
+the chunk store's index, a vector store; :mod:`ragspine_lite.bundle.sharded_index`: the
+bundle's shards). Keys are the lane's ranking ids (chunk ids, or docno keys that sort alike).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+from ragspine_lite.pipeline.fusion import ChannelHits, Fusion, Hit, channel_hits
+from ragspine_lite.pipeline.stages import (
+    CHANNEL_HYBRID,
+    PostRetrievalStep,
+    RetrievalResult,
+    choose_channel,
+    query_variants,
+    results_of,
+    run_post_chain,
+)
+
+__all__ = [
+    "LEXICAL_POOL",
+    "Candidates",
+    "DenseLane",
+    "DenseRun",
+    "LexicalLane",
+    "Pipeline",
+    "PooledLexicalLane",
+    "pooled_ranking",
+]
+
+#: BM25 hits a pooled hybrid search scores before the dense hits (see :func:`pooled_ranking`).
+LEXICAL_POOL = 100
+
+
+class Candidates(Protocol):
+    """The documents a search may return (a lane's own type); ``count`` of them."""
+
+    @property
+    def count(self) -> int: ...
+
+
+class LexicalLane(Protocol):
+    """A BM25 index as one search sees it."""
+
+    #: Whether keys are unique (then a lone ranking may be cut before fusion).
+    unique_keys: bool
+
+    def reading(self) -> contextlib.AbstractContextManager[Any]:
+        """One consistent read of the index, around rankings and chunks."""
+        ...
+
+    def candidates(
+        self, filters: Mapping[str, str | None], metadata_filter: Any | None
+    ) -> Candidates | None:
+        """The documents passing the filters (``None``: every document)."""
+        ...
+
+    def rankings(
+        self, queries: Sequence[str], candidates: Candidates | None, limit: int | None
+    ) -> list[list[Hit]]:
+        """Per query, ``(key, bm25)`` of every hit by ``(-score, key)`` (the first ``limit``)."""
+        ...
+
+    def chunks_for(self, keys: list[str], candidates: Candidates | None) -> Mapping[str, Any]:
+        """key → the chunk a result carries (the caller's own copy)."""
+        ...
+
+
+@runtime_checkable
+class PooledLexicalLane(LexicalLane, Protocol):
+    """A lexical lane that can score some documents exactly (for :func:`pooled_ranking`)."""
+
+    def scores(self, query: str, keys: list[str], candidates: Candidates | None) -> list[Hit]:
+        """``(key, bm25)`` of these documents' hits (any order)."""
+        ...
+
+
+class DenseRun(Protocol):
+    """The dense side of one search: its rankings, and what the results still need."""
+
+    hits: list[list[Hit]]
+
+    def complete(self, results: list[RetrievalResult], keys: list[str]) -> None:
+        """Give results the vector score the fusion did not read (``keys``: theirs)."""
+        ...
+
+
+class DenseLane(Protocol):
+    """Vectors as one search sees them."""
+
+    def rank(
+        self,
+        queries: list[str],
+        candidates: Candidates | None,
+        filters: Mapping[str, str | None],
+    ) -> DenseRun:
+        """Embed the queries and rank the candidates' vectors, best first."""
+        ...
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    """What a search is configured with; :meth:`search` runs the stages (module docstring)."""
+
+    fusion: Fusion
+    rewriter: Any | None = None
+    backend: Any | None = None
+    min_coverage: float | None = None
+    steps: Sequence[PostRetrievalStep] = ()
+
+    def channel(self, query: str, dense: bool) -> str:
+        """The channel a search of ``query`` takes, ``dense`` when a dense lane is there."""
+        return choose_channel(dense, self.backend, query, self.min_coverage)
+
+    def dense_queries(self, query: str, dense: bool) -> list[str]:
+        """The texts a search of ``query`` embeds (``[]``: it takes a BM25 channel)."""
+        if self.channel(query, dense) != CHANNEL_HYBRID:
+            return []
+        return query_variants(self.rewriter, query)
+
+    def search(
+        self,
+        query: str,
+        lexical: LexicalLane,
+        dense: DenseLane | None = None,
+        *,
+        limit: int,
+        filters: Mapping[str, str | None] | None = None,
+        metadata_filter: Any | None = None,
+        channel: str | None = None,
+    ) -> list[RetrievalResult]:
+        """The results of ``query`` (:meth:`retrieve`, then :meth:`post`)."""
+        results = self.retrieve(
+            query, lexical, dense, limit=limit, filters=filters,
+            metadata_filter=metadata_filter, channel=channel,
+        )
+        return self.post(query, results)
+
+    def retrieve(
+        self,
+        query: str,
+        lexical: LexicalLane,
+        dense: DenseLane | None = None,
+        *,
+        limit: int,
+        filters: Mapping[str, str | None] | None = None,
+        metadata_filter: Any | None = None,
+        channel: str | None = None,
+    ) -> list[RetrievalResult]:
+        """The fused results of ``query`` with their chunks, in one read of the lane;
+        ``dense`` is searched on the hybrid ``channel`` only (default: :meth:`channel`)."""
+        with lexical.reading():
+            found = self.rank(
+                query, lexical, dense, limit=limit, filters=filters,
+                metadata_filter=metadata_filter, channel=channel,
+            )
+            if found is None:
+                return []
+            hits, ordered, run, candidates = found
+            keys = [key for key, _ in ordered]
+            results = results_of(hits, ordered, lexical.chunks_for(keys, candidates))
+        if run is not None:
+            run.complete(results, keys)
+        return results
+
+    def post(self, query: str, results: list[RetrievalResult]) -> list[RetrievalResult]:
+        """The post-retrieval chain (``steps``) over fused results."""
+        return run_post_chain(query, results, self.steps)
+
+    def rank(
+        self,
+        query: str,
+        lexical: LexicalLane,
+        dense: DenseLane | None = None,
+        *,
+        limit: int,
+        filters: Mapping[str, str | None] | None = None,
+        metadata_filter: Any | None = None,
+        channel: str | None = None,
+    ) -> tuple[list[ChannelHits], list[Hit], DenseRun | None, Candidates | None] | None:
+        """Rankings and fused ``(key, score)`` of ``query``, before any chunk is read
+        (``None``: no document passes the filters)."""
+        filters = filters or {}
+        if channel is None:
+            channel = self.channel(query, dense is not None)
+        with lexical.reading():
+            candidates = lexical.candidates(filters, metadata_filter)
+            if candidates is not None and candidates.count == 0:
+                return None
+            queries = query_variants(self.rewriter, query)
+            run = None
+            if dense is not None and channel == CHANNEL_HYBRID:
+                run = dense.rank(queries, candidates, filters)
+                lexical_hits = self._hybrid_lexical(queries, lexical, candidates, run, limit)
+            else:
+                prune = limit if len(queries) == 1 and lexical.unique_keys else None
+                lexical_hits = lexical.rankings(queries, candidates, prune)
+        hits = channel_hits(queries, lexical_hits, None if run is None else run.hits)
+        return hits, self.fusion.fuse(hits, limit), run, candidates
+
+    def _hybrid_lexical(
+        self,
+        queries: list[str],
+        lexical: LexicalLane,
+        candidates: Candidates | None,
+        run: DenseRun,
+        limit: int,
+    ) -> list[list[Hit]]:
+        """The lexical rankings fused with the dense ones: a proven pool, else every hit."""
+        if len(queries) == 1 and isinstance(lexical, PooledLexicalLane):
+            first = queries[0]
+            pooled = pooled_ranking(self.fusion, lexical, first, candidates, run.hits[0], limit)
+            if pooled is not None:
+                return [pooled]
+        return lexical.rankings(queries, candidates, None)
+
+
+def pooled_ranking(
+    fusion: Fusion,
+    lexical: PooledLexicalLane,
+    query: str,
+    candidates: Candidates | None,
+    dense: list[Hit],
+    limit: int,
+) -> list[Hit] | None:
+    """The lexical ranking a calibrated fusion needs, without scoring every BM25 hit.
+
+    The top ``max(LEXICAL_POOL, 2 * limit)`` hits (pruned) plus the exact BM25 of the dense
+    hits outside them. Any other chunk has no dense evidence and at most the pool's last
+    score, so it fuses to at most ``w · last / best``: when the ``limit``-th fused score is
+    above that, the fused top ``limit`` is the full ranking's, bit for bit. ``None``: not
+    proven (or not a calibrated fusion), rank every hit.
+    """
+    calibration = getattr(fusion, "calibration", None)
+    if calibration is None:
+        return None
+    pool = max(LEXICAL_POOL, 2 * limit)
+    top = lexical.rankings([query], candidates, pool)[0]
+    if len(top) < pool:
+        return top  # every hit
+    have = {key for key, _ in top}
+    extra = lexical.scores(query, [key for key, _ in dense if key not in have], candidates)
+    ranked = sorted(top + extra, key=lambda h: (-h[1], h[0]))
+    fused = fusion.fuse(channel_hits([query], [ranked], [dense]), limit)
+    bound = calibration.lexical_weight * (top[-1][1] / top[0][1])
+    return ranked if len(fused) == limit and fused[-1][1] > bound else None
+
+
+@contextlib.contextmanager
+def no_read() -> Iterator[None]:
+    """A lane's :meth:`LexicalLane.reading` when reads need no bracket."""
+    yield
