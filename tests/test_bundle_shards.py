@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from pathlib import Path
@@ -103,7 +104,7 @@ def test_the_corpus_spreads_over_many_files(small_files):
     assert sum(n.startswith("t-") for n in names) > 20
     assert sum(n.startswith("f-") for n in names) > 20
     for path in (root / "data").rglob("*.bin"):  # every name is its content hash
-        digest = shards.hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
         assert path.stem.endswith(digest)
 
 

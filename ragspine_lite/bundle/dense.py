@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ragspine_lite.bundle.manifest import BundleFormatError
-from ragspine_lite.bundle.shards import BundleFiles, read_checked
+from ragspine_lite.bundle.packs import BundleFiles, read_checked
 from ragspine_lite.vector.quantize import Int8Codec, Int8Matrix
 
 __all__ = [

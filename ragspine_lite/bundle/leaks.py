@@ -491,7 +491,7 @@ def _scan_pack(data: bytes, rel: str, matcher: _Matcher) -> list[Leak]:
     """A bundle pack file decompressed: its chunk rows value by value (named like database
     rows), then the rest of its JSON; nothing for zlib data that is not a pack."""
     from ragspine_lite.bundle.manifest import BundleFormatError
-    from ragspine_lite.bundle.shards import unpack
+    from ragspine_lite.bundle.packs import unpack
 
     try:
         meta, _ = unpack(data, rel)

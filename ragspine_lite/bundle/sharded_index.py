@@ -34,9 +34,8 @@ from ragspine_lite.pipeline.stages import (
     embed_queries,
     equality_filters,
     filtered_positions,
-    query_variants,
 )
-from ragspine_lite.vector.embedding_backends import DEFAULT_MIN_COVERAGE, check_min_coverage
+from ragspine_lite.vector.base import DEFAULT_MIN_COVERAGE, check_min_coverage
 
 __all__ = ["LEXICAL_POOL", "ShardDenseLane", "ShardLane", "ShardedIndex"]
 
@@ -211,14 +210,15 @@ class ShardedIndex:
         """The files a search for ``query`` reads and the cache lacks: the postings shards of
         its terms and, when it filters, the filter file; once those are all cached and
         ``top_k`` is given, the text fragments of its ``top_k`` hits (ranked from memory)."""
-        terms = {t for q in query_variants(self.query_rewriter, query) for t in tokenize(q)}
+        pipeline = self._pipeline()
+        terms = {t for q in pipeline.variants(query) for t in tokenize(q)}
         paths = [p for p in (self.bundle.term_path(t) for t in sorted(terms)) if p is not None]
         if metadata_filter is not None:
             paths.append(self.bundle.filter_path)
         missing = self.bundle.missing(paths)
         if missing or top_k is None:
             return missing
-        found = self._pipeline().rank(
+        found = pipeline.rank(
             query, self.lane, limit=top_k, metadata_filter=metadata_filter, channel=CHANNEL_BM25
         )
         ordered = found[1] if found is not None else []

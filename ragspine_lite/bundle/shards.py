@@ -24,10 +24,7 @@ scores and rankings are bit-identical.
 
 from __future__ import annotations
 
-import hashlib
 import json
-import sys
-import zlib
 from array import array
 from bisect import bisect_right
 from collections import Counter, OrderedDict
@@ -35,7 +32,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from itertools import accumulate, pairwise
 from pathlib import Path, PurePosixPath
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 from ragspine_lite.bundle.manifest import (
     BUNDLE_META_TABLE,
@@ -44,6 +41,18 @@ from ragspine_lite.bundle.manifest import (
     SECTION_TABLE,
     BundleFormatError,
     check_format_version,
+)
+from ragspine_lite.bundle.packs import (
+    REBUILD_HINT,
+    BundleFiles,
+    DirectoryFiles,
+    as_bytes,
+    check_content,
+    content_path,
+    docno_key,
+    pack,
+    read_checked,
+    unpack,
 )
 from ragspine_lite.chunking.chunk_store import ChunkStore, ChunkStoreError, StoredChunk
 from ragspine_lite.common.sensitivity import is_restricted
@@ -79,87 +88,10 @@ FRAGMENT_BYTES = 12 * 1024
 #: Most files of one kind (postings shards, fragments) a bundle gets: static hosts cap counts.
 MAX_FILES = 4000
 
-_HASH_CHARS = 16
-_LITTLE_ENDIAN = sys.byteorder == "little"
-_REBUILD = "rebuild the bundle with 'python build_wasm.py build DOCS_DIR --out DIR'"
 #: The StoredChunk fields a fragment keeps (``active`` is always true in a bundle).
 _CHUNK_FIELDS = tuple(f.name for f in fields(StoredChunk) if f.name != "active")
 #: What a metadata filter may test (the bundle's filter fields).
 _FILTER_FIELDS = ("doc_id", "title", "topic", "entity", "geography", "period", "language")
-
-
-# ---------------------------------------------------------------- pack files
-
-
-def pack(meta: Mapping[str, Any], arrays: Mapping[str, array] | None = None) -> bytes:
-    """``zlib(JSON + "\\n" + arrays)``; the JSON gets ``"arrays": [[name, typecode, count]]``.
-
-    >>> meta, arrays = unpack(pack({"n": 1}, {"x": array("H", [1, 2])}))
-    >>> meta["n"], list(arrays["x"])
-    (1, [1, 2])
-    """
-    listed = dict(arrays or {})
-    head = {**meta, "arrays": [[name, a.typecode, len(a)] for name, a in listed.items()]}
-    parts = [json.dumps(head, ensure_ascii=False, separators=(",", ":")).encode("utf-8"), b"\n"]
-    for values in listed.values():
-        if not _LITTLE_ENDIAN:  # pragma: no cover - big-endian hosts only
-            values = array(values.typecode, values)
-            values.byteswap()
-        parts.append(values.tobytes())
-    return zlib.compress(b"".join(parts), 9)
-
-
-def unpack(data: bytes, where: str = "pack") -> tuple[dict[str, Any], dict[str, array]]:
-    """The JSON object and the arrays of a :func:`pack`; anything else is a
-    :class:`BundleFormatError` naming ``where``."""
-    try:
-        raw = zlib.decompress(data)
-        line, _, rest = raw.partition(b"\n")
-        meta = json.loads(line.decode("utf-8"))
-        arrays: dict[str, array] = {}
-        offset = 0
-        for name, code, count in meta.pop("arrays"):
-            values = array(code)
-            end = offset + values.itemsize * int(count)
-            values.frombytes(rest[offset:end])
-            if len(values) != count:
-                raise ValueError(f"array {name!r} is cut short")
-            if not _LITTLE_ENDIAN:  # pragma: no cover - big-endian hosts only
-                values.byteswap()
-            arrays[str(name)] = values
-            offset = end
-    except (zlib.error, ValueError, TypeError, KeyError, AttributeError) as exc:
-        raise BundleFormatError(f"{where} is damaged ({exc}): {_REBUILD}") from None
-    if offset != len(rest):
-        raise BundleFormatError(f"{where} has trailing bytes: {_REBUILD}")
-    return meta, arrays
-
-
-def content_path(folder: str, kind: str, data: bytes, suffix: str = ".bin") -> str:
-    """``folder/kind-<first 16 hex digits of sha256(data)>suffix``."""
-    digest = hashlib.sha256(data).hexdigest()[:_HASH_CHARS]
-    return f"{folder}/{kind}-{digest}{suffix}"
-
-
-def _check_content(path: str, data: bytes) -> None:
-    """Raise :class:`BundleFormatError` unless ``data`` has the hash ``path`` names."""
-    stem = PurePosixPath(path).stem
-    expected = stem.rpartition("-")[2]
-    if len(expected) != _HASH_CHARS or hashlib.sha256(data).hexdigest()[:_HASH_CHARS] != expected:
-        raise BundleFormatError(
-            f"{path} does not match the hash in its name (a damaged or mixed-up download): "
-            f"{_REBUILD}"
-        )
-
-
-def _as_bytes(data: Any) -> bytes:
-    """Bytes from bytes-like data or a JS typed array (Pyodide's ``to_bytes``)."""
-    if isinstance(data, (bytes, bytearray, memoryview)):
-        return bytes(data)
-    to_bytes = getattr(data, "to_bytes", None)
-    if to_bytes is None:
-        raise ValueError(f"bundle file data must be bytes, got {type(data).__name__}")
-    return bytes(to_bytes())
 
 
 def _smallest_unsigned(values: Sequence[int]) -> array:
@@ -167,46 +99,6 @@ def _smallest_unsigned(values: Sequence[int]) -> array:
     code = "B" if largest < 1 << 8 else "H" if largest < 1 << 16 else "I"
     return array(code, values)
 
-
-def docno_key(docno: int) -> str:
-    """The ranking key of a docno: sorts like the docnos, hence like the chunk ids."""
-    return f"{docno:010d}"
-
-
-# ---------------------------------------------------------------- reading seam
-
-
-@runtime_checkable
-class BundleFiles(Protocol):
-    """Where a :class:`ShardedBundle` reads its files: ``read(path)`` → bytes, ``path``
-    relative to the bundle root (``"data/terms/t-….bin"``)."""
-
-    def read(self, path: str) -> bytes: ...
-
-
-class DirectoryFiles:
-    """The files of a bundle folder on disk (a built site, on CPython)."""
-
-    def __init__(self, root: str | Path) -> None:
-        self.root = Path(root)
-        if not self.root.is_dir():
-            raise FileNotFoundError(f"bundle folder not found: {str(self.root)!r}")
-
-    def __repr__(self) -> str:
-        return f"DirectoryFiles({str(self.root)!r})"
-
-    def read(self, path: str) -> bytes:
-        parts = PurePosixPath(path).parts
-        if not parts or path.startswith("/") or ".." in parts:
-            raise ValueError(f"bundle file path must be relative and inside the bundle: {path!r}")
-        return self.root.joinpath(*parts).read_bytes()
-
-
-def read_checked(files: BundleFiles, path: str) -> bytes:
-    """``path``'s bytes from ``files``, refused unless they have the hash its name carries."""
-    data = _as_bytes(files.read(path))
-    _check_content(path, data)
-    return data
 
 
 # ---------------------------------------------------------------- decoded files
@@ -360,8 +252,8 @@ class ShardedBundle:
         """Take ``path``'s bytes fetched ahead of a search (prefetch); checked and decoded now."""
         if path in self._cache:
             return
-        data = _as_bytes(data)
-        _check_content(path, data)
+        data = as_bytes(data)
+        check_content(path, data)
         self._keep(path, self._decode(path, data))
 
     def _decode(self, path: str, data: bytes) -> Any:
@@ -440,13 +332,13 @@ def _header_path(files: BundleFiles) -> str:
     try:
         manifest = json.loads(bytes(files.read(MANIFEST_NAME)).decode("utf-8"))
     except ValueError as exc:
-        raise BundleFormatError(f"{where} is not valid JSON ({exc}): {_REBUILD}") from None
+        raise BundleFormatError(f"{where} is not valid JSON ({exc}): {REBUILD_HINT}") from None
     if not isinstance(manifest, dict):
-        raise BundleFormatError(f"{where} must be a JSON object: {_REBUILD}")
+        raise BundleFormatError(f"{where} must be a JSON object: {REBUILD_HINT}")
     check_format_version(manifest.get("format_version"))
     header = (manifest.get("entry") or {}).get("index")
     if not isinstance(header, str) or not header:
-        raise BundleFormatError(f"{where} names no sharded index (entry.index): {_REBUILD}")
+        raise BundleFormatError(f"{where} names no sharded index (entry.index): {REBUILD_HINT}")
     return header
 
 
@@ -536,7 +428,7 @@ def _groups(sizes: Sequence[int], target: int) -> list[tuple[int, int]]:
 
 def _read_store(db_path: Path) -> tuple[dict[str, Any], list[StoredChunk], Any]:
     """Facts, active chunks by chunk id and the open store (RESTRICTED refused)."""
-    from ragspine_lite.bundle.export import RestrictedLeakError
+    from ragspine_lite.bundle.leaks import RestrictedLeakError
 
     store = ChunkStore(db_path, read_only=True)
     try:
@@ -545,7 +437,7 @@ def _read_store(db_path: Path) -> tuple[dict[str, Any], list[StoredChunk], Any]:
         store.close()
         raise BundleFormatError(
             f"{str(db_path)!r} is not an exported bundle store (no {BUNDLE_META_TABLE}): "
-            f"{_REBUILD}"
+            f"{REBUILD_HINT}"
         ) from None
     facts = bundle_facts(((r["key"], r["value"]) for r in rows), str(db_path))
     chunks = sorted(store.iter_chunks(), key=lambda c: c.chunk_id)
@@ -555,7 +447,7 @@ def _read_store(db_path: Path) -> tuple[dict[str, Any], list[StoredChunk], Any]:
     ids = [c.chunk_id for c in chunks]
     if len(set(ids)) != len(ids):
         store.close()
-        raise BundleFormatError(f"{str(db_path)!r} has duplicate chunk ids: {_REBUILD}")
+        raise BundleFormatError(f"{str(db_path)!r} has duplicate chunk ids: {REBUILD_HINT}")
     return facts, chunks, store
 
 

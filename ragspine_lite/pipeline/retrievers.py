@@ -64,7 +64,7 @@ from ragspine_lite.pipeline.stages import (
     index_text,
 )
 from ragspine_lite.rerank.listwise_rerank import ListwiseJudge, listwise_rerank
-from ragspine_lite.vector.embedding_backends import (
+from ragspine_lite.vector.base import (
     DEFAULT_MIN_COVERAGE,
     EmbeddingBackend,
     check_min_coverage,

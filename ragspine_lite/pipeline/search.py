@@ -134,11 +134,13 @@ class Pipeline:
         """The channel a search of ``query`` takes, ``dense`` when a dense lane is there."""
         return choose_channel(dense, self.backend, query, self.min_coverage)
 
+    def variants(self, query: str) -> list[str]:
+        """The query variants a search of ``query`` ranks, the original first."""
+        return query_variants(self.rewriter, query)
+
     def dense_queries(self, query: str, dense: bool) -> list[str]:
         """The texts a search of ``query`` embeds (``[]``: it takes a BM25 channel)."""
-        if self.channel(query, dense) != CHANNEL_HYBRID:
-            return []
-        return query_variants(self.rewriter, query)
+        return self.variants(query) if self.channel(query, dense) == CHANNEL_HYBRID else []
 
     def search(
         self,
@@ -209,7 +211,7 @@ class Pipeline:
             candidates = lexical.candidates(filters, metadata_filter)
             if candidates is not None and candidates.count == 0:
                 return None
-            queries = query_variants(self.rewriter, query)
+            queries = self.variants(query)
             run = None
             if dense is not None and channel == CHANNEL_HYBRID:
                 run = dense.rank(queries, candidates, filters)

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from ragspine_lite.pipeline.fusion import ChannelHits, Fusion, Hit
-from ragspine_lite.vector.embedding_backends import embed_query_texts, outside_vocabulary
+from ragspine_lite.vector.base import embed_query_texts, outside_vocabulary
 
 __all__ = [
     "CHANNEL_BM25",

@@ -12,7 +12,7 @@ from ragspine_lite.rerank.listwise_rerank import (
     listwise_rerank,
     parse_listwise_response,
 )
-from ragspine_lite.rerank.splade import sparse_dot
+from ragspine_lite.rerank.sparse import sparse_dot
 
 __all__ = [
     "DEFAULT_TOP_N",

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from ragspine_lite.common.registry import lazy_extra_import
+from ragspine_lite.rerank.sparse import sparse_dot
 from ragspine_lite.vector.wordpiece import WordPieceTokenizer
 
 __all__ = [
@@ -555,8 +556,6 @@ class SpladeModel:
         return out
 
     def score(self, query: str, docs: Sequence[str]) -> list[float]:
-        from ragspine_lite.rerank.splade import sparse_dot
-
         (q,) = self.encode([query])
         return [sparse_dot(q, d) for d in self.encode(docs)]
 

@@ -10,10 +10,8 @@ run by a numpy BERT forward pass. Any BERT MLM SPLADE directory (``model.safeten
 
 from __future__ import annotations
 
-import math
-from collections.abc import Mapping
-
 from ragspine_lite.rerank.models import ModelReranker, SpladeModel
+from ragspine_lite.rerank.sparse import sparse_dot
 
 __all__ = [
     "DEFAULT_SPLADE_BATCH_SIZE",
@@ -27,20 +25,6 @@ SPLADE_MODEL_ENV = "RAGSPINE_SPLADE_MODEL"
 #: The original's checkpoint: plugs in as a model directory (never downloaded).
 DEFAULT_SPLADE_MODEL = "prithivida/Splade_PP_en_v1"
 DEFAULT_SPLADE_BATCH_SIZE = 32
-
-
-def sparse_dot(query: Mapping[int, float], doc: Mapping[int, float]) -> float:
-    """Σ over the term ids both sides share of the weight products; empty → 0.0.
-
-    Summed in ascending term-id order with ``math.fsum`` so the result does not depend on
-    dict order.
-
-    >>> sparse_dot({1: 2.0, 5: 1.0}, {5: 3.0, 7: 4.0})
-    3.0
-    """
-    if len(doc) < len(query):
-        query, doc = doc, query
-    return math.fsum(query[t] * doc[t] for t in sorted(query) if t in doc)
 
 
 class SpladeReranker(ModelReranker):

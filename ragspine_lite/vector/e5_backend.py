@@ -13,8 +13,8 @@ from __future__ import annotations
 from typing import Any
 
 from ragspine_lite.common.registry import lazy_extra_import
+from ragspine_lite.vector.base import check_texts
 from ragspine_lite.vector.calibration import DenseCalibration
-from ragspine_lite.vector.embedding_backends import check_texts
 
 __all__ = ["E5_CALIBRATION", "E5_EXTRA", "E5_MODEL_ID", "E5EmbeddingBackend"]
 

