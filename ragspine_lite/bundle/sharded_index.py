@@ -22,7 +22,6 @@ from ragspine_lite.bundle.dense import DenseLane, DenseRanking, DenseScanner, Sh
 from ragspine_lite.bundle.shards import ShardedBM25Index, ShardedBundle, docno_key
 from ragspine_lite.filtering.metadata_filter import MetadataFilter
 from ragspine_lite.lexical.inverted_index import CandidateSet
-from ragspine_lite.lexical.tokenizer import tokenize
 from ragspine_lite.pipeline.fusion import Fusion, Hit, default_fusion
 from ragspine_lite.pipeline.search import LEXICAL_POOL, Pipeline
 from ragspine_lite.pipeline.stages import (
@@ -35,6 +34,7 @@ from ragspine_lite.pipeline.stages import (
     equality_filters,
     filtered_positions,
 )
+from ragspine_lite.text.words import tokenize
 from ragspine_lite.vector.base import DEFAULT_MIN_COVERAGE, check_min_coverage
 
 __all__ = ["LEXICAL_POOL", "ShardDenseLane", "ShardLane", "ShardedIndex"]

@@ -57,8 +57,8 @@ from ragspine_lite.bundle.packs import (
 from ragspine_lite.chunking.chunk_store import ChunkStore, ChunkStoreError, StoredChunk
 from ragspine_lite.common.sensitivity import is_restricted
 from ragspine_lite.lexical.inverted_index import BM25Index, Postings
-from ragspine_lite.lexical.tokenizer import tokenize
 from ragspine_lite.pipeline.stages import index_text
+from ragspine_lite.text.words import tokenize
 
 __all__ = [
     "DEFAULT_CACHE_BYTES",

@@ -19,7 +19,7 @@ from ragspine_lite.lexical.scoring import (
     cosine_similarity,
     rrf_fuse,
 )
-from ragspine_lite.lexical.tokenizer import tokenize
+from ragspine_lite.text.words import tokenize
 
 _RETRIEVAL_NAMES = (
     "CHANNEL_BM25",

@@ -41,7 +41,7 @@ from typing import Any
 
 from ragspine_lite.chunking.chunk_store import ChunkRow, ChunkStore, ChunkStoreError
 from ragspine_lite.lexical.scoring import DEFAULT_BM25_B, DEFAULT_BM25_K1
-from ragspine_lite.lexical.tokenizer import tokenize
+from ragspine_lite.text.words import tokenize
 
 __all__ = [
     "BM25_INDEX_FORMAT",
@@ -730,7 +730,7 @@ class StoreBM25Index(BM25Index):
 
     Attach it with :meth:`attach` (one per store): the store then updates it inside every
     ``replace_doc_chunks`` transaction. Only active chunks are indexed, their ``text`` as
-    :func:`~ragspine_lite.lexical.tokenizer.tokenize` splits it. Layout: a packed *main*
+    :func:`~ragspine_lite.text.words.tokenize` splits it. Layout: a packed *main*
     segment (one row per term, postings as ``uint32`` BLOBs), a *delta* of rows for documents
     added since the last merge, and tombstones for retired main documents; the delta is
     folded into the main segment when it grows past a quarter of it. Opening reads nothing

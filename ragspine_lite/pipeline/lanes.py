@@ -22,7 +22,6 @@ from typing import Any
 from ragspine_lite.common.sensitivity import is_restricted, sends_text_off_host
 from ragspine_lite.lexical.inverted_index import BM25Index, CandidateSet, InvertedIndex
 from ragspine_lite.lexical.scoring import DEFAULT_BM25_B, DEFAULT_BM25_K1
-from ragspine_lite.lexical.tokenizer import tokenize
 from ragspine_lite.pipeline.fusion import Hit
 from ragspine_lite.pipeline.stages import (
     FILTER_DIMS,
@@ -31,6 +30,7 @@ from ragspine_lite.pipeline.stages import (
     filtered_positions,
     index_text,
 )
+from ragspine_lite.text.words import tokenize
 from ragspine_lite.vector.store import VectorRecord, VectorStore
 
 __all__ = [

@@ -42,7 +42,6 @@ from ragspine_lite.lexical.scoring import (
     cosine_similarity,
     rrf_fuse,
 )
-from ragspine_lite.lexical.tokenizer import tokenize
 from ragspine_lite.pipeline.fusion import Fusion, default_fusion
 from ragspine_lite.pipeline.lanes import (
     ChunkListLane,
@@ -64,6 +63,7 @@ from ragspine_lite.pipeline.stages import (
     index_text,
 )
 from ragspine_lite.rerank.listwise_rerank import ListwiseJudge, listwise_rerank
+from ragspine_lite.text.words import tokenize
 from ragspine_lite.vector.base import (
     DEFAULT_MIN_COVERAGE,
     EmbeddingBackend,

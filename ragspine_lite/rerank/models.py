@@ -32,7 +32,7 @@ from typing import Any
 
 from ragspine_lite.common.registry import lazy_extra_import
 from ragspine_lite.rerank.sparse import sparse_dot
-from ragspine_lite.vector.wordpiece import WordPieceTokenizer
+from ragspine_lite.text.wordpiece import WordPieceTokenizer
 
 __all__ = [
     "CROSS_ENCODER_CONFIG_FILENAME",

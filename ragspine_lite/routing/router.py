@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from ragspine_lite.common.registry import normalize_spec
-from ragspine_lite.lexical.tokenizer import tokenize
+from ragspine_lite.text.words import tokenize
 
 __all__ = [
     "LIBRARY_ROUTER_ENV",

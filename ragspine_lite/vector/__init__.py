@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from ragspine_lite.text.sentencepiece import SentencePieceTokenizer
+from ragspine_lite.text.wordpiece import WordPieceTokenizer
 from ragspine_lite.vector.chunk_vectors import (
     CONTENT_HASH_KEY,
     DEFAULT_SYNC_BATCH_SIZE,
@@ -37,7 +39,6 @@ from ragspine_lite.vector.persistence_policy import (
     PersistEverythingPolicy,
     make_persistence_policy,
 )
-from ragspine_lite.vector.sentencepiece import SentencePieceTokenizer
 from ragspine_lite.vector.sqlite_store import SqliteVectorStore, embedding_model_id
 from ragspine_lite.vector.store import (
     DEFAULT_QUERY_K,
@@ -54,7 +55,6 @@ from ragspine_lite.vector.use_backend import (
     UseOnnxEmbeddingBackend,
     export_use_onnx,
 )
-from ragspine_lite.vector.wordpiece import WordPieceTokenizer
 
 __all__ = [
     "CONTENT_HASH_KEY",

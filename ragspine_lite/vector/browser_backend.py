@@ -25,10 +25,10 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ragspine_lite.text.sentencepiece import SentencePieceTokenizer
+from ragspine_lite.text.wordpiece import WordPieceTokenizer
 from ragspine_lite.vector.calibration import DenseCalibration
 from ragspine_lite.vector.onnx_backend import OnnxModelConfig, pool_embeddings
-from ragspine_lite.vector.sentencepiece import SentencePieceTokenizer
-from ragspine_lite.vector.wordpiece import WordPieceTokenizer
 
 __all__ = [
     "DEFAULT_PRIMED_VECTORS",

