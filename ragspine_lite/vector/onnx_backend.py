@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from ragspine_lite.common.registry import lazy_extra_import
+from ragspine_lite.models.onnx import OnnxBert, check_count
 from ragspine_lite.text.wordpiece import WordPieceTokenizer
 from ragspine_lite.vector.base import (
     DEFAULT_EMBEDDING_BATCH_SIZE,
@@ -305,15 +306,6 @@ def pool_embeddings(
     return out
 
 
-def _check_positive(name: str, value: Any, *, optional: bool = False) -> Any:
-    if value is None and optional:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be an int >= 1{' or None' if optional else ''}, "
-                         f"got {value!r}")
-    return value
-
-
 class OnnxEmbeddingBackend:
     """Dense vectors from a BERT-family ONNX model on onnxruntime (CPython).
 
@@ -338,23 +330,21 @@ class OnnxEmbeddingBackend:
         max_length: int | None = None,
         max_batch_tokens: int = DEFAULT_MAX_BATCH_TOKENS,
     ) -> None:
-        self.batch_size = _check_positive("batch_size", batch_size)
-        self.max_batch_tokens = _check_positive("max_batch_tokens", max_batch_tokens)
-        self.threads = _check_positive("threads", threads, optional=True)
+        self.batch_size = check_count("batch_size", batch_size)
+        self.max_batch_tokens = check_count("max_batch_tokens", max_batch_tokens)
+        self.threads = check_count("threads", threads, optional=True)
         self.cache_dir = cache_dir
         self._np = lazy_extra_import("numpy", extra=EMBED_ONNX_EXTRA)
         self._ort = lazy_extra_import("onnxruntime", extra=EMBED_ONNX_EXTRA)
         self.files = resolve_model_files(model_name)
         config = self.files.config
         if max_length is not None:
-            config = replace(config, max_length=_check_positive("max_length", max_length))
+            config = replace(config, max_length=check_count("max_length", max_length))
         self.config = config
         self.tokenizer = WordPieceTokenizer.from_file(
             self.files.vocab_path, lowercase=config.lowercase, strip_accents=config.strip_accents
         )
-        self._session: Any = None
-        self._input_names: tuple[str, ...] = ()
-        self._output_name: str | None = None
+        self._bert: OnnxBert | None = None
 
     @property
     def calibration(self) -> DenseCalibration | None:
@@ -371,10 +361,10 @@ class OnnxEmbeddingBackend:
         """The vector dimension (from the config, else from the model's output shape)."""
         if self.config.dim is not None:
             return self.config.dim
-        session = self._ensure_session()
-        shape = next(o for o in session.get_outputs() if o.name == self._output_name).shape
+        net = self._net()
+        shape = next(o for o in net.session.get_outputs() if o.name == net.output).shape
         if not shape or not isinstance(shape[-1], int):
-            raise ValueError(f"cannot tell the dimension of output {self._output_name!r}")
+            raise ValueError(f"cannot tell the dimension of output {net.output!r}")
         return int(shape[-1])
 
     def __repr__(self) -> str:
@@ -383,52 +373,35 @@ class OnnxEmbeddingBackend:
             f"threads={self.threads}, max_length={self.config.max_length})"
         )
 
-    def _ensure_session(self) -> Any:
-        if self._session is not None:
-            return self._session
-        ort = self._ort
-        options = ort.SessionOptions()
-        if self.threads is not None:
-            options.intra_op_num_threads = self.threads
-            options.inter_op_num_threads = 1
-        session = ort.InferenceSession(
-            str(self.files.model_path), sess_options=options, providers=["CPUExecutionProvider"]
-        )
-        inputs = tuple(i.name for i in session.get_inputs())
-        for required in ("input_ids", "attention_mask"):
-            if required not in inputs:
-                raise ValueError(
-                    f"model {str(self.files.model_path)!r} has no {required!r} input "
-                    f"(inputs: {', '.join(inputs)})"
-                )
-        known = {"input_ids", "attention_mask", "token_type_ids"}
-        extra = [name for name in inputs if name not in known]
-        if extra:
-            raise ValueError(f"model input(s) {', '.join(map(repr, extra))} are not supported")
-        outputs = [o.name for o in session.get_outputs()]
-        wanted = self.config.output or outputs[0]
-        if wanted not in outputs:
-            raise ValueError(
-                f"model has no output {wanted!r}; outputs: {', '.join(outputs)}"
+    def _net(self) -> OnnxBert:
+        """The model's session, made on first use (BERT inputs only)."""
+        if self._bert is None:
+            net = OnnxBert(
+                self.files.model_path,
+                output=self.config.output,
+                threads=self.threads,
+                extra=EMBED_ONNX_EXTRA,
             )
-        self._input_names, self._output_name = inputs, wanted
-        self._session = session
-        return session
+            known = {"input_ids", "attention_mask", "token_type_ids"}
+            extra = [name for name in net.inputs if name not in known]
+            if extra:
+                raise ValueError(f"model input(s) {', '.join(map(repr, extra))} are not supported")
+            self._bert = net
+        return self._bert
+
+    def _ensure_session(self) -> Any:
+        return self._net().session
 
     def _run_batch(self, encodings: list[list[int]]) -> Any:
         np = self._np
-        session = self._ensure_session()
+        net = self._net()
         width = max(len(ids) for ids in encodings)
         input_ids = np.full((len(encodings), width), self.tokenizer.pad_id, dtype=np.int64)
         mask = np.zeros((len(encodings), width), dtype=np.int64)
         for row, ids in enumerate(encodings):
             input_ids[row, : len(ids)] = ids
             mask[row, : len(ids)] = 1
-        feed = {"input_ids": input_ids, "attention_mask": mask}
-        if "token_type_ids" in self._input_names:
-            feed["token_type_ids"] = np.zeros_like(input_ids)
-        (hidden,) = session.run([self._output_name], feed)
-        hidden = np.asarray(hidden, dtype=np.float32)
+        hidden = net.run(input_ids, mask)
         pooling = self.config.pooling
         if pooling == "none":
             vectors = hidden

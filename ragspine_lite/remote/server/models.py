@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ragspine_lite.models.files import load_safetensors, load_tokenizer
 from ragspine_lite.rerank.models import (
     CROSS_ENCODER_CONFIG_FILENAME,
     LATE_INTERACTION_CONFIG_FILENAME,
@@ -23,8 +24,6 @@ from ragspine_lite.rerank.models import (
     NumpyBertMaskedLM,
     OnnxBert,
     SpladeModel,
-    load_safetensors,
-    load_tokenizer,
     locate_splade_tiny,
     numpy_maxsim,
 )

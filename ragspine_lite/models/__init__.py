@@ -1,0 +1,1 @@
+"""Model files and ONNX sessions, one place for the vector, rerank and server stages."""
