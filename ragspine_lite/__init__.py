@@ -12,8 +12,8 @@ from ragspine_lite.chunking.chunk_store import ChunkStore
 from ragspine_lite.chunking.chunking import Chunk, DocumentMeta, chunk_document
 from ragspine_lite.common.sensitivity import RESTRICTED
 from ragspine_lite.filtering.metadata_filter import make_filter
-from ragspine_lite.lexical.retrieval import HybridRetriever, NarrativeIndex, RetrievalResult
 from ragspine_lite.link.narrative_link import NarrativeIndexRetriever, build_narrative_retriever
+from ragspine_lite.pipeline.retrievers import HybridRetriever, NarrativeIndex, RetrievalResult
 from ragspine_lite.text.words import tokenize
 from ragspine_lite.vector.embedding_backends import make_embedding_backend
 

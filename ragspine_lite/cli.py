@@ -58,7 +58,6 @@ from ragspine_lite.chunking.sources import (
 from ragspine_lite.common.errors import RagspineError
 from ragspine_lite.common.sensitivity import (
     NOT_RESTRICTED_SQL,
-    RESTRICTED,
     effective_sensitivity,
     is_restricted,
     parse_sensitivity,
@@ -523,32 +522,6 @@ def _sync_or_fallback(index: Any) -> tuple[int, int]:
         return _sync_vectors(index, index.vector_store)
 
 
-class _CliIndex:
-    """Wraps the narrative index for the link exit with a fixed metadata filter.
-
-    Nothing about RESTRICTED chunks leaves this object, not even their number: they are
-    filtered out before ranking (so they cannot push open results down either), and the
-    link exit drops any that a label written by an older version let through.
-    """
-
-    def __init__(self, index: Any, metadata_filter: Any) -> None:
-        self.index = index
-        self.metadata_filter = metadata_filter
-
-    def retrieve(self, query: str, **kwargs: Any) -> list[Any]:
-        from ragspine_lite.filtering.automatic import extract_filter
-        from ragspine_lite.filtering.metadata_filter import FilterCondition, MetadataFilter
-
-        chosen = self.metadata_filter or kwargs.get("metadata_filter")
-        if chosen is None:  # what the index would extract itself, given no filter
-            chosen = extract_filter(getattr(self.index, "filter_extractor", None), query)
-        if chosen is None or chosen.combine == "and":  # an "or" filter: the link exit only
-            open_only = FilterCondition("sensitivity", "ne", RESTRICTED)
-            chosen = MetadataFilter((*(chosen.conditions if chosen else ()), open_only))
-        kwargs["metadata_filter"] = chosen
-        return self.index.retrieve(query, **kwargs)
-
-
 def _make_reranker(spec: str | None) -> Any:
     """``--reranker`` (else ``$RAGSPINE_RERANKER``) → a judge or ``None``; a remote spec
     takes its endpoint from ``$RAGSPINE_REMOTE_URL`` / ``$RAGSPINE_REMOTE_TOKEN``."""
@@ -611,6 +584,7 @@ def _search_once(
     layers: _QueryLayers | None = None, *, optin: Any = None, index_text_fn: Any = None,
     reranker: Any = None,
 ) -> tuple[list[dict[str, object]], str]:
+    from ragspine_lite.link.filtered_index import FilteredIndex
     from ragspine_lite.link.narrative_link import (
         NarrativeIndexRetriever,
         build_narrative_retriever,
@@ -628,7 +602,9 @@ def _search_once(
         try:
             if backend is not None:
                 _sync_or_fallback(retriever.index)
-            wrapped = _CliIndex(retriever.index, metadata_filter)
+            wrapped = FilteredIndex(
+                retriever.index, metadata_filter=metadata_filter, restricted_absent=True
+            )
             link = NarrativeIndexRetriever(
                 wrapped, retry_without_filters=False,
                 postprocessor=optin.postprocessor if optin else None,
@@ -652,7 +628,7 @@ def _search_once(
 
 def _channel_label(channel: str | None, backend: Any) -> str:
     """The printed label of the channel a library search reports (``last_channel``)."""
-    from ragspine_lite.lexical.retrieval import CHANNEL_HYBRID, CHANNEL_OUTSIDE_VOCABULARY
+    from ragspine_lite.pipeline.stages import CHANNEL_HYBRID, CHANNEL_OUTSIDE_VOCABULARY
 
     if channel == CHANNEL_HYBRID:
         return f"hybrid: bm25 + {type(backend).__name__}"
@@ -784,7 +760,7 @@ def _ingest_into(
     index_text_fn: Any = None,
 ) -> tuple[int, int]:
     """Ingest loaded documents → (documents, chunks written); records the index text."""
-    from ragspine_lite.lexical.retrieval import NarrativeIndex
+    from ragspine_lite.pipeline.retrievers import NarrativeIndex
 
     store = ChunkStore(db)
     try:

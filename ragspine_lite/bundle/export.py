@@ -260,7 +260,7 @@ def export_store(
     :class:`RestrictedLeakError` if a RESTRICTED row or vector is found after writing (it
     cannot be, by construction; the check guards changes).
     """
-    from ragspine_lite.lexical.retrieval import NarrativeIndex
+    from ragspine_lite.pipeline.retrievers import NarrativeIndex
 
     target = Path(db_path)
     if target.exists():

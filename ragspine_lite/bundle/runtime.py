@@ -24,11 +24,19 @@ from pathlib import Path
 from typing import Any
 
 from ragspine_lite.bundle.dense import DenseScanner
+from ragspine_lite.bundle.excerpts import excerpt, highlight_spans, match_spans, with_synonyms
 from ragspine_lite.bundle.manifest import (
     BUNDLE_FORMAT_VERSION,
     BUNDLE_META_TABLE,
     FACET_FIELDS,
     BundleFormatError,
+)
+from ragspine_lite.bundle.options import (
+    DEFAULT_SEARCH_TOP_K,
+    FILTER_FIELDS,
+    MAX_SEARCH_TOP_K,
+    SEARCH_MODES,
+    parse_filters,
 )
 from ragspine_lite.bundle.sharded_index import ShardedIndex
 from ragspine_lite.bundle.shards import (
@@ -41,15 +49,10 @@ from ragspine_lite.bundle.shards import (
 )
 from ragspine_lite.chunking.chunk_store import SCHEMA_VERSION, ChunkStore, ChunkStoreError
 from ragspine_lite.chunking.sources import document_from_text, load_sections
-from ragspine_lite.common.glossary import DEFAULT_GLOSSARY, Glossary, find_terms
 from ragspine_lite.common.sensitivity import NOT_RESTRICTED_SQL, is_restricted
-from ragspine_lite.filtering.metadata_filter import (
-    FilterCondition,
-    MetadataFilter,
-    parse_filter_expression,
-)
-from ragspine_lite.lexical.retrieval import GlossaryQueryRewriter, NarrativeIndex
+from ragspine_lite.link.filtered_index import FilteredIndex
 from ragspine_lite.link.narrative_link import NarrativeIndexRetriever
+from ragspine_lite.pipeline.retrievers import GlossaryQueryRewriter, NarrativeIndex
 from ragspine_lite.pipeline.stages import embed_queries, index_text
 from ragspine_lite.rerank.listwise_rerank import listwise_rerank
 from ragspine_lite.routing.multi_index import LibraryIndex, MultiIndexRetriever
@@ -76,32 +79,7 @@ _LOGGER = logging.getLogger(__name__)
 
 BUNDLE_LIBRARY = "bundle"
 PAGE_LIBRARY = "page"
-DEFAULT_SEARCH_TOP_K = 10
-MAX_SEARCH_TOP_K = 200
-#: Search modes of a bundle exported with vectors (``hybrid`` is then the default).
-SEARCH_MODES = ("hybrid", "bm25")
-#: Snippet fields a filter may test.
-FILTER_FIELDS: tuple[str, ...] = (
-    "doc_id",
-    "title",
-    "topic",
-    "entity",
-    "geography",
-    "period",
-    "language",
-)
-
 _LOCATOR_PARA_RE = re.compile(r"#para(\d+)(?:-(\d+))?$")
-_ASCII_TOKEN_RE = re.compile(r"[a-z0-9]+")
-_CJK_RUN_RE = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
-_ASTRAL_RE = re.compile("[\U00010000-\U0010ffff]")
-# Function words that would light up every line; highlighting only (BM25 still scores them).
-_HIGHLIGHT_SKIP = frozenset(
-    "a an and are as at by did do does for from how in is it of on or the to was were what "
-    "when where which who why with".split()
-)
-
-
 def open_read_only_store(db_path: str | Path) -> ChunkStore:
     """Open an existing chunk store so that nothing can write to it (``PRAGMA query_only``).
 
@@ -113,280 +91,8 @@ def open_read_only_store(db_path: str | Path) -> ChunkStore:
     return ChunkStore(path, read_only=True)
 
 
-# ---------------------------------------------------------------- filters
-
-
-def _condition(name: str, spec: Any) -> FilterCondition:
-    if isinstance(spec, Mapping):
-        op = str(spec.get("op", "eq")).strip().lower()
-        value = spec.get("value")
-        if isinstance(value, list):
-            value = tuple(value)
-        return FilterCondition(name, op, value)
-    if isinstance(spec, (list, tuple)):
-        return FilterCondition(name, "in", tuple(str(v) for v in spec))
-    if isinstance(spec, (str, int, float)) and not isinstance(spec, bool):
-        return FilterCondition(name, "eq", str(spec))
-    raise ValueError(
-        f"filter for {name!r} must be a string, a list of strings or "
-        f"{{'op': ..., 'value': ...}}, got {spec!r}"
-    )
-
-
-def _check_field(name: str) -> None:
-    if name not in FILTER_FIELDS:
-        raise ValueError(f"unknown filter field {name!r}; valid fields: {', '.join(FILTER_FIELDS)}")
-
-
-def parse_filters(filters: Any) -> MetadataFilter | None:
-    """Filters from the JS API → a :class:`MetadataFilter` (all conditions must hold).
-
-    Accepted: ``None``; a list of ``"field=op:value"`` expressions; or a mapping
-    ``field → "value"`` (eq), ``field → ["a", "b"]`` (in) or ``field → {"op", "value"}``.
-    A ``None`` value in a mapping means "no condition"; ``""`` is a real filter.
-
-    >>> parse_filters({"entity": "ACME_HK", "period": {"op": "gte", "value": "2024"}}).conditions
-    (FilterCondition(field='entity', op='eq', value='ACME_HK'), \
-FilterCondition(field='period', op='gte', value='2024'))
-    """
-    if filters is None:
-        return None
-    conditions: list[FilterCondition] = []
-    if isinstance(filters, Mapping):
-        for name, spec in filters.items():
-            if spec is None:
-                continue
-            _check_field(str(name))
-            conditions.append(_condition(str(name), spec))
-    elif isinstance(filters, (list, tuple)):
-        for expr in filters:
-            condition = parse_filter_expression(expr)
-            _check_field(condition.field)
-            conditions.append(condition)
-    else:
-        raise ValueError(
-            f"filters must be an object or a list of 'field=op:value' strings, got {filters!r}"
-        )
-    return MetadataFilter(tuple(conditions)) if conditions else None
-
-
-# ---------------------------------------------------------------- highlighting
-
-
-def _utf16_offsets(text: str) -> list[int] | None:
-    """Code-point index → UTF-16 index, or ``None`` when they coincide (no astral chars)."""
-    if text.isascii() or _ASTRAL_RE.search(text) is None:
-        return None
-    out = [0]
-    for c in text:
-        out.append(out[-1] + (2 if ord(c) > 0xFFFF else 1))
-    return out
-
-
-def highlight_spans(query: str, text: str) -> list[list[int]]:
-    """``[start, end)`` spans of ``text`` (UTF-16 units, as JS strings count) to highlight.
-
-    ASCII query words (not one-letter or function words such as "in", "why") match whole ASCII
-    words, case-insensitively; a Chinese run of the query matches by its bigrams (a single
-    character by itself). Overlapping spans are merged.
-
-    >>> highlight_spans("hong kong revenue", "Hong Kong revenue rose; Kongs not.")
-    [[0, 4], [5, 9], [10, 17]]
-    >>> highlight_spans("营运利润", "营运利润回升，利率下行")
-    [[0, 4]]
-    """
-    return _as_utf16(text, _match_spans(query, text))
-
-
-def _as_utf16(text: str, spans: list[list[int]]) -> list[list[int]]:
-    offsets = _utf16_offsets(text)
-    if offsets is None:
-        return spans
-    return [[offsets[s], offsets[e]] for s, e in spans]
-
-
-def _match_spans(query: str, text: str) -> list[list[int]]:
-    """:func:`highlight_spans` in code points."""
-    lowered = text.lower()
-    if len(lowered) != len(text):  # a character that lower-cases to two: keep offsets aligned
-        lowered = "".join(c.lower() if len(c.lower()) == 1 else c for c in text)
-    q = query.lower()
-    spans: list[tuple[int, int]] = []
-    words = sorted(
-        {w for w in _ASCII_TOKEN_RE.findall(q) if len(w) > 1 and w not in _HIGHLIGHT_SKIP},
-        key=len,
-        reverse=True,
-    )
-    if words:
-        pattern = re.compile(
-            r"(?<![a-z0-9])(?:" + "|".join(re.escape(w) for w in words) + r")(?![a-z0-9])"
-        )
-        spans.extend(m.span() for m in pattern.finditer(lowered))
-    grams: set[str] = set()
-    for run in _CJK_RUN_RE.findall(q):
-        if len(run) == 1:
-            grams.add(run)
-        grams.update(run[i : i + 2] for i in range(len(run) - 1))
-    for gram in grams:
-        start = lowered.find(gram)
-        while start != -1:
-            spans.append((start, start + len(gram)))
-            start = lowered.find(gram, start + 1)
-    merged: list[list[int]] = []
-    for start, end in sorted(spans):
-        if merged and start <= merged[-1][1]:
-            merged[-1][1] = max(merged[-1][1], end)
-        else:
-            merged.append([start, end])
-    return merged
-
-
-# Markdown left in chunk text: heading/list/quote markers, emphasis, code ticks, links, images.
-_MD_LINE_RE = re.compile(r"^\s*(?:#{1,6}\s+|[-*+]\s+|\d{1,9}[.)]\s+|>\s?)", re.MULTILINE)
-_HEADING_LINE_RE = re.compile(r"^\s*#{1,6}\s")
-_MD_IMAGE_RE = re.compile(r"!\[([^\]]*)\]\([^)]*\)")
-_MD_LINK_RE = re.compile(r"\[([^\]]+)\]\([^)]*\)")
-_MD_MARK_RE = re.compile(r"(\*\*|__|`)|(?<![\w*])[*_](?=\S)|(?<=\S)[*_](?![\w*])")
-_TAG_RE = re.compile(r"</?[A-Za-z][^<>]*>")
-_CJK_CLASS = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
-# A unit of excerpt length: one CJK character (half a word) or a run of other non-space text.
-_UNIT_RE = re.compile(f"[{_CJK_CLASS}]|[^\\s{_CJK_CLASS}]+")
-EXCERPT_WORDS = 30
-
-
-def _plain(text: str, query: str) -> str:
-    """Chunk text without Markdown/HTML markup, on one line; heading lines that do not match
-    ``query`` are left out (the result shows its section heading apart) unless nothing else
-    is left."""
-    body = "\n".join(
-        line for line in text.split("\n")
-        if not _HEADING_LINE_RE.match(line) or _match_spans(query, line)
-    )
-    out = _MD_LINE_RE.sub("", body if body.strip() else text)
-    out = _MD_IMAGE_RE.sub(r"\1", out)
-    out = _MD_LINK_RE.sub(r"\1", out)
-    out = _TAG_RE.sub(" ", out)
-    out = _MD_MARK_RE.sub("", out)
-    return " ".join(out.split())
-
-
-def with_synonyms(query: str, glossary: Glossary = DEFAULT_GLOSSARY) -> str:
-    """``query`` plus the glossary synonyms of its terms (other languages included), for
-    highlighting: "revenue" also lights up "营收", "hk" also "香港".
-
-    >>> with_synonyms("hk revenue")
-    'hk revenue 香港 营收'
-    >>> with_synonyms("营收")
-    '营收 revenue'
-
-    """
-    lowered = query.lower()
-    extra: list[str] = []
-    for synonyms in (glossary.entity_synonyms, glossary.metric_synonyms):
-        for match in find_terms(lowered, synonyms):
-            chinese = bool(_CJK_RUN_RE.search(match.term))
-            for term, code in synonyms.items():
-                if code != match.code or bool(_CJK_RUN_RE.search(term)) == chinese:
-                    continue  # the same language highlights by itself
-                extra.extend([term] if chinese else _CJK_RUN_RE.findall(term))
-    return " ".join([query, *dict.fromkeys(t for t in extra if t.lower() not in lowered)])
-
-
-def excerpt(
-    query: str, text: str, *, words: int = EXCERPT_WORDS, start_line: int = 0
-) -> dict[str, Any]:
-    """About ``words`` words of ``text`` around its best match for ``query`` →
-    ``{"text", "highlights"}`` (UTF-16 spans, as :func:`highlight_spans`).
-
-    Markdown/HTML markup and heading lines without a match are stripped; a CJK character
-    counts as half a word. The excerpt starts at the ``start_line``-th non-blank line (the
-    hit's section), a few words before the run of matches it covers best (at the start when
-    nothing matches); ``…`` marks cut ends.
-
-    >>> excerpt("revenue", "# Review\\nOne two three four five. **Revenue** grew 12%.", words=5)
-    {'text': '… five. Revenue grew 12%.', 'highlights': [[8, 15]]}
-    """
-    lines = [line for line in text.split("\n") if line.strip()]
-    first_line = min(max(start_line, 0), max(len(lines) - 1, 0))
-    plain = _plain("\n".join(lines[first_line:]), query)
-    units = [(m.start(), m.end(), 0.5 if len(m.group()) == 1 and _CJK_RUN_RE.match(m.group())
-              else 1.0) for m in _UNIT_RE.finditer(plain)]
-    if not units:
-        return {"text": "", "highlights": []}
-    spans = _match_spans(query, plain)
-    hit_units = sorted(
-        {i for s, e in spans for i, (a, b, _) in enumerate(units) if a < e and s < b}
-    )
-
-    def window(first: int) -> int:
-        """Index after the last unit of a ``words``-long window starting at ``first``."""
-        budget, end = float(words), first
-        while end < len(units) and budget >= units[end][2]:
-            budget -= units[end][2]
-            end += 1
-        return end
-
-    best_start, best_count = 0, -1
-    lead = words / 5
-    for hit in hit_units or [0]:
-        first, back = hit, 0.0
-        while first > 0 and back + units[first - 1][2] <= lead:
-            back += units[first - 1][2]
-            first -= 1
-        end = window(first)
-        count = sum(1 for i in hit_units if first <= i < end)
-        if count > best_count:
-            best_start, best_count = first, count
-    end = window(best_start)
-    snippet = plain[units[best_start][0] : units[end - 1][1]]
-    if best_start > 0 or first_line > 0:
-        snippet = ("…" if _CJK_RUN_RE.match(snippet) else "… ") + snippet
-    if end < len(units):
-        snippet += "…" if _CJK_RUN_RE.match(snippet[-1]) else " …"
-    return {"text": snippet, "highlights": highlight_spans(query, snippet)}
-
 
 # ---------------------------------------------------------------- the searcher
-
-
-class _FilteredIndex:
-    """An index wrapper that applies one metadata filter and counts RESTRICTED results.
-
-    Only the count leaves this object; the link exit drops the results themselves. With a
-    ``fallback`` index, a failure of ``index`` (the hybrid one: its model may be unable to
-    run) is logged once and the query answered by ``fallback``; ``failure`` keeps why.
-    """
-
-    def __init__(self, index: NarrativeIndex, fallback: NarrativeIndex | None = None) -> None:
-        self.index = index
-        self.fallback = fallback
-        self.metadata_filter: MetadataFilter | None = None
-        self.held: set[str] = set()  # RESTRICTED chunk ids met since the search began
-        self.failure: str | None = None
-        self._logged = False
-
-    def retrieve(self, query: str, **kwargs: Any) -> list[Any]:
-        if self.metadata_filter is not None:
-            kwargs["metadata_filter"] = self.metadata_filter
-        self.failure = None
-        try:
-            results = self.index.retrieve(query, **kwargs)
-        except (sqlite3.Error, ValueError):
-            raise
-        except Exception as exc:
-            if self.fallback is None:
-                raise
-            self.failure = f"{type(exc).__name__}: {exc}"
-            if not self._logged:
-                self._logged = True
-                _LOGGER.warning("dense search failed (%s); using BM25 only", self.failure)
-            results = self.fallback.retrieve(query, **kwargs)
-        self.held.update(r.chunk.chunk_id for r in results if is_restricted(r.chunk.sensitivity))
-        return results
-
-    @property
-    def held_back(self) -> int:
-        return len(self.held)
 
 
 def _postprocessor(spec: Any) -> Any:
@@ -570,8 +276,8 @@ class BundleSearcher:
         self.bundle_facts: dict[str, Any] = {}
         self._sections: dict[str, list[tuple[int, int, str, str, int]]] = {}
         self._urls: dict[str, str] = {}
-        self._bundle: _FilteredIndex | None = None
-        self._hybrid: _FilteredIndex | None = None
+        self._bundle: FilteredIndex | None = None
+        self._hybrid: FilteredIndex | None = None
         self._vector_store: Any = None
         self.embedding_backend: Any = None
         self.index_text_fn: Any = None
@@ -586,7 +292,7 @@ class BundleSearcher:
                 store.close()
                 raise
             self.bundle_store = store
-            self._bundle = _FilteredIndex(
+            self._bundle = FilteredIndex(
                 NarrativeIndex(
                     store, query_rewriter=GlossaryQueryRewriter(), index_text_fn=self.index_text_fn
                 )
@@ -596,14 +302,14 @@ class BundleSearcher:
         elif bundle is not None:
             self.bundle_facts = dict(bundle.facts)
             self.index_text_fn = index_text_fn_of(self.bundle_facts, bundle.header_path)
-            self._bundle = _FilteredIndex(
+            self._bundle = FilteredIndex(
                 ShardedIndex(  # type: ignore[arg-type]
                     bundle, query_rewriter=GlossaryQueryRewriter(), index_text_fn=self.index_text_fn
                 )
             )
             if embedding_backend is not None and self._vector_model(embedding_backend):
                 self.embedding_backend = embedding_backend
-                self._hybrid = _FilteredIndex(
+                self._hybrid = FilteredIndex(
                     ShardedIndex(  # type: ignore[arg-type]
                         bundle,
                         query_rewriter=GlossaryQueryRewriter(),
@@ -615,7 +321,7 @@ class BundleSearcher:
                 )
         self.page_store = ChunkStore(":memory:")
         self.page_store.init_schema()
-        self._page = _FilteredIndex(
+        self._page = FilteredIndex(
             NarrativeIndex(
                 self.page_store,
                 query_rewriter=GlossaryQueryRewriter(),
@@ -624,10 +330,10 @@ class BundleSearcher:
         )
         # With the bundle's model loaded, page documents are embedded with it too.
         self._page_backend: _PageBackend | None = None
-        self._page_hybrid: _FilteredIndex | None = None
+        self._page_hybrid: FilteredIndex | None = None
         if self._hybrid is not None:
             self._page_backend = _PageBackend(self.embedding_backend)
-            self._page_hybrid = _FilteredIndex(
+            self._page_hybrid = FilteredIndex(
                 NarrativeIndex(
                     self.page_store,
                     query_rewriter=GlossaryQueryRewriter(),
@@ -641,6 +347,8 @@ class BundleSearcher:
         self._page_sections: dict[str, list[tuple[int, int, str, str, int]]] = {}
         self.reranker = RerankSetting()
         self.query_layers = QueryLayerSetting()
+        # The retriever over each set of libraries (keyed by their wrappers), built once.
+        self._stacks: dict[tuple[int, ...], MultiIndexRetriever] = {}
 
     @classmethod
     def from_files(
@@ -743,7 +451,7 @@ class BundleSearcher:
         self._vector_store = vector_store
         self.embedding_backend = backend
         assert self.bundle_store is not None and self._bundle is not None
-        self._hybrid = _FilteredIndex(
+        self._hybrid = FilteredIndex(
             NarrativeIndex(
                 self.bundle_store,
                 query_rewriter=GlossaryQueryRewriter(),
@@ -1067,7 +775,7 @@ class BundleSearcher:
             return None, 0
         best = spans[0]
         if query:
-            counts = [len(_match_spans(query, line)) for line in lines]
+            counts = [len(match_spans(query, line)) for line in lines]
             scores = [sum(counts[a - first : b - first + 1]) for a, b, _ in spans]
             best = spans[scores.index(max(scores))]
         return best[2], best[0] - first
@@ -1126,28 +834,15 @@ class BundleSearcher:
         outcome = SearchOutcome()
         if not query.strip():
             return outcome
-        wrappers: list[tuple[str, _FilteredIndex]] = []
-        bundle = self._hybrid if hybrid else self._bundle
-        if bundle is not None:
-            wrappers.append((BUNDLE_LIBRARY, bundle))
-        if self._page_docs:
-            page = self._page_hybrid if hybrid and self._page_hybrid else self._page
-            wrappers.append((PAGE_LIBRARY, page))
+        wrappers = self._libraries(hybrid)
         if not wrappers:
             return outcome
-        libraries = []
-        for library_id, wrapper in wrappers:
+        for _, wrapper in wrappers:
             wrapper.metadata_filter = metadata_filter
             wrapper.held = set()
-            libraries.append(
-                LibraryIndex(
-                    library_id,
-                    library_id,
-                    NarrativeIndexRetriever(wrapper, retry_without_filters=False),
-                )
-            )
-        retriever: Any = MultiIndexRetriever(libraries, top_k=top_k)
-        layered = retriever
+        retriever = self._retriever(wrappers)
+        retriever.top_k = top_k
+        layered: Any = retriever
         if query_layers and self.query_layers.provider is not None:
             layered = self.query_layers.wrap(retriever)
         snippets = layered.retrieve(query, top_k=top_k)
@@ -1170,6 +865,33 @@ class BundleSearcher:
         outcome.hits = [self._hit(query, s, highlight) for s in snippets]
         outcome.took_ms = round((time.perf_counter() - started) * 1000, 3)
         return outcome
+
+    def _libraries(self, hybrid: bool) -> list[tuple[str, FilteredIndex]]:
+        """The libraries a search reads: the bundle, and the page documents when there are."""
+        wrappers: list[tuple[str, FilteredIndex]] = []
+        bundle = self._hybrid if hybrid else self._bundle
+        if bundle is not None:
+            wrappers.append((BUNDLE_LIBRARY, bundle))
+        if self._page_docs:
+            page = self._page_hybrid if hybrid and self._page_hybrid else self._page
+            wrappers.append((PAGE_LIBRARY, page))
+        return wrappers
+
+    def _retriever(self, wrappers: list[tuple[str, FilteredIndex]]) -> MultiIndexRetriever:
+        """The retriever over these libraries, built once (each behind its link exit)."""
+        key = tuple(id(w) for _, w in wrappers)
+        retriever = self._stacks.get(key)
+        if retriever is None:
+            libraries = [
+                LibraryIndex(
+                    library_id,
+                    library_id,
+                    NarrativeIndexRetriever(wrapper, retry_without_filters=False),
+                )
+                for library_id, wrapper in wrappers
+            ]
+            retriever = self._stacks[key] = MultiIndexRetriever(libraries)
+        return retriever
 
     # -- stats ----------------------------------------------------------------------------
 

@@ -24,7 +24,7 @@ from ragspine_lite.chunking.chunk_store import ChunkStore
 from ragspine_lite.common.glossary import Glossary
 from ragspine_lite.common.llm import LLMProvider, completion_text
 from ragspine_lite.common.sensitivity import is_restricted
-from ragspine_lite.lexical.retrieval import (
+from ragspine_lite.pipeline.retrievers import (
     EmbeddingBackend,
     GlossaryQueryRewriter,
     NarrativeIndex,

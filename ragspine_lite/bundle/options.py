@@ -1,0 +1,95 @@
+"""What a bundle search accepts: its defaults and bounds, its modes, and its filters
+(:func:`parse_filters`: the page's filter objects or expressions → a ``MetadataFilter``)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ragspine_lite.filtering.metadata_filter import (
+    FilterCondition,
+    MetadataFilter,
+    parse_filter_expression,
+)
+
+__all__ = [
+    "DEFAULT_SEARCH_TOP_K",
+    "FILTER_FIELDS",
+    "MAX_SEARCH_TOP_K",
+    "SEARCH_MODES",
+    "parse_filters",
+]
+
+DEFAULT_SEARCH_TOP_K = 10
+MAX_SEARCH_TOP_K = 200
+#: Search modes of a bundle exported with vectors (``hybrid`` is then the default).
+SEARCH_MODES = ("hybrid", "bm25")
+#: Snippet fields a filter may test.
+FILTER_FIELDS: tuple[str, ...] = (
+    "doc_id",
+    "title",
+    "topic",
+    "entity",
+    "geography",
+    "period",
+    "language",
+)
+
+
+# ---------------------------------------------------------------- filters
+
+
+def _condition(name: str, spec: Any) -> FilterCondition:
+    if isinstance(spec, Mapping):
+        op = str(spec.get("op", "eq")).strip().lower()
+        value = spec.get("value")
+        if isinstance(value, list):
+            value = tuple(value)
+        return FilterCondition(name, op, value)
+    if isinstance(spec, (list, tuple)):
+        return FilterCondition(name, "in", tuple(str(v) for v in spec))
+    if isinstance(spec, (str, int, float)) and not isinstance(spec, bool):
+        return FilterCondition(name, "eq", str(spec))
+    raise ValueError(
+        f"filter for {name!r} must be a string, a list of strings or "
+        f"{{'op': ..., 'value': ...}}, got {spec!r}"
+    )
+
+
+def _check_field(name: str) -> None:
+    if name not in FILTER_FIELDS:
+        raise ValueError(f"unknown filter field {name!r}; valid fields: {', '.join(FILTER_FIELDS)}")
+
+
+def parse_filters(filters: Any) -> MetadataFilter | None:
+    """Filters from the JS API → a :class:`MetadataFilter` (all conditions must hold).
+
+    Accepted: ``None``; a list of ``"field=op:value"`` expressions; or a mapping
+    ``field → "value"`` (eq), ``field → ["a", "b"]`` (in) or ``field → {"op", "value"}``.
+    A ``None`` value in a mapping means "no condition"; ``""`` is a real filter.
+
+    >>> parse_filters({"entity": "ACME_HK", "period": {"op": "gte", "value": "2024"}}).conditions
+    (FilterCondition(field='entity', op='eq', value='ACME_HK'), \
+FilterCondition(field='period', op='gte', value='2024'))
+    """
+    if filters is None:
+        return None
+    conditions: list[FilterCondition] = []
+    if isinstance(filters, Mapping):
+        for name, spec in filters.items():
+            if spec is None:
+                continue
+            _check_field(str(name))
+            conditions.append(_condition(str(name), spec))
+    elif isinstance(filters, (list, tuple)):
+        for expr in filters:
+            condition = parse_filter_expression(expr)
+            _check_field(condition.field)
+            conditions.append(condition)
+    else:
+        raise ValueError(
+            f"filters must be an object or a list of 'field=op:value' strings, got {filters!r}"
+        )
+    return MetadataFilter(tuple(conditions)) if conditions else None
+
+
