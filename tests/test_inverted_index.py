@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from ragspine_lite.chunking.chunk_store import ChunkStore, ChunkStoreError
 from ragspine_lite.chunking.chunking import Chunk
 from ragspine_lite.lexical import inverted_index as ii
+from ragspine_lite.lexical import store_index
 from ragspine_lite.lexical.inverted_index import InvertedIndex, StoreBM25Index
 from ragspine_lite.lexical.scoring import bm25_scores
 from ragspine_lite.lexical.tokenizer import tokenize
@@ -183,7 +184,7 @@ def test_store_index_equals_the_reference_through_reingests_and_retirements(
 
 
 def test_bulk_write_rebuilds_in_one_pass_and_matches(monkeypatch):
-    monkeypatch.setattr(ii, "REBUILD_MIN_ROWS", 5)
+    monkeypatch.setattr(store_index, "REBUILD_MIN_ROWS", 5)
     with ChunkStore(":memory:") as store:
         store.init_schema()
         index = StoreBM25Index.attach(store)
@@ -303,7 +304,7 @@ def test_prebuilt_store_opens_read_only_without_retokenizing(tmp_path, monkeypat
     def no_tokenizing(text):
         raise AssertionError("the corpus must not be tokenized when opening a built index")
 
-    monkeypatch.setattr(ii, "tokenize", no_tokenizing)
+    monkeypatch.setattr(store_index, "tokenize", no_tokenizing)
     with ChunkStore(path) as store:
         store._connection().execute("PRAGMA query_only = ON")
         index = StoreBM25Index.attach(store)
