@@ -1,49 +1,11 @@
-"""Moved: the stages live in :mod:`ragspine_lite.pipeline` (this path keeps working)."""
+"""Moved: the stages live in :mod:`ragspine_lite.pipeline.stages` and the fusion rules in
+:mod:`ragspine_lite.pipeline.fusion` (this path keeps working, with every public name)."""
 
 from __future__ import annotations
 
-from ragspine_lite.pipeline.fusion import (
-    ChannelHits,
-    Fusion,
-    RRFFusion,
-    channel_hits,
-    default_fusion,
-)
-from ragspine_lite.pipeline.stages import (
-    CHANNEL_BM25,
-    CHANNEL_HYBRID,
-    CHANNEL_OUTSIDE_VOCABULARY,
-    FILTER_DIMS,
-    PostRetrievalStep,
-    RetrievalResult,
-    choose_channel,
-    embed_queries,
-    equality_filters,
-    filtered_positions,
-    fused_results,
-    index_text,
-    query_variants,
-    run_post_chain,
-)
+from ragspine_lite.pipeline import fusion as _fusion
+from ragspine_lite.pipeline import stages as _stages
+from ragspine_lite.pipeline.fusion import *  # noqa: F403
+from ragspine_lite.pipeline.stages import *  # noqa: F403
 
-__all__ = [
-    "CHANNEL_BM25",
-    "CHANNEL_HYBRID",
-    "CHANNEL_OUTSIDE_VOCABULARY",
-    "FILTER_DIMS",
-    "ChannelHits",
-    "Fusion",
-    "PostRetrievalStep",
-    "RRFFusion",
-    "RetrievalResult",
-    "channel_hits",
-    "choose_channel",
-    "default_fusion",
-    "embed_queries",
-    "equality_filters",
-    "filtered_positions",
-    "fused_results",
-    "index_text",
-    "query_variants",
-    "run_post_chain",
-]
+__all__ = sorted({*_fusion.__all__, *_stages.__all__})

@@ -143,41 +143,18 @@ class Pipeline:
         return self.variants(query) if self.channel(query, dense) == CHANNEL_HYBRID else []
 
     def search(
-        self,
-        query: str,
-        lexical: LexicalLane,
-        dense: DenseLane | None = None,
-        *,
-        limit: int,
-        filters: Mapping[str, str | None] | None = None,
-        metadata_filter: Any | None = None,
-        channel: str | None = None,
+        self, query: str, lexical: LexicalLane, dense: DenseLane | None = None, **options: Any
     ) -> list[RetrievalResult]:
-        """The results of ``query`` (:meth:`retrieve`, then :meth:`post`)."""
-        results = self.retrieve(
-            query, lexical, dense, limit=limit, filters=filters,
-            metadata_filter=metadata_filter, channel=channel,
-        )
-        return self.post(query, results)
+        """The results of ``query``: :meth:`retrieve`, then :meth:`post`."""
+        return self.post(query, self.retrieve(query, lexical, dense, **options))
 
     def retrieve(
-        self,
-        query: str,
-        lexical: LexicalLane,
-        dense: DenseLane | None = None,
-        *,
-        limit: int,
-        filters: Mapping[str, str | None] | None = None,
-        metadata_filter: Any | None = None,
-        channel: str | None = None,
+        self, query: str, lexical: LexicalLane, dense: DenseLane | None = None, **options: Any
     ) -> list[RetrievalResult]:
-        """The fused results of ``query`` with their chunks, in one read of the lane;
-        ``dense`` is searched on the hybrid ``channel`` only (default: :meth:`channel`)."""
+        """The fused results of ``query`` with their chunks, in one read of the lane
+        (``options``: :meth:`rank`'s)."""
         with lexical.reading():
-            found = self.rank(
-                query, lexical, dense, limit=limit, filters=filters,
-                metadata_filter=metadata_filter, channel=channel,
-            )
+            found = self.rank(query, lexical, dense, **options)
             if found is None:
                 return []
             hits, ordered, run, candidates = found
@@ -203,7 +180,8 @@ class Pipeline:
         channel: str | None = None,
     ) -> tuple[list[ChannelHits], list[Hit], DenseRun | None, Candidates | None] | None:
         """Rankings and fused ``(key, score)`` of ``query``, before any chunk is read
-        (``None``: no document passes the filters)."""
+        (``None``: no document passes the filters). ``dense`` is searched on the hybrid
+        ``channel`` only (default: :meth:`channel`); ``filters`` are equality filters."""
         filters = filters or {}
         if channel is None:
             channel = self.channel(query, dense is not None)

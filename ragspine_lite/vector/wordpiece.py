@@ -1,21 +1,9 @@
-"""Moved: the tokenizer lives in :mod:`ragspine_lite.text.wordpiece` (this path keeps working)."""
+"""Moved: the tokenizer lives in :mod:`ragspine_lite.text.wordpiece`
+(this path keeps working, with every public name)."""
 
 from __future__ import annotations
 
-from ragspine_lite.text.wordpiece import (
-    DEFAULT_MAX_INPUT_CHARS_PER_WORD,
-    BatchEncoding,
-    Encoding,
-    WordPieceTokenizer,
-    is_cjk_ideograph,
-    load_vocab,
-)
+from ragspine_lite.text import wordpiece as _moved
+from ragspine_lite.text.wordpiece import *  # noqa: F403
 
-__all__ = [
-    "DEFAULT_MAX_INPUT_CHARS_PER_WORD",
-    "BatchEncoding",
-    "Encoding",
-    "WordPieceTokenizer",
-    "is_cjk_ideograph",
-    "load_vocab",
-]
+__all__ = list(_moved.__all__)
