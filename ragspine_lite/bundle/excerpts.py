@@ -4,11 +4,21 @@ an excerpt of about :data:`EXCERPT_WORDS` words around the best match, markdown 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ragspine_lite.common.glossary import DEFAULT_GLOSSARY, Glossary, find_terms
 
-__all__ = ["EXCERPT_WORDS", "excerpt", "highlight_spans", "match_spans", "with_synonyms"]
+__all__ = [
+    "EXCERPT_WORDS",
+    "excerpt",
+    "highlight_spans",
+    "match_spans",
+    "section_of",
+    "with_synonyms",
+]
+
+_LOCATOR_PARA_RE = re.compile(r"#para(\d+)(?:-(\d+))?$")
 
 _ASCII_TOKEN_RE = re.compile(r"[a-z0-9]+")
 _CJK_RUN_RE = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
@@ -196,3 +206,33 @@ def excerpt(
     return {"text": snippet, "highlights": highlight_spans(query, snippet)}
 
 
+def section_of(
+    rows: Sequence[Any], snippet: Mapping[str, Any], query: str = ""
+) -> tuple[dict[str, Any] | None, int]:
+    """``(section, line)``: the heading section of the hit among its document's section
+    ``rows`` and the index of its first non-blank line of the chunk text in it. With a
+    ``query``, the section of the chunk with the most matches (the first on ties); else the
+    one the chunk starts in."""
+    match = _LOCATOR_PARA_RE.search(str(snippet.get("source_locator", "")))
+    if match is None:
+        return None, 0
+    first = int(match.group(1))
+    lines = [line for line in str(snippet.get("text", "")).split("\n") if line.strip()]
+    last = first + max(len(lines), 1) - 1
+    # (start, end, section) spans inside the chunk; text before the first heading: None.
+    spans: list[tuple[int, int, dict[str, Any] | None]] = []
+    lead_end = min([r[0] for r in rows] + [last + 1]) - 1
+    if first <= lead_end:
+        spans.append((first, lead_end, None))
+    for start, end, heading, anchor, level in rows:
+        if start <= last and end >= first:
+            section = {"heading": heading, "anchor": anchor, "level": level}
+            spans.append((max(start, first), min(end, last), section))
+    if not spans:
+        return None, 0
+    best = spans[0]
+    if query:
+        counts = [len(match_spans(query, line)) for line in lines]
+        scores = [sum(counts[a - first : b - first + 1]) for a, b, _ in spans]
+        best = spans[scores.index(max(scores))]
+    return best[2], best[0] - first

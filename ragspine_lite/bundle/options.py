@@ -1,9 +1,11 @@
-"""What a bundle search accepts: its defaults and bounds, its modes, and its filters
-(:func:`parse_filters`: the page's filter objects or expressions → a ``MetadataFilter``)."""
+"""What a bundle search accepts and answers: its defaults and bounds, its modes, its filters
+(:func:`parse_filters`: the page's filter objects or expressions → a ``MetadataFilter``) and
+the :class:`SearchOutcome` it returns."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from ragspine_lite.filtering.metadata_filter import (
@@ -17,7 +19,9 @@ __all__ = [
     "FILTER_FIELDS",
     "MAX_SEARCH_TOP_K",
     "SEARCH_MODES",
+    "SearchOutcome",
     "parse_filters",
+    "postprocessor_of",
 ]
 
 DEFAULT_SEARCH_TOP_K = 10
@@ -93,3 +97,49 @@ FilterCondition(field='period', op='gte', value='2024'))
     return MetadataFilter(tuple(conditions)) if conditions else None
 
 
+@dataclass
+class SearchOutcome:
+    """Hits (``{"snippet", "section", "highlights"}``), the held-back count and timing.
+
+    ``rerank`` is ``None`` unless a reranker is configured; then it says whether the
+    reranker's order was applied (``applied``), its ``spec`` and the ``error`` that made the
+    search keep the fused order. ``semantic`` is ``None`` unless the bundle has vectors and
+    a backend: then ``{"mode", "channel", "error"}`` (``channel`` ``"hybrid"``, ``"bm25"``,
+    ``"bm25:outside-vocabulary"`` or ``"bm25:embedding-failed"``).
+    """
+
+    hits: list[dict[str, Any]] = field(default_factory=list)
+    held_back: int = 0
+    took_ms: float = 0.0
+    rerank: dict[str, Any] | None = None
+    semantic: dict[str, Any] | None = None
+    query_layers: dict[str, Any] | None = None
+
+    @property
+    def snippets(self) -> list[dict[str, object]]:
+        return [hit["snippet"] for hit in self.hits]
+
+    def as_dict(self) -> dict[str, Any]:
+        out = {"hits": self.hits, "held_back": self.held_back, "took_ms": self.took_ms}
+        # Absent when not configured / not exported: the default output is unchanged.
+        if self.rerank is not None:
+            out["rerank"] = self.rerank
+        if self.semantic is not None:
+            out["semantic"] = self.semantic
+        if self.query_layers is not None:
+            out["query_layers"] = self.query_layers
+        return out
+
+
+def postprocessor_of(spec: Any) -> Any:
+    """The snippet postprocessor a search asks for (``None``: none). Never read from the
+    environment: a page passes what it wants."""
+    from ragspine_lite.postprocess import make_postprocessor
+
+    if spec is None:
+        return None
+    if isinstance(spec, list | tuple) and all(isinstance(s, str) for s in spec):
+        spec = ",".join(spec)
+    if not isinstance(spec, str):
+        raise ValueError(f"postprocess must be a string or a list of names, got {spec!r}")
+    return make_postprocessor(spec)

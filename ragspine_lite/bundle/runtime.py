@@ -15,16 +15,16 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import sqlite3
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ragspine_lite.bundle.dense import DenseScanner
-from ragspine_lite.bundle.excerpts import excerpt, highlight_spans, match_spans, with_synonyms
+from ragspine_lite.bundle.door import dispatch
+from ragspine_lite.bundle.excerpts import excerpt, highlight_spans, section_of, with_synonyms
+from ragspine_lite.bundle.layers import QueryLayerSetting, RerankSetting, layer_report, with_models
 from ragspine_lite.bundle.manifest import (
     BUNDLE_FORMAT_VERSION,
     BUNDLE_META_TABLE,
@@ -36,7 +36,9 @@ from ragspine_lite.bundle.options import (
     FILTER_FIELDS,
     MAX_SEARCH_TOP_K,
     SEARCH_MODES,
+    SearchOutcome,
     parse_filters,
+    postprocessor_of,
 )
 from ragspine_lite.bundle.sharded_index import ShardedIndex
 from ragspine_lite.bundle.shards import (
@@ -54,7 +56,6 @@ from ragspine_lite.link.filtered_index import FilteredIndex
 from ragspine_lite.link.narrative_link import NarrativeIndexRetriever
 from ragspine_lite.pipeline.retrievers import GlossaryQueryRewriter, NarrativeIndex
 from ragspine_lite.pipeline.stages import embed_queries, index_text
-from ragspine_lite.rerank.listwise_rerank import listwise_rerank
 from ragspine_lite.routing.multi_index import LibraryIndex, MultiIndexRetriever
 from ragspine_lite.vector.store import InProcessVectorStore
 
@@ -79,7 +80,6 @@ _LOGGER = logging.getLogger(__name__)
 
 BUNDLE_LIBRARY = "bundle"
 PAGE_LIBRARY = "page"
-_LOCATOR_PARA_RE = re.compile(r"#para(\d+)(?:-(\d+))?$")
 def open_read_only_store(db_path: str | Path) -> ChunkStore:
     """Open an existing chunk store so that nothing can write to it (``PRAGMA query_only``).
 
@@ -93,20 +93,6 @@ def open_read_only_store(db_path: str | Path) -> ChunkStore:
 
 
 # ---------------------------------------------------------------- the searcher
-
-
-def _postprocessor(spec: Any) -> Any:
-    """The snippet postprocessor a search asks for (``None``: none). Never read from the
-    environment: a page passes what it wants."""
-    from ragspine_lite.postprocess import make_postprocessor
-
-    if spec is None:
-        return None
-    if isinstance(spec, list | tuple) and all(isinstance(s, str) for s in spec):
-        spec = ",".join(spec)
-    if not isinstance(spec, str):
-        raise ValueError(f"postprocess must be a string or a list of names, got {spec!r}")
-    return make_postprocessor(spec)
 
 
 class _PageBackend:
@@ -155,103 +141,6 @@ class _PageBackend:
         return [t for t in dict.fromkeys(texts) if t not in self.known]
 
 
-@dataclass
-class SearchOutcome:
-    """Hits (``{"snippet", "section", "highlights"}``), the held-back count and timing.
-
-    ``rerank`` is ``None`` unless a reranker is configured; then it says whether the
-    reranker's order was applied (``applied``), its ``spec`` and the ``error`` that made the
-    search keep the fused order. ``semantic`` is ``None`` unless the bundle has vectors and
-    a backend: then ``{"mode", "channel", "error"}`` (``channel`` ``"hybrid"``, ``"bm25"``,
-    ``"bm25:outside-vocabulary"`` or ``"bm25:embedding-failed"``).
-    """
-
-    hits: list[dict[str, Any]] = field(default_factory=list)
-    held_back: int = 0
-    took_ms: float = 0.0
-    rerank: dict[str, Any] | None = None
-    semantic: dict[str, Any] | None = None
-    query_layers: dict[str, Any] | None = None
-
-    @property
-    def snippets(self) -> list[dict[str, object]]:
-        return [hit["snippet"] for hit in self.hits]
-
-    def as_dict(self) -> dict[str, Any]:
-        out = {"hits": self.hits, "held_back": self.held_back, "took_ms": self.took_ms}
-        # Absent when not configured / not exported: the default output is unchanged.
-        if self.rerank is not None:
-            out["rerank"] = self.rerank
-        if self.semantic is not None:
-            out["semantic"] = self.semantic
-        if self.query_layers is not None:
-            out["query_layers"] = self.query_layers
-        return out
-
-
-@dataclass(frozen=True)
-class _SnippetChunk:
-    text: str
-    sensitivity: str
-
-
-@dataclass(frozen=True)
-class _SnippetItem:
-    """A fused snippet seen the way ``listwise_rerank`` reads results (``.chunk``)."""
-
-    snippet: dict[str, Any]
-    chunk: _SnippetChunk
-
-
-@dataclass(frozen=True)
-class RerankSetting:
-    """The reranker a :class:`BundleSearcher` applies after fusion (``judge`` ``None``: off)."""
-
-    spec: str = "none"
-    judge: Any = None
-    url: str | None = None
-
-    def describe(self) -> dict[str, Any]:
-        return {"spec": self.spec, "url": self.url, "enabled": self.judge is not None}
-
-
-@dataclass(frozen=True)
-class QueryLayerSetting:
-    """The LLM query layers a :class:`BundleSearcher` applies (``provider`` ``None``: off)."""
-
-    transform: str = "none"
-    decompose: str = "none"
-    adaptive: str = "none"
-    provider: Any = None
-    url: str | None = None
-
-    def describe(self) -> dict[str, Any]:
-        return {"transform": self.transform, "decompose": self.decompose,
-                "adaptive": self.adaptive, "url": self.url, "enabled": self.provider is not None}
-
-    def wrap(self, retriever: Any) -> Any:
-        from ragspine_lite.query import apply_query_layers
-
-        return apply_query_layers(
-            retriever, transform=self.transform, decompose=self.decompose,
-            adaptive=self.adaptive, provider=self.provider,
-        )
-
-
-def _layer_report(top: Any, base: Any) -> dict[str, Any]:
-    """``{"applied": [names], "outcomes": [{transform, status, generated, refused, error}]}``."""
-    outcomes, layer = [], top
-    while layer is not base:
-        outcome = getattr(layer, "last_outcome", None)
-        if outcome is not None:
-            outcomes.insert(0, {"transform": outcome.transform, "status": outcome.status,
-                                "generated": list(outcome.generated), "refused": outcome.refused,
-                                "error": outcome.error or None})
-        layer = layer.base
-    return {"applied": [o["transform"] for o in outcomes if o["status"] == "applied"],
-            "outcomes": outcomes}
-
-
 class BundleSearcher:
     """Search a bundle (read-only) plus documents added in the page.
 
@@ -282,73 +171,68 @@ class BundleSearcher:
         self.embedding_backend: Any = None
         self.index_text_fn: Any = None
         if bundle_db is not None:
-            store = open_read_only_store(bundle_db)
-            try:
-                self.bundle_facts = self._check_bundle(store, str(bundle_db))
-                self.index_text_fn = index_text_fn_of(self.bundle_facts, str(bundle_db))
-                self._sections = section_rows(store)
-                self._urls = page_urls(store)
-            except Exception:
-                store.close()
-                raise
-            self.bundle_store = store
-            self._bundle = FilteredIndex(
-                NarrativeIndex(
-                    store, query_rewriter=GlossaryQueryRewriter(), index_text_fn=self.index_text_fn
-                )
-            )
-            if embedding_backend is not None:
-                self._open_vectors(bundle_db, embedding_backend)
+            self._open_store(bundle_db, embedding_backend)
         elif bundle is not None:
-            self.bundle_facts = dict(bundle.facts)
-            self.index_text_fn = index_text_fn_of(self.bundle_facts, bundle.header_path)
-            self._bundle = FilteredIndex(
-                ShardedIndex(  # type: ignore[arg-type]
-                    bundle, query_rewriter=GlossaryQueryRewriter(), index_text_fn=self.index_text_fn
-                )
-            )
-            if embedding_backend is not None and self._vector_model(embedding_backend):
-                self.embedding_backend = embedding_backend
-                self._hybrid = FilteredIndex(
-                    ShardedIndex(  # type: ignore[arg-type]
-                        bundle,
-                        query_rewriter=GlossaryQueryRewriter(),
-                        index_text_fn=self.index_text_fn,
-                        embedding_backend=embedding_backend,
-                        scanner=scanner,
-                    ),
-                    fallback=self._bundle.index,
-                )
-        self.page_store = ChunkStore(":memory:")
-        self.page_store.init_schema()
-        self._page = FilteredIndex(
-            NarrativeIndex(
-                self.page_store,
-                query_rewriter=GlossaryQueryRewriter(),
-                index_text_fn=self.index_text_fn,
-            )
-        )
-        # With the bundle's model loaded, page documents are embedded with it too.
-        self._page_backend: _PageBackend | None = None
-        self._page_hybrid: FilteredIndex | None = None
-        if self._hybrid is not None:
-            self._page_backend = _PageBackend(self.embedding_backend)
-            self._page_hybrid = FilteredIndex(
-                NarrativeIndex(
-                    self.page_store,
-                    query_rewriter=GlossaryQueryRewriter(),
-                    embedding_backend=self._page_backend,
-                    vector_store=InProcessVectorStore(),
-                    index_text_fn=self.index_text_fn,
-                ),
-                fallback=self._page.index,
-            )
+            self._open_shards(bundle, embedding_backend, scanner)
+        self._open_page()
         self._page_docs: dict[str, dict[str, Any]] = {}
         self._page_sections: dict[str, list[tuple[int, int, str, str, int]]] = {}
         self.reranker = RerankSetting()
         self.query_layers = QueryLayerSetting()
         # The retriever over each set of libraries (keyed by their wrappers), built once.
         self._stacks: dict[tuple[int, ...], MultiIndexRetriever] = {}
+
+    def _narrative(self, store: ChunkStore, **kwargs: Any) -> NarrativeIndex:
+        """A search of ``store`` as the bundle's: glossary variants, the bundle's index text."""
+        return NarrativeIndex(
+            store, query_rewriter=GlossaryQueryRewriter(), index_text_fn=self.index_text_fn,
+            **kwargs,
+        )
+
+    def _open_store(self, bundle_db: str | Path, backend: Any) -> None:
+        """Open the exported chunk store ``bundle_db`` (and its vectors, with ``backend``)."""
+        store = open_read_only_store(bundle_db)
+        try:
+            self.bundle_facts = self._check_bundle(store, str(bundle_db))
+            self.index_text_fn = index_text_fn_of(self.bundle_facts, str(bundle_db))
+            self._sections = section_rows(store)
+            self._urls = page_urls(store)
+        except Exception:
+            store.close()
+            raise
+        self.bundle_store = store
+        self._bundle = FilteredIndex(self._narrative(store))
+        if backend is not None:
+            self._open_vectors(bundle_db, backend)
+
+    def _open_shards(self, bundle: ShardedBundle, backend: Any, scanner: Any) -> None:
+        """Search the sharded ``bundle`` (hybrid too, with a ``backend`` of its vectors' model)."""
+        self.bundle_facts = dict(bundle.facts)
+        self.index_text_fn = index_text_fn_of(self.bundle_facts, bundle.header_path)
+        options = {"query_rewriter": GlossaryQueryRewriter(), "index_text_fn": self.index_text_fn}
+        self._bundle = FilteredIndex(ShardedIndex(bundle, **options))
+        if backend is not None and self._vector_model(backend):
+            self.embedding_backend = backend
+            hybrid = ShardedIndex(
+                bundle, **options, embedding_backend=backend, scanner=scanner
+            )
+            self._hybrid = FilteredIndex(hybrid, fallback=self._bundle.index)
+
+    def _open_page(self) -> None:
+        """The page documents' store; with the bundle's model loaded, embedded with it too."""
+        self.page_store = ChunkStore(":memory:")
+        self.page_store.init_schema()
+        self._page = FilteredIndex(self._narrative(self.page_store))
+        self._page_backend: _PageBackend | None = None
+        self._page_hybrid: FilteredIndex | None = None
+        if self._hybrid is not None:
+            self._page_backend = _PageBackend(self.embedding_backend)
+            hybrid = self._narrative(
+                self.page_store,
+                embedding_backend=self._page_backend,
+                vector_store=InProcessVectorStore(),
+            )
+            self._page_hybrid = FilteredIndex(hybrid, fallback=self._page.index)
 
     @classmethod
     def from_files(
@@ -452,12 +336,8 @@ class BundleSearcher:
         self.embedding_backend = backend
         assert self.bundle_store is not None and self._bundle is not None
         self._hybrid = FilteredIndex(
-            NarrativeIndex(
-                self.bundle_store,
-                query_rewriter=GlossaryQueryRewriter(),
-                embedding_backend=backend,
-                vector_store=vector_store,
-                index_text_fn=self.index_text_fn,
+            self._narrative(
+                self.bundle_store, embedding_backend=backend, vector_store=vector_store
             ),
             fallback=self._bundle.index,
         )
@@ -608,19 +488,9 @@ class BundleSearcher:
         "error"?}``; an unreachable endpoint is reported, not raised. Bad specs or URLs raise
         ``ValueError`` and leave the previous setting in place.
         """
-        from ragspine_lite.rerank.factory import make_reranker
-
-        name = "none" if spec is None else str(spec).strip()
-        kwargs: dict[str, Any] = {}
-        if url:
-            kwargs["url"] = url
-        if token:
-            kwargs["token"] = token
-        if timeout is not None:
-            kwargs["timeout"] = timeout
-        judge = make_reranker(name, **kwargs)
-        self.reranker = RerankSetting(name if judge is not None else "none", judge, url or None)
-        return _with_models(self.reranker.describe(), getattr(judge, "client", None), check)
+        self.reranker = RerankSetting.from_spec(spec, url=url, token=token, timeout=timeout)
+        client = getattr(self.reranker.judge, "client", None)
+        return with_models(self.reranker.describe(), client, check)
 
     def configure_llm(
         self,
@@ -642,35 +512,12 @@ class BundleSearcher:
         ``{"transform", "decompose", "adaptive", "url", "enabled", "models"?, "error"?}``. Bad
         specs or URLs raise ``ValueError`` and leave the previous setting in place.
         """
-        if provider is None and url:
-            from ragspine_lite.remote.client import RemoteChatProvider
-
-            provider = RemoteChatProvider(url, token=token or None, timeout=timeout or 60.0)
-        specs = {"transform": transform or "none", "decompose": decompose or "none",
-                 "adaptive": adaptive or "none"}
-        setting = QueryLayerSetting(**specs, provider=provider, url=url or None)
-        setting.wrap(None)  # building the layers validates the specs before anything changes
-        self.query_layers = setting
-        return _with_models(
-            self.query_layers.describe(), getattr(provider, "client", None), check
+        self.query_layers = QueryLayerSetting.from_specs(
+            url, token=token, timeout=timeout, transform=transform, decompose=decompose,
+            adaptive=adaptive, provider=provider,
         )
-
-    def _rerank(self, query: str, snippets: list[dict[str, Any]]) -> tuple[list, dict]:
-        judge = self.reranker.judge
-        client = getattr(judge, "client", None)
-        failures = getattr(client, "failures", 0)
-        started = time.perf_counter()
-        items = [
-            _SnippetItem(s, _SnippetChunk(str(s["text"]), str(s.get("sensitivity", ""))))
-            for s in snippets
-        ]
-        ranked = listwise_rerank(query, items, judge, top_n=len(items))
-        report: dict[str, Any] = {"spec": self.reranker.spec, "applied": True, "error": None}
-        if client is not None and client.failures != failures:
-            report["applied"] = False
-            report["error"] = str(client.last_error)
-        report["ms"] = round((time.perf_counter() - started) * 1000, 3)
-        return [item.snippet for item in ranked], report
+        provider = self.query_layers.provider
+        return with_models(self.query_layers.describe(), getattr(provider, "client", None), check)
 
     # -- the semantic channel ---------------------------------------------------------------
 
@@ -752,33 +599,8 @@ class BundleSearcher:
     def _section_of(
         self, snippet: Mapping[str, Any], query: str = ""
     ) -> tuple[dict[str, Any] | None, int]:
-        """``(section, line)``: the heading section of the hit and the index of its first
-        non-blank line of the chunk text in it. With a ``query``, the section of the chunk
-        with the most matches (the first on ties); else the one the chunk starts in."""
-        rows = self._document(snippet)[1]
-        match = _LOCATOR_PARA_RE.search(str(snippet.get("source_locator", "")))
-        if match is None:
-            return None, 0
-        first = int(match.group(1))
-        lines = [line for line in str(snippet.get("text", "")).split("\n") if line.strip()]
-        last = first + max(len(lines), 1) - 1
-        # (start, end, section) spans inside the chunk; text before the first heading: None.
-        spans: list[tuple[int, int, dict[str, Any] | None]] = []
-        lead_end = min([r[0] for r in rows] + [last + 1]) - 1
-        if first <= lead_end:
-            spans.append((first, lead_end, None))
-        for start, end, heading, anchor, level in rows:
-            if start <= last and end >= first:
-                section = {"heading": heading, "anchor": anchor, "level": level}
-                spans.append((max(start, first), min(end, last), section))
-        if not spans:
-            return None, 0
-        best = spans[0]
-        if query:
-            counts = [len(match_spans(query, line)) for line in lines]
-            scores = [sum(counts[a - first : b - first + 1]) for a, b, _ in spans]
-            best = spans[scores.index(max(scores))]
-        return best[2], best[0] - first
+        """:func:`~ragspine_lite.bundle.excerpts.section_of` in the hit's document."""
+        return section_of(self._document(snippet)[1], snippet, query)
 
     def _hit(self, query: str, snippet: dict[str, Any], highlight: bool) -> dict[str, Any]:
         """A snippet with its section, result URL (page + ``#anchor``; ``None`` when the
@@ -829,7 +651,7 @@ class BundleSearcher:
         ):
             raise ValueError(f"topK must be an integer from 1 to {MAX_SEARCH_TOP_K}, got {top_k!r}")
         metadata_filter = parse_filters(filters)
-        postprocessor = _postprocessor(postprocess)
+        postprocessor = postprocessor_of(postprocess)
         hybrid = self._resolve_mode(mode) == "hybrid"
         outcome = SearchOutcome()
         if not query.strip():
@@ -847,24 +669,29 @@ class BundleSearcher:
             layered = self.query_layers.wrap(retriever)
         snippets = layered.retrieve(query, top_k=top_k)
         if layered is not retriever:
-            outcome.query_layers = _layer_report(layered, retriever)
+            outcome.query_layers = layer_report(layered, retriever)
         outcome.held_back = sum(w.held_back for _, w in wrappers)
-        if self._hybrid is not None:
-            channel = self._hybrid.index.last_channel if hybrid else "bm25"
-            if hybrid and self._hybrid.failure:
-                channel = "bm25:embedding-failed"
-            outcome.semantic = {
-                "mode": "hybrid" if hybrid else "bm25",
-                "channel": channel,
-                "error": self._hybrid.failure if hybrid else None,
-            }
+        outcome.semantic = self._semantic_report(hybrid)
         if self.reranker.judge is not None and rerank:
-            snippets, outcome.rerank = self._rerank(query, snippets)
+            snippets, outcome.rerank = self.reranker.rerank(query, snippets)
         if postprocessor is not None:
             snippets = postprocessor.postprocess(query, snippets)
         outcome.hits = [self._hit(query, s, highlight) for s in snippets]
         outcome.took_ms = round((time.perf_counter() - started) * 1000, 3)
         return outcome
+
+    def _semantic_report(self, hybrid: bool) -> dict[str, Any] | None:
+        """``{"mode", "channel", "error"}`` of the last search (``None``: no vectors)."""
+        if self._hybrid is None:
+            return None
+        channel = self._hybrid.index.last_channel if hybrid else "bm25"
+        if hybrid and self._hybrid.failure:
+            channel = "bm25:embedding-failed"
+        return {
+            "mode": "hybrid" if hybrid else "bm25",
+            "channel": channel,
+            "error": self._hybrid.failure if hybrid else None,
+        }
 
     def _libraries(self, hybrid: bool) -> list[tuple[str, FilteredIndex]]:
         """The libraries a search reads: the bundle, and the page documents when there are."""
@@ -952,96 +779,6 @@ class BundleSearcher:
     # -- the worker's door ----------------------------------------------------------------
 
     def dispatch(self, op: str, payload: str = "{}") -> str:
-        """Run ``op`` with JSON arguments and return a JSON result (errors propagate).
-
-        Ops: ``search`` {query, filters?, topK?, highlight?, rerank?, mode?, postprocess?};
-        ``ingest`` {name, text, vectors?}; ``page_vectors`` {docId}; ``check`` {name, text};
-        ``forget`` {docIds?}; ``documents``; ``stats``; ``files_for`` {query, filters?, topK?,
-        mode?}; ``vector_shards``;
-        ``configure`` {reranker, url?, token?, timeout?, check?}; ``configure_llm`` {url?,
-        token?, timeout?, transform?, decompose?, adaptive?, check?}; ``embed_plan`` {query,
-        mode?}, {texts} or {document: {name, text}}; ``embed`` {texts}. ``search`` also takes
-        ``queryLayers``.
-        """
-        args = json.loads(payload) if payload else {}
-        if not isinstance(args, dict):
-            raise ValueError(f"arguments for {op!r} must be a JSON object, got {payload!r:.80}")
-        result: Any
-        if op == "search":
-            result = self.search(
-                args.get("query", ""),
-                filters=args.get("filters"),
-                top_k=args.get("topK", DEFAULT_SEARCH_TOP_K),
-                highlight=bool(args.get("highlight", True)),
-                rerank=bool(args.get("rerank", True)),
-                mode=args.get("mode"),
-                query_layers=bool(args.get("queryLayers", True)),
-                postprocess=args.get("postprocess"),
-            ).as_dict()
-        elif op == "embed_plan":
-            if "texts" in args:
-                result = self.embedding_plan_for(args["texts"])
-            elif "document" in args:
-                doc = args["document"] if isinstance(args["document"], dict) else {}
-                result = self.document_embedding_plan(doc.get("name", ""), doc.get("text", ""))
-            else:
-                result = self.embedding_plan(args.get("query", ""), args.get("mode"))
-        elif op == "files_for":
-            result = {"paths": self.files_for(
-                args.get("query", ""), filters=args.get("filters"), top_k=args.get("topK"),
-                mode=args.get("mode"),
-            )}
-        elif op == "vector_shards":
-            result = self.vector_shards()
-        elif op == "embed":
-            result = {"vectors": self.embed(args.get("texts", []))}
-        elif op == "configure":
-            result = self.configure_reranker(
-                args.get("reranker"),
-                url=args.get("url"),
-                token=args.get("token"),
-                timeout=args.get("timeout"),
-                check=bool(args.get("check", True)),
-            )
-        elif op == "configure_llm":
-            result = self.configure_llm(
-                args.get("url"),
-                token=args.get("token"),
-                timeout=args.get("timeout"),
-                transform=args.get("transform") or "none",
-                decompose=args.get("decompose") or "none",
-                adaptive=args.get("adaptive") or "none",
-                check=bool(args.get("check", True)),
-            )
-        elif op == "ingest":
-            result = self.ingest(args.get("name", ""), args.get("text", ""), args.get("vectors"))
-        elif op == "page_vectors":
-            result = self.page_vectors(args.get("docId", ""))
-        elif op == "check":
-            result = self.check_document(args.get("name", ""), args.get("text", ""))
-        elif op == "forget":
-            ids: Sequence[str] | None = args.get("docIds")
-            result = {"removed": self.forget(ids)}
-        elif op == "documents":
-            result = self.page_documents()
-        elif op == "stats":
-            result = self.stats()
-        else:
-            raise ValueError(
-                f"unknown operation {op!r}; valid: check, configure, configure_llm, documents, "
-                "embed, embed_plan, files_for, forget, ingest, page_vectors, search, stats, "
-                "vector_shards"
-            )
-        return json.dumps(result, ensure_ascii=False)
-
-
-def _with_models(info: dict[str, Any], client: Any, check: bool) -> dict[str, Any]:
-    """``info`` plus the endpoint's ``/v1/models`` (or why asking failed) when ``check``."""
-    if check and client is not None:
-        from ragspine_lite.remote.errors import RemoteError
-
-        try:
-            info["models"] = client.models()
-        except RemoteError as exc:
-            info["error"] = str(exc)
-    return info
+        """Run ``op`` with JSON arguments and return a JSON result (errors propagate); the
+        operations are :data:`~ragspine_lite.bundle.door.OPERATIONS`."""
+        return dispatch(self, op, payload)
