@@ -1,10 +1,11 @@
 """Lexical retrieval: CJK-aware tokenizer, Okapi BM25, RRF, the BM25 index, the retrievers.
 
 The tokenizer and scoring primitives are imported eagerly. The retriever names come
-from :mod:`ragspine_lite.lexical.retrieval` and the index names from
-:mod:`ragspine_lite.lexical.inverted_index` on first access: those modules import the
-vector, rerank and chunking packages, which themselves import the tokenizer, so an
-eager import here would create an import cycle.
+from :mod:`ragspine_lite.lexical.retrieval` (the retrievers now live in
+:mod:`ragspine_lite.pipeline.retrievers`) and the index names from
+:mod:`ragspine_lite.lexical.inverted_index` on first access: the retrievers are built on
+the pipeline, which is built on this package's index, so an eager import here would
+create an import cycle.
 """
 
 from __future__ import annotations
