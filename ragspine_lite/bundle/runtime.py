@@ -471,15 +471,10 @@ class BundleSearcher:
     # -- reranking ------------------------------------------------------------------------
 
     def configure_reranker(
-        self,
-        spec: str | None = None,
-        *,
-        url: str | None = None,
-        token: str | None = None,
-        timeout: float | None = None,
-        check: bool = True,
+        self, spec: str | None = None, *, check: bool = True, **endpoint: Any
     ) -> dict[str, Any]:
-        """Rerank fused hits with ``spec`` (``"remote:colbert"``, …; ``None``/``"none"``: off).
+        """Rerank fused hits with ``spec`` (``"remote:colbert"``, …; ``None``/``"none"``: off);
+        ``endpoint``: ``url``, ``token``, ``timeout`` (:meth:`RerankSetting.from_spec`).
 
         The reranker comes from :func:`~ragspine_lite.rerank.factory.make_reranker`, so a
         remote one sees only the texts of hits the link exit let through (RESTRICTED never
@@ -488,34 +483,24 @@ class BundleSearcher:
         "error"?}``; an unreachable endpoint is reported, not raised. Bad specs or URLs raise
         ``ValueError`` and leave the previous setting in place.
         """
-        self.reranker = RerankSetting.from_spec(spec, url=url, token=token, timeout=timeout)
+        self.reranker = RerankSetting.from_spec(spec, **endpoint)
         client = getattr(self.reranker.judge, "client", None)
         return with_models(self.reranker.describe(), client, check)
 
     def configure_llm(
-        self,
-        url: str | None = None,
-        *,
-        token: str | None = None,
-        timeout: float | None = None,
-        transform: str = "none",
-        decompose: str = "none",
-        adaptive: str = "none",
-        check: bool = True,
-        provider: Any = None,
+        self, url: str | None = None, *, check: bool = True, **specs: Any
     ) -> dict[str, Any]:
         """Run the LLM query layers (``ragspine_lite.query``) on every later search, with the
-        remote endpoint's ``/v1/chat`` as the LLM (``provider`` overrides it, e.g. in tests).
+        remote endpoint's ``/v1/chat`` as the LLM; ``specs``: ``token``, ``timeout``,
+        ``transform``, ``decompose``, ``adaptive`` and ``provider`` (it overrides the
+        endpoint, e.g. in tests), as :meth:`QueryLayerSetting.from_specs` takes them.
 
         The LLM sees only the query; a failing endpoint gives the plain search. No URL and no
         provider → off. With ``check`` the endpoint's ``/v1/models`` is asked once →
         ``{"transform", "decompose", "adaptive", "url", "enabled", "models"?, "error"?}``. Bad
         specs or URLs raise ``ValueError`` and leave the previous setting in place.
         """
-        self.query_layers = QueryLayerSetting.from_specs(
-            url, token=token, timeout=timeout, transform=transform, decompose=decompose,
-            adaptive=adaptive, provider=provider,
-        )
+        self.query_layers = QueryLayerSetting.from_specs(url, **specs)
         provider = self.query_layers.provider
         return with_models(self.query_layers.describe(), getattr(provider, "client", None), check)
 
