@@ -387,11 +387,23 @@ def test_unknown_spec_lists_builtins_and_discovered_names(monkeypatch):
         assert name in msg
 
 
-def test_out_of_scope_adapters_are_unknown(monkeypatch):
-    patch_entry_points(monkeypatch)
-    for spec in ("sqlite_vec", "pgvector", "qdrant"):
-        with pytest.raises(ValueError, match="vector store"):
-            make_vector_store(spec)
+@pytest.mark.parametrize(
+    ("spec", "module"),
+    [
+        ("sqlite_vec", "sqlite_vec_store"), ("sqlite-vec", "sqlite_vec_store"),
+        ("sqlitevec", "sqlite_vec_store"), ("pgvector", "pgvector_store"),
+        ("pg_vector", "pgvector_store"), ("qdrant", "qdrant_store"),
+    ],
+)
+def test_adapter_names_resolve_to_their_module_without_the_sdk(monkeypatch, spec, module):
+    import sys
+
+    for sdk in ("sqlite_vec", "pg8000", "qdrant_client"):
+        monkeypatch.setitem(sys.modules, sdk, None)  # importing it now raises ImportError
+    cls = store_mod._resolve_factory(spec)
+    assert cls.__module__ == f"ragspine_lite.vector.adapters.{module}"
+    with pytest.raises(ImportError, match=r"not installed: pip install 'ragspine-lite\[vector\]'"):
+        make_vector_store(spec)
 
 
 def test_broken_entry_point_discovery_degrades_to_none_found(monkeypatch):

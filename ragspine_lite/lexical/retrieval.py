@@ -31,7 +31,6 @@ from typing import Any, Protocol, runtime_checkable
 from ragspine_lite.chunking.chunk_store import ChunkStore, ChunkStoreError, StoredChunk
 from ragspine_lite.chunking.chunking import Chunk, DocumentMeta, chunk_document
 from ragspine_lite.common.glossary import DEFAULT_GLOSSARY, Glossary, find_terms
-from ragspine_lite.common.sensitivity import is_restricted, sends_text_off_host
 from ragspine_lite.filtering.automatic import FilterExtractor, extract_filter
 from ragspine_lite.filtering.metadata_filter import MetadataFilter
 from ragspine_lite.lexical.inverted_index import (
@@ -74,7 +73,11 @@ from ragspine_lite.vector.embedding_backends import (
     EmbeddingBackend,
     check_min_coverage,
 )
-from ragspine_lite.vector.persistence_policy import IsolationFirstPolicy, PersistencePolicy
+from ragspine_lite.vector.persistence_policy import (
+    IsolationFirstPolicy,
+    PersistencePolicy,
+    withheld_from_vectors,
+)
 from ragspine_lite.vector.store import InProcessVectorStore, VectorRecord, VectorStore
 
 __all__ = [
@@ -337,11 +340,11 @@ class HybridRetriever:
     ) -> None:
         """Embed candidates missing from the cache, then upsert every embedded candidate.
 
-        A backend that sends text off host never gets RESTRICTED chunks (the network
-        exit): they get no vector and compete on BM25 only.
+        A backend that sends text off host, or an external store, never gets RESTRICTED
+        chunks (:func:`withheld_from_vectors`): they get no vector and compete on BM25 only.
         """
-        if sends_text_off_host(backend):
-            keep = [i for i, c in enumerate(candidates) if not is_restricted(c.sensitivity)]
+        keep = [i for i, c in enumerate(candidates) if not withheld_from_vectors(c, backend, store)]
+        if len(keep) < len(candidates):
             candidates, texts = [candidates[i] for i in keep], [texts[i] for i in keep]
         missing = [i for i, c in enumerate(candidates) if c.chunk_id not in self.embedding_cache]
         if missing:
@@ -546,15 +549,15 @@ class NarrativeIndex:
         return chunk(text, meta, max_chars=self.max_chars, overlap_chars=self.overlap_chars)
 
     def _vector_chunks(self, chunks: list[Chunk]) -> list[Chunk]:
-        """The chunks that get a vector: persistable ones, never RESTRICTED sent off host."""
+        """The chunks that get a vector: persistable ones, never RESTRICTED sent off host or
+        written to an external store."""
         if self.embedding_backend is None:
             return []
-        offhost = sends_text_off_host(self.embedding_backend)
         return [
             c
             for c in chunks
             if self.persistence_policy.persistable(c)
-            and not (offhost and is_restricted(c.sensitivity))
+            and not withheld_from_vectors(c, self.embedding_backend, self.vector_store)
         ]
 
     def retrieve(

@@ -51,6 +51,7 @@ from ragspine_lite.vector.store import (
     VectorRecord,
     _as_vector,
     _check_k,
+    _check_str_metadata,
     _check_where,
     _matches,
     _stage_records,
@@ -71,7 +72,8 @@ _TABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
 
 
 class VectorStoreError(RagspineError):
-    """A SQLite failure inside :class:`SqliteVectorStore` (the cause is chained)."""
+    """A storage failure inside a vector store (this SQLite one or an adapter's engine; the
+    cause is chained)."""
 
 
 def embedding_model_id(backend: Any) -> str:
@@ -319,12 +321,7 @@ class SqliteVectorStore:
         persistence policy holds back are not written and their old rows are deleted.
         """
         staged, dim = _stage_records(records, self.dim)
-        for rid, _vector, metadata in staged:
-            for key, value in metadata.items():
-                if not isinstance(key, str) or not isinstance(value, str):
-                    raise ValueError(
-                        f"record {rid!r}: metadata must map str to str, got {key!r}: {value!r}"
-                    )
+        _check_str_metadata(staged)
         if not staged:
             return 0
         written = 0

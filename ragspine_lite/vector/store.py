@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import heapq
+import importlib
 import importlib.metadata
 import math
 import os
@@ -79,7 +80,6 @@ def _as_vector(values: Iterable[Any], what: str) -> tuple[float, ...]:
     return tuple(out)
 
 
-
 def _stage_records(
     records: Iterable[Any], dim: int | None
 ) -> tuple[list[tuple[str, tuple[float, ...], dict[str, Any]]], int | None]:
@@ -109,8 +109,58 @@ def _stage_records(
         staged.append((rid, vector, dict(metadata)))
     return staged, dim
 
+
+def _check_str_metadata(staged: list[tuple[str, tuple[float, ...], dict[str, Any]]]) -> None:
+    """A persistent store keeps flat ``str → str`` metadata: anything else → ``ValueError``."""
+    for rid, _vector, metadata in staged:
+        for key, value in metadata.items():
+            if not isinstance(key, str) or not isinstance(value, str):
+                raise ValueError(
+                    f"record {rid!r}: metadata must map str to str, got {key!r}: {value!r}"
+                )
+
+
 def _norm(vector: Sequence[float]) -> float:
     return math.sqrt(math.fsum(x * x for x in vector))
+
+
+def _cosine(
+    query: Sequence[float],
+    vector: Sequence[float],
+    qnorm: float | None = None,
+    vnorm: float | None = None,
+) -> float:
+    """The ``math.fsum`` cosine (norms given when already known); a zero vector → ``0.0``."""
+    qn = _norm(query) if qnorm is None else qnorm
+    vn = _norm(vector) if vnorm is None else vnorm
+    if qn == 0.0 or vn == 0.0:
+        return 0.0
+    return math.fsum(x * y for x, y in zip(query, vector, strict=True)) / (qn * vn)
+
+
+def _pool_size(k: int, ef: int, count: int, ceiling: int) -> int:
+    """How many candidates a native (ANN) search hands to :func:`_rerank`."""
+    return max(k, ef, min(count, ceiling))
+
+
+def _rerank(
+    candidates: Iterable[tuple[str, Sequence[float], Mapping[str, str]]],
+    query: Sequence[float],
+    *,
+    k: int,
+    where: Mapping[str, str] | None,
+) -> list[VectorHit]:
+    """Filter ``(id, vector, metadata)`` candidates by ``where``, score each by exact cosine,
+    order by ``(-score, id)`` and keep ``k``: what every store returns, whatever narrowed
+    the pool."""
+    qnorm = _norm(query)
+    scored = [
+        (_cosine(query, vec, qnorm), rid, md)
+        for rid, vec, md in candidates
+        if not where or _matches(md, where)
+    ]
+    best = heapq.nsmallest(k, scored, key=lambda t: (-t[0], t[1]))
+    return [VectorHit(id=rid, score=score, metadata=dict(md)) for score, rid, md in best]
 
 
 def _check_k(k: object) -> int:
@@ -179,15 +229,11 @@ class InProcessVectorStore:
         if len(query) != self._dim:
             raise ValueError(f"query dimension {len(query)} != store dimension {self._dim}")
         qnorm = _norm(query)
-        scored: list[tuple[float, str, dict[str, str]]] = []
-        for rid, (vec, vnorm, metadata) in self._rows.items():
-            if where and not _matches(metadata, where):
-                continue
-            if qnorm == 0.0 or vnorm == 0.0:
-                score = 0.0
-            else:
-                score = math.fsum(x * y for x, y in zip(query, vec, strict=True)) / (qnorm * vnorm)
-            scored.append((score, rid, metadata))
+        scored = [
+            (_cosine(query, vec, qnorm, vnorm), rid, metadata)
+            for rid, (vec, vnorm, metadata) in self._rows.items()
+            if not where or _matches(metadata, where)
+        ]
         best = heapq.nsmallest(k, scored, key=lambda t: (-t[0], t[1]))
         return [VectorHit(id=rid, score=score, metadata=dict(md)) for score, rid, md in best]
 
@@ -207,19 +253,24 @@ class InProcessVectorStore:
         return f"InProcessVectorStore(count={len(self._rows)}, dim={self._dim})"
 
 
-def _sqlite_store(**kwargs: Any) -> VectorStore:
-    """:class:`ragspine_lite.vector.sqlite_store.SqliteVectorStore`, imported when asked for."""
-    from ragspine_lite.vector.sqlite_store import SqliteVectorStore
+_SQLITE_VEC = "ragspine_lite.vector.adapters.sqlite_vec_store:SqliteVecVectorStore"
+_PGVECTOR = "ragspine_lite.vector.adapters.pgvector_store:PgVectorVectorStore"
+_QDRANT = "ragspine_lite.vector.adapters.qdrant_store:QdrantVectorStore"
 
-    return SqliteVectorStore(**kwargs)
-
-
-_BUILTIN_STORES: dict[str, Callable[..., Any]] = {
-    "sqlite": _sqlite_store,
+#: Name → the class, or ``"module:Class"`` imported when resolved (the module only: an
+#: adapter imports its SDK when instantiated, so resolving never needs the ``[vector]`` extra).
+_BUILTIN_STORES: dict[str, Callable[..., Any] | str] = {
+    "sqlite": "ragspine_lite.vector.sqlite_store:SqliteVectorStore",
     "in_process": InProcessVectorStore,
     "in-process": InProcessVectorStore,
     "inprocess": InProcessVectorStore,
     "memory": InProcessVectorStore,
+    "sqlite_vec": _SQLITE_VEC,
+    "sqlite-vec": _SQLITE_VEC,
+    "sqlitevec": _SQLITE_VEC,
+    "pgvector": _PGVECTOR,
+    "pg_vector": _PGVECTOR,
+    "qdrant": _QDRANT,
 }
 
 
@@ -241,6 +292,9 @@ def _discover_entry_points() -> dict[str, Any]:
 def _resolve_factory(normalized: str) -> Callable[..., Any]:
     """Builtin class or loaded entry-point target for a normalised spec; builtins win."""
     builtin = _BUILTIN_STORES.get(normalized)
+    if isinstance(builtin, str):
+        module, _, name = builtin.partition(":")
+        return getattr(importlib.import_module(module), name)  # type: ignore[no-any-return]
     if builtin is not None:
         return builtin
     discovered = _discover_entry_points()
@@ -260,7 +314,10 @@ def make_vector_store(spec: str | None = None, **kwargs: Any) -> VectorStore | N
 
     ``none`` (the default) → ``None``; ``in_process``/``in-process``/``inprocess``/``memory``
     → a new :class:`InProcessVectorStore`; ``sqlite`` → a ``SqliteVectorStore(**kwargs)``
-    (``db_path``, ``model_id``, …); otherwise an entry point of the group
+    (``db_path``, ``model_id``, …); ``sqlite_vec``/``sqlite-vec``/``sqlitevec``,
+    ``pgvector``/``pg_vector`` and ``qdrant`` → the adapters of
+    :mod:`ragspine_lite.vector.adapters` (CPython, ``[vector]`` extra: a missing SDK is an
+    ``ImportError`` naming it); otherwise an entry point of the group
     ``ragspine.vector_stores`` called with ``**kwargs``; unknown → ``ValueError``.
     """
     if spec is None:
