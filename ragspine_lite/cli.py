@@ -15,7 +15,8 @@ for ``search``'s LLM query layers ``RAGSPINE_QUERY_TRANSFORM`` (``--query-transf
 ``RAGSPINE_LLM_API_KEY``, ``RAGSPINE_LLM_TIMEOUT``; ``RAGSPINE_RERANKER`` (``--reranker``),
 ``RAGSPINE_PERSISTENCE_POLICY``, ``RAGSPINE_COMPANY_CONFIG`` (glossary of the rewriter, the
 filter extractor and the query layers), ``RAGSPINE_FILTER_EXTRACTOR``,
-``RAGSPINE_VECTOR_STORE`` and ``RAGSPINE_LIBRARY_ROUTER`` (several ``--db``): README's table.
+``RAGSPINE_VECTOR_STORE`` (with ``RAGSPINE_PG_URL``) and ``RAGSPINE_LIBRARY_ROUTER`` (several
+``--db``): README's table.
 
 Hybrid mode keeps chunk vectors in the chunk database itself (table ``ragspine_vector``, one
 set per embedding model; RESTRICTED chunks are never persisted): ``ingest`` embeds the new
@@ -444,29 +445,68 @@ def _edge_settings() -> dict[str, Any]:
     return settings
 
 
+#: RAGSPINE_VECTOR_STORE at the command line → the store kind (``-`` reads as ``_``).
+_CLI_VECTOR_STORES = {
+    "none": "sqlite", "sqlite": "sqlite", "in_process": "in_process", "inprocess": "in_process",
+    "memory": "in_process", "sqlite_vec": "sqlite_vec", "sqlitevec": "sqlite_vec",
+    "pgvector": "pgvector", "pg_vector": "pgvector", "qdrant": "qdrant",
+}
+#: The external stores' SDK modules, checked before anything is written.
+_STORE_SDKS = {"sqlite_vec": "sqlite_vec", "pgvector": "pg8000", "qdrant": "qdrant_client"}
+
+
 def _vector_store_spec() -> str:
     """``RAGSPINE_VECTOR_STORE``: ``sqlite`` (unset, ``none``: the chunk database's own
-    vector table) or ``in_process``/``memory`` (nothing persisted); else a usage error."""
+    vector table), ``in_process``/``memory`` (nothing persisted), or an external store
+    (``sqlite_vec``, ``pgvector``, ``qdrant``: their SDK installed, and for pgvector
+    ``RAGSPINE_PG_URL`` set); else a usage error."""
+    import importlib.util
+
+    from ragspine_lite.vector.adapters.pgvector_store import PG_URL_ENV
     from ragspine_lite.vector.store import VECTOR_STORE_ENV
 
-    spec = os.environ.get(VECTOR_STORE_ENV, "").strip().lower().replace("-", "_") or "sqlite"
-    if spec in ("none", "sqlite"):
-        return "sqlite"
-    if spec in ("in_process", "inprocess", "memory"):
-        return "in_process"
-    raise _UsageError(
-        f"{VECTOR_STORE_ENV}: the command line keeps vectors in the chunk database (sqlite) "
-        f"or in memory (in_process/memory), got {os.environ[VECTOR_STORE_ENV]!r}"
-    )
+    raw = os.environ.get(VECTOR_STORE_ENV, "")
+    spec = _CLI_VECTOR_STORES.get(raw.strip().lower().replace("-", "_") or "sqlite")
+    if spec is None:
+        raise _UsageError(
+            f"{VECTOR_STORE_ENV}: the command line keeps vectors in the chunk database "
+            "(sqlite), in memory (in_process/memory) or in sqlite_vec, pgvector or qdrant, "
+            f"got {raw!r}"
+        )
+    if spec in _STORE_SDKS and importlib.util.find_spec(_STORE_SDKS[spec]) is None:
+        raise _UsageError(
+            f"{VECTOR_STORE_ENV}: {spec} needs the [vector] extra: "
+            "pip install 'ragspine-lite[vector]'"
+        )
+    if spec == "pgvector" and not os.environ.get(PG_URL_ENV, "").strip():
+        raise _UsageError(f"{VECTOR_STORE_ENV}: pgvector needs {PG_URL_ENV} (postgresql://...)")
+    return spec
+
+
+def _external_store(spec: str, db: str, model_id: str) -> Any:
+    """The external store of ``spec`` for one model: its own table (collection) named after
+    the model id, in a file (directory) next to ``db``, or for pgvector in RAGSPINE_PG_URL."""
+    import hashlib
+
+    from ragspine_lite.vector.store import make_vector_store
+
+    name = "rv_" + hashlib.sha256(model_id.encode("utf-8")).hexdigest()[:16]
+    kwargs: dict[str, Any] = {
+        "sqlite_vec": {"db_path": f"{db}.sqlite-vec", "table": name},
+        "qdrant": {"path": f"{db}.qdrant", "collection": name},
+        "pgvector": {"table": name},
+    }[spec]
+    return make_vector_store(spec, **kwargs)
 
 
 def _open_vector_store(
     db: str, backend: Any, index_text_fn: Any = None, *, read_only: bool = False
 ) -> Any:
     """The persistent vector table of ``db`` for ``backend``'s model (created if absent, or
-    opened ``read_only``); an in-process store when ``RAGSPINE_VECTOR_STORE`` asks for one,
-    or, with a warning, when it cannot be opened. A non-default index text gets its own
-    vector set, so the two never mix."""
+    opened ``read_only``), or that model's table in the external store
+    ``RAGSPINE_VECTOR_STORE`` names; an in-process store when it asks for one, or, with a
+    warning, when the store cannot be opened. A non-default index text gets its own vector
+    set, so the two never mix."""
     from ragspine_lite.vector.sqlite_store import (
         SqliteVectorStore,
         VectorStoreError,
@@ -474,16 +514,19 @@ def _open_vector_store(
     )
     from ragspine_lite.vector.store import InProcessVectorStore
 
-    if _vector_store_spec() == "in_process":
+    spec = _vector_store_spec()
+    if spec == "in_process":
         return InProcessVectorStore()
     policy = _edge_settings()["persistence_policy"]
     try:
         from ragspine_lite.contextual import index_text_setting
 
         setting = index_text_setting(index_text_fn)
-        suffix = "" if setting == "none" else f"+{setting}"
-        return SqliteVectorStore(db, model_id=embedding_model_id(backend) + suffix,
-                                 persistence_policy=policy, read_only=read_only)
+        model_id = embedding_model_id(backend) + ("" if setting == "none" else f"+{setting}")
+        if spec != "sqlite":
+            return _external_store(spec, db, model_id)
+        return SqliteVectorStore(db, model_id=model_id, persistence_policy=policy,
+                                 read_only=read_only)
     except VectorStoreError as exc:
         _note(f"warning: vectors cannot be persisted ({_one_line(exc)}); embedding in memory")
         return InProcessVectorStore()

@@ -25,31 +25,13 @@ def searcher(bundle_db):
         yield s
 
 
-PGVECTOR_HOW_TO = (
-    "pgvector cases need a local Postgres from pgserver: "
-    "pip install pgserver 'ragspine-lite[vector]' (scripts/test.sh installs both)"
-)
-
-
 @pytest.fixture(scope="session")
-def pg_url(tmp_path_factory):
+def pg_url():
     """The URL of a real PostgreSQL with pgvector, started into a temp dir for the session
     and stopped after it (also when the run is killed with SIGTERM)."""
-    import signal
-    import sys
-    import threading
+    from _pgserver import HOW_TO, running_pgserver
 
-    pgserver = pytest.importorskip("pgserver", reason=PGVECTOR_HOW_TO)
-    pytest.importorskip("pg8000", reason=PGVECTOR_HOW_TO)
-    previous = None
-    if threading.current_thread() is threading.main_thread():
-        # SystemExit unwinds pytest, so pgserver's exit hook stops the server.
-        previous = signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
-    server = pgserver.get_server(tmp_path_factory.mktemp("pg"), cleanup_mode="stop")
-    try:
-        server.psql("CREATE EXTENSION IF NOT EXISTS vector;")
-        yield server.get_uri()
-    finally:
-        server.cleanup()
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
+    pytest.importorskip("pgserver", reason=HOW_TO)
+    pytest.importorskip("pg8000", reason=HOW_TO)
+    with running_pgserver() as url:
+        yield url

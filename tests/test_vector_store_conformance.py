@@ -6,9 +6,9 @@ from __future__ import annotations
 import math
 
 import pytest
+from _vector_stores import KINDS, as_tuples, corpus, opener_for, queries
 
 from ragspine_lite.vector.store import InProcessVectorStore, VectorRecord, VectorStore
-from tests._vector_stores import KINDS, as_tuples, corpus, opener_for, queries
 
 
 def _param(kind: str):

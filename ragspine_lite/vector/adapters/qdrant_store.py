@@ -1,7 +1,8 @@
 """A vector store on Qdrant, in the client's local mode (no server; approximate).
 
-The collection uses ``Distance.DOT`` so the stored vectors come back as given (float32)
-for the exact re-rank; the dot-product pool can miss cosine neighbours of vectors of unequal
+Vectors are rounded to float32 before they are written (the local mode's files would keep
+float64), and the collection uses ``Distance.DOT`` so they come back unchanged for the exact
+re-rank; the dot-product pool can miss cosine neighbours of vectors of unequal
 length, hence "approximate". Point ids are ``uuid5`` of the record id (Qdrant wants integers
 or UUIDs); the payload keeps ``{"__id__": id, "__meta__": metadata}`` and hits carry the
 original id. ``where`` is pushed down as ``__meta__.<key>`` match filters.
@@ -10,6 +11,7 @@ original id. ``where`` is pushed down as ``__meta__.<key>`` match filters.
 from __future__ import annotations
 
 import uuid
+from array import array
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -94,7 +96,7 @@ class QdrantVectorStore(ExternalStore):
                 self.collection, vectors_config=m.VectorParams(size=dim, distance=m.Distance.DOT)
             )
         points = [
-            m.PointStruct(id=point_id(rid), vector=list(vec),
+            m.PointStruct(id=point_id(rid), vector=array("f", vec).tolist(),
                           payload={"__id__": rid, "__meta__": md})
             for rid, (vec, md) in batch.items()
         ]

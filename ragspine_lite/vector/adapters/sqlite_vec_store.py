@@ -48,32 +48,42 @@ def connect_with_vec(db_path: str) -> tuple[Any, type[Exception]]:
     """A SQLite connection with sqlite-vec loaded, and that driver's error class.
 
     The stdlib ``sqlite3`` when it can load extensions, else ``sqlean`` (sqlean.py); neither
-    → ``ImportError`` naming the fix.
+    → ``ImportError`` naming the fix. A file that cannot be opened → :class:`VectorStoreError`.
     """
     sqlite_vec = import_sdk("sqlite_vec", "sqlite-vec")
-    if hasattr(sqlite3.Connection, "enable_load_extension"):
-        conn = sqlite3.connect(db_path)
+    driver: Any = sqlite3
+    if not _loads_extensions(sqlite3):
         try:
-            conn.enable_load_extension(True)
-            sqlite_vec.load(conn)
-            conn.enable_load_extension(False)
-            return conn, sqlite3.Error
-        except sqlite3.Error:  # built with SQLITE_OMIT_LOAD_EXTENSION: try sqlean
-            conn.close()
+            driver = importlib.import_module("sqlean")
+        except ImportError:
+            raise ImportError(
+                "this Python's sqlite3 cannot load SQLite extensions (no "
+                "enable_load_extension), which sqlite-vec needs: pip install "
+                f"'ragspine-lite[{VECTOR_EXTRA}]' (it brings sqlean.py, an extension-capable "
+                "SQLite) or use a Python built with loadable SQLite extensions"
+            ) from None
     try:
-        sqlean = importlib.import_module("sqlean")
-    except ImportError:
-        raise ImportError(
-            "this Python's sqlite3 cannot load SQLite extensions (no enable_load_extension), "
-            f"which sqlite-vec needs: pip install 'ragspine-lite[{VECTOR_EXTRA}]' (it brings "
-            "sqlean.py, an extension-capable SQLite) or use a Python built with loadable "
-            "SQLite extensions"
-        ) from None
-    conn = sqlean.connect(db_path)
-    conn.enable_load_extension(True)
-    sqlite_vec.load(conn)
-    conn.enable_load_extension(False)
-    return conn, sqlean.Error
+        conn = driver.connect(db_path)
+        conn.enable_load_extension(True)
+        sqlite_vec.load(conn)
+        conn.enable_load_extension(False)
+    except driver.Error as exc:
+        raise VectorStoreError(f"opening {db_path!r} with sqlite-vec failed: {exc}") from exc
+    return conn, driver.Error
+
+
+def _loads_extensions(driver: Any) -> bool:
+    """Whether ``driver`` (the stdlib sqlite3) can load an extension here."""
+    if not hasattr(driver.Connection, "enable_load_extension"):
+        return False
+    probe = driver.connect(":memory:")
+    try:
+        probe.enable_load_extension(True)  # built with SQLITE_OMIT_LOAD_EXTENSION: refused
+        return True
+    except driver.Error:
+        return False
+    finally:
+        probe.close()
 
 
 class SqliteVecVectorStore(ExternalStore):
