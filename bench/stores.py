@@ -160,9 +160,8 @@ def run(args: argparse.Namespace) -> list[dict[str, object]]:
             took = ingest(store, corpus)
             ceilings = ["-"] if name == "sqlite" else args.pool_ceilings
             for ceiling in ceilings:
-                if ceiling != args.pool_ceilings[0] and ceiling != "-":
-                    store.close()
-                    store = open_store(name, Path(tmp), url, ceiling, table)
+                if ceiling != "-":
+                    store.pool_ceiling = ceiling
                 n_q = args.scan_queries if name == "sqlite" else args.queries
                 times, found = timed_queries(store, qs[:n_q])
                 rows.append(row(name, ceiling, took, times, found, truth[:n_q]))

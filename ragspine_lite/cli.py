@@ -59,7 +59,6 @@ from ragspine_lite.chunking.sources import (
 from ragspine_lite.common.errors import RagspineError
 from ragspine_lite.common.sensitivity import (
     NOT_RESTRICTED_SQL,
-    RESTRICTED,
     effective_sensitivity,
     is_restricted,
     parse_sensitivity,
@@ -445,58 +444,16 @@ def _edge_settings() -> dict[str, Any]:
     return settings
 
 
-#: RAGSPINE_VECTOR_STORE at the command line → the store kind (``-`` reads as ``_``).
-_CLI_VECTOR_STORES = {
-    "none": "sqlite", "sqlite": "sqlite", "in_process": "in_process", "inprocess": "in_process",
-    "memory": "in_process", "sqlite_vec": "sqlite_vec", "sqlitevec": "sqlite_vec",
-    "pgvector": "pgvector", "pg_vector": "pgvector", "qdrant": "qdrant",
-}
-#: The external stores' SDK modules, checked before anything is written.
-_STORE_SDKS = {"sqlite_vec": "sqlite_vec", "pgvector": "pg8000", "qdrant": "qdrant_client"}
-
-
 def _vector_store_spec() -> str:
-    """``RAGSPINE_VECTOR_STORE``: ``sqlite`` (unset, ``none``: the chunk database's own
-    vector table), ``in_process``/``memory`` (nothing persisted), or an external store
-    (``sqlite_vec``, ``pgvector``, ``qdrant``: their SDK installed, and for pgvector
-    ``RAGSPINE_PG_URL`` set); else a usage error."""
-    import importlib.util
-
-    from ragspine_lite.vector.adapters.pgvector_store import PG_URL_ENV
+    """``RAGSPINE_VECTOR_STORE`` as a store kind
+    (:func:`~ragspine_lite.vector.store_env.store_kind`); a bad value is a usage error."""
     from ragspine_lite.vector.store import VECTOR_STORE_ENV
+    from ragspine_lite.vector.store_env import store_kind
 
-    raw = os.environ.get(VECTOR_STORE_ENV, "")
-    spec = _CLI_VECTOR_STORES.get(raw.strip().lower().replace("-", "_") or "sqlite")
-    if spec is None:
-        raise _UsageError(
-            f"{VECTOR_STORE_ENV}: the command line keeps vectors in the chunk database "
-            "(sqlite), in memory (in_process/memory) or in sqlite_vec, pgvector or qdrant, "
-            f"got {raw!r}"
-        )
-    if spec in _STORE_SDKS and importlib.util.find_spec(_STORE_SDKS[spec]) is None:
-        raise _UsageError(
-            f"{VECTOR_STORE_ENV}: {spec} needs the [vector] extra: "
-            "pip install 'ragspine-lite[vector]'"
-        )
-    if spec == "pgvector" and not os.environ.get(PG_URL_ENV, "").strip():
-        raise _UsageError(f"{VECTOR_STORE_ENV}: pgvector needs {PG_URL_ENV} (postgresql://...)")
-    return spec
-
-
-def _external_store(spec: str, db: str, model_id: str) -> Any:
-    """The external store of ``spec`` for one model: its own table (collection) named after
-    the model id, in a file (directory) next to ``db``, or for pgvector in RAGSPINE_PG_URL."""
-    import hashlib
-
-    from ragspine_lite.vector.store import make_vector_store
-
-    name = "rv_" + hashlib.sha256(model_id.encode("utf-8")).hexdigest()[:16]
-    kwargs: dict[str, Any] = {
-        "sqlite_vec": {"db_path": f"{db}.sqlite-vec", "table": name},
-        "qdrant": {"path": f"{db}.qdrant", "collection": name},
-        "pgvector": {"table": name},
-    }[spec]
-    return make_vector_store(spec, **kwargs)
+    try:
+        return store_kind()
+    except ValueError as exc:
+        raise _UsageError(f"{VECTOR_STORE_ENV}: {exc}") from None
 
 
 def _open_vector_store(
@@ -524,7 +481,9 @@ def _open_vector_store(
         setting = index_text_setting(index_text_fn)
         model_id = embedding_model_id(backend) + ("" if setting == "none" else f"+{setting}")
         if spec != "sqlite":
-            return _external_store(spec, db, model_id)
+            from ragspine_lite.vector.store_env import open_external_store
+
+            return open_external_store(spec, db, model_id)
         return SqliteVectorStore(db, model_id=model_id, persistence_policy=policy,
                                  read_only=read_only)
     except VectorStoreError as exc:
@@ -564,32 +523,6 @@ def _sync_or_fallback(index: Any) -> tuple[int, int]:
         _note(f"warning: vectors cannot be persisted ({_one_line(exc)}); embedding in memory")
         index.vector_store = InProcessVectorStore()
         return _sync_vectors(index, index.vector_store)
-
-
-class _CliIndex:
-    """Wraps the narrative index for the link exit with a fixed metadata filter.
-
-    Nothing about RESTRICTED chunks leaves this object, not even their number: they are
-    filtered out before ranking (so they cannot push open results down either), and the
-    link exit drops any that a label written by an older version let through.
-    """
-
-    def __init__(self, index: Any, metadata_filter: Any) -> None:
-        self.index = index
-        self.metadata_filter = metadata_filter
-
-    def retrieve(self, query: str, **kwargs: Any) -> list[Any]:
-        from ragspine_lite.filtering.automatic import extract_filter
-        from ragspine_lite.filtering.metadata_filter import FilterCondition, MetadataFilter
-
-        chosen = self.metadata_filter or kwargs.get("metadata_filter")
-        if chosen is None:  # what the index would extract itself, given no filter
-            chosen = extract_filter(getattr(self.index, "filter_extractor", None), query)
-        if chosen is None or chosen.combine == "and":  # an "or" filter: the link exit only
-            open_only = FilterCondition("sensitivity", "ne", RESTRICTED)
-            chosen = MetadataFilter((*(chosen.conditions if chosen else ()), open_only))
-        kwargs["metadata_filter"] = chosen
-        return self.index.retrieve(query, **kwargs)
 
 
 def _make_reranker(spec: str | None) -> Any:
@@ -656,6 +589,7 @@ def _search_once(
 ) -> tuple[list[dict[str, object]], str]:
     from ragspine_lite.link.narrative_link import (
         NarrativeIndexRetriever,
+        OpenOnlyIndex,
         build_narrative_retriever,
     )
 
@@ -671,7 +605,7 @@ def _search_once(
         try:
             if backend is not None:
                 _sync_or_fallback(retriever.index)
-            wrapped = _CliIndex(retriever.index, metadata_filter)
+            wrapped = OpenOnlyIndex(retriever.index, metadata_filter)
             link = NarrativeIndexRetriever(
                 wrapped, retry_without_filters=False,
                 postprocessor=optin.postprocessor if optin else None,

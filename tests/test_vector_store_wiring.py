@@ -20,6 +20,7 @@ from ragspine_lite.vector.embedding_backends import DeterministicEmbeddingBacken
 from ragspine_lite.vector.persistence_policy import PersistEverythingPolicy
 from ragspine_lite.vector.sqlite_store import SqliteVectorStore
 from ragspine_lite.vector.store import make_vector_store
+from ragspine_lite.vector.store_env import model_table
 
 pytestmark = pytest.mark.cpython_only
 EXTERNAL = ["sqlite_vec", "qdrant", "pgvector"]
@@ -196,10 +197,8 @@ def test_the_cli_keeps_vectors_in_the_store_the_environment_names(
     code, out, _ = run(capsys, "ingest", samples, "--db", "x.db", *emb)
     assert "embedded 0 chunk(s)" in out  # the store already holds every vector
     if kind == "pgvector":
-        store = cli._external_store(kind, "x.db", "DeterministicEmbeddingBackend/256")
         raw = raw_contents(kind, Path(), url=request.getfixturevalue("pg_url"),
-                           table=store.table)
-        store.close()
+                           table=model_table("DeterministicEmbeddingBackend/256"))
     else:
         raw = raw_contents(kind, _cli_location(kind, tmp_path / "x.db"))
     assert "acme_hk_2024_annual_review" in raw

@@ -23,7 +23,9 @@ from typing import Any, Protocol, runtime_checkable
 from ragspine_lite.chunking.chunk_store import ChunkStore
 from ragspine_lite.common.glossary import Glossary
 from ragspine_lite.common.llm import LLMProvider, completion_text
-from ragspine_lite.common.sensitivity import is_restricted
+from ragspine_lite.common.sensitivity import RESTRICTED, is_restricted
+from ragspine_lite.filtering.automatic import extract_filter
+from ragspine_lite.filtering.metadata_filter import FilterCondition, MetadataFilter
 from ragspine_lite.lexical.retrieval import (
     EmbeddingBackend,
     GlossaryQueryRewriter,
@@ -44,6 +46,7 @@ __all__ = [
     "JUDGE_SYSTEM_PROMPT",
     "NarrativeIndexRetriever",
     "NarrativeRetriever",
+    "OpenOnlyIndex",
     "ProviderListwiseJudge",
     "build_narrative_retriever",
 ]
@@ -145,6 +148,29 @@ class NarrativeIndexRetriever:
         if self.postprocessor is not None:
             snippets = self.postprocessor.postprocess(query, snippets)
         return snippets
+
+
+class OpenOnlyIndex:
+    """Wraps a narrative index for an exit (the CLI, the endpoint) with a fixed metadata filter.
+
+    Nothing about RESTRICTED chunks leaves this object, not even their number: they are
+    filtered out before ranking (so they cannot push open results down either), and the
+    link exit drops any that a label written by an older version let through.
+    """
+
+    def __init__(self, index: Any, metadata_filter: Any = None) -> None:
+        self.index = index
+        self.metadata_filter = metadata_filter
+
+    def retrieve(self, query: str, **kwargs: Any) -> list[Any]:
+        chosen = self.metadata_filter or kwargs.get("metadata_filter")
+        if chosen is None:  # what the index would extract itself, given no filter
+            chosen = extract_filter(getattr(self.index, "filter_extractor", None), query)
+        if chosen is None or chosen.combine == "and":  # an "or" filter: the link exit only
+            open_only = FilterCondition("sensitivity", "ne", RESTRICTED)
+            chosen = MetadataFilter((*(chosen.conditions if chosen else ()), open_only))
+        kwargs["metadata_filter"] = chosen
+        return self.index.retrieve(query, **kwargs)
 
 
 def build_narrative_retriever(

@@ -37,11 +37,10 @@ from ragspine_lite.vector.store import (
     _check_where,
     _rerank,
 )
+from ragspine_lite.vector.store_env import PG_URL_ENV
 
 __all__ = ["PG_URL_ENV", "PgVectorVectorStore", "pg_connect_args"]
 
-#: The environment variable read when no ``dsn`` is given.
-PG_URL_ENV = "RAGSPINE_PG_URL"
 _ROWS_PER_STATEMENT = 1000
 _HNSW_MAX_DIM = 2000  # pgvector indexes at most this many dimensions
 
