@@ -217,3 +217,29 @@ def test_the_cli_names_what_an_external_store_lacks(capsys, tmp_path, monkeypatc
     monkeypatch.setenv("RAGSPINE_VECTOR_STORE", "qdrant")
     code, _out, err = run(capsys, "ingest", str(cli.samples_dir()), "--db", "n.db")
     assert code == 2 and "pip install 'ragspine-lite[vector]'" in err
+
+
+# --- the docs -------------------------------------------------------------------------------
+
+
+def _doc_blocks() -> list[str]:
+    text = (Path(__file__).resolve().parents[1] / "docs" / "vector-stores.md").read_text("utf-8")
+    return [part.split("```", 1)[0] for part in text.split("```python\n")[1:]]
+
+
+def _expected(block: str) -> list[str]:
+    """What the block's ``print`` lines say they print (``# …`` after or below them)."""
+    lines, out = block.splitlines(), []
+    for i, line in enumerate(lines):
+        if "print(" in line:
+            comment = line.partition(")  # ")[2] or lines[i + 1].removeprefix("# ")
+            out.append(comment.strip())
+    return out
+
+
+@pytest.mark.parametrize("block", _doc_blocks())
+def test_the_docs_examples_run_as_written(block, capsys):
+    pytest.importorskip("sqlite_vec")
+    pytest.importorskip("qdrant_client")
+    exec(compile(block, "docs/vector-stores.md", "exec"), {})
+    assert capsys.readouterr().out.splitlines() == _expected(block)
