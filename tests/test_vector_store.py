@@ -398,7 +398,7 @@ def test_unknown_spec_lists_builtins_and_discovered_names(monkeypatch):
 def test_adapter_names_resolve_to_their_module_without_the_sdk(monkeypatch, spec, module):
     import sys
 
-    for sdk in ("sqlite_vec", "pg8000", "qdrant_client"):
+    for sdk in ("sqlite_vec", "pg8000", "pg8000.dbapi", "qdrant_client", "qdrant_client.models"):
         monkeypatch.setitem(sys.modules, sdk, None)  # importing it now raises ImportError
     cls = store_mod._resolve_factory(spec)
     assert cls.__module__ == f"ragspine_lite.vector.adapters.{module}"

@@ -25,12 +25,15 @@ from types import ModuleType
 from typing import Any
 
 from ragspine_lite.vector.store import (
+    DEFAULT_QUERY_K,
+    VectorHit,
     VectorRecord,
     _as_vector,
     _check_k,
     _check_str_metadata,
     _check_where,
     _pool_size,
+    _rerank,
     _stage_records,
 )
 
@@ -103,6 +106,38 @@ class ExternalStore:
 
     def _pool(self, k: int, count: int) -> int:
         return _pool_size(k, self.ef_search, count, self.pool_ceiling)
+
+    def query(
+        self,
+        vector: Sequence[float],
+        *,
+        k: int = DEFAULT_QUERY_K,
+        where: Mapping[str, str] | None = None,
+    ) -> list[VectorHit]:
+        """The ``k`` best records by exact cosine among those matching ``where``."""
+        query, k, where = self._query_args(vector, k, where)
+        return _rerank(self._candidates(query, k, where), query, k=k, where=where)
+
+    def _candidates(
+        self, query: tuple[float, ...], k: int, where: Mapping[str, str] | None
+    ) -> Iterable[tuple[str, Sequence[float], Mapping[str, str]]]:
+        """The pool the engine hands to the re-rank: ``(id, stored vector, metadata)``;
+        every row when the pool would hold them all."""
+        count = self.count()
+        if not count:
+            return ()
+        pool = self._pool(k, count)
+        return self._all_rows(where) if pool >= count else self._nearest(query, pool, where)
+
+    def _all_rows(
+        self, where: Mapping[str, str] | None
+    ) -> Iterable[tuple[str, Sequence[float], Mapping[str, str]]]:
+        raise NotImplementedError
+
+    def _nearest(
+        self, query: tuple[float, ...], pool: int, where: Mapping[str, str] | None
+    ) -> Iterable[tuple[str, Sequence[float], Mapping[str, str]]]:
+        raise NotImplementedError
 
     @property
     def closed(self) -> bool:

@@ -30,13 +30,7 @@ from ragspine_lite.vector.adapters import (
     import_sdk,
 )
 from ragspine_lite.vector.sqlite_store import VectorStoreError
-from ragspine_lite.vector.store import (
-    DEFAULT_QUERY_K,
-    VectorHit,
-    VectorRecord,
-    _check_where,
-    _rerank,
-)
+from ragspine_lite.vector.store import VectorRecord, _check_where
 from ragspine_lite.vector.store_env import PG_URL_ENV
 
 __all__ = ["PG_URL_ENV", "PgVectorVectorStore", "pg_connect_args"]
@@ -197,17 +191,11 @@ class PgVectorVectorStore(ExternalStore):
             self._dim = self._recorded_dim()  # another process may have created it
         return self._dim is not None
 
-    def query(
-        self,
-        vector: Sequence[float],
-        *,
-        k: int = DEFAULT_QUERY_K,
-        where: Mapping[str, str] | None = None,
-    ) -> list[VectorHit]:
-        """The ``k`` best records by exact cosine among those matching ``where``."""
-        query, k, where = self._query_args(vector, k, where)
+    def _candidates(
+        self, query: tuple[float, ...], k: int, where: Mapping[str, str] | None
+    ) -> Iterator[tuple[str, Any, dict[str, str]]]:
         if not self._has_table():
-            return []
+            return iter(())
         clause, params = _where_sql(where)
         select = f"SELECT id, vector_send(embedding), meta FROM {self.table}{clause}"
         with self._tx("query") as cur:
@@ -223,8 +211,7 @@ class PgVectorVectorStore(ExternalStore):
                 cur.execute(f"{select} ORDER BY embedding <=> %s::vector LIMIT {pool}",
                             [*params, _vector_text(query)])
             rows = cur.fetchall()
-        candidates = ((rid, _from_send(blob), meta) for rid, blob, meta in rows)
-        return _rerank(candidates, query, k=k, where=where)
+        return ((rid, _from_send(blob), meta) for rid, blob, meta in rows)
 
     def metadata_by_id(self) -> dict[str, dict[str, str]]:
         """Every stored id → its metadata."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import uuid
 from array import array
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -23,13 +23,7 @@ from ragspine_lite.vector.adapters import (
     import_sdk,
 )
 from ragspine_lite.vector.sqlite_store import VectorStoreError
-from ragspine_lite.vector.store import (
-    DEFAULT_QUERY_K,
-    VectorHit,
-    VectorRecord,
-    _check_where,
-    _rerank,
-)
+from ragspine_lite.vector.store import VectorRecord, _check_where
 
 __all__ = ["DEFAULT_COLLECTION", "QdrantVectorStore", "point_id"]
 
@@ -117,33 +111,23 @@ class QdrantVectorStore(ExternalStore):
             if offset is None:
                 return
 
-    def query(
-        self,
-        vector: Sequence[float],
-        *,
-        k: int = DEFAULT_QUERY_K,
-        where: Mapping[str, str] | None = None,
-    ) -> list[VectorHit]:
-        """The ``k`` best records by exact cosine among those matching ``where``."""
-        query, k, where = self._query_args(vector, k, where)
-        count = self.count()
-        if not count:
-            return []
-        pool = self._pool(k, count)
-        if pool >= count:
-            points: Iterable[Any] = self._scroll(where, vectors=True)
-        else:
-            params = None
-            if self.ef_search > 0:
-                params = self._models.SearchParams(hnsw_ef=self.ef_search)
-            points = self._client_open().query_points(
-                self.collection, query=list(query), query_filter=self._filter(where),
-                search_params=params, limit=pool, with_payload=True, with_vectors=True,
-            ).points
-        candidates = (
-            (p.payload["__id__"], p.vector, p.payload["__meta__"]) for p in points
-        )
-        return _rerank(candidates, query, k=k, where=where)
+    def _all_rows(self, where: Mapping[str, str] | None) -> Iterator[tuple[str, Any, Any]]:
+        return self._unwrap(self._scroll(where, vectors=True))
+
+    def _nearest(
+        self, query: tuple[float, ...], pool: int, where: Mapping[str, str] | None
+    ) -> Iterator[tuple[str, Any, Any]]:
+        params = None
+        if self.ef_search > 0:
+            params = self._models.SearchParams(hnsw_ef=self.ef_search)
+        return self._unwrap(self._client_open().query_points(
+            self.collection, query=list(query), query_filter=self._filter(where),
+            search_params=params, limit=pool, with_payload=True, with_vectors=True,
+        ).points)
+
+    @staticmethod
+    def _unwrap(points: Iterable[Any]) -> Iterator[tuple[str, Any, Any]]:
+        return ((p.payload["__id__"], p.vector, p.payload["__meta__"]) for p in points)
 
     def metadata_by_id(self) -> dict[str, dict[str, str]]:
         """Every stored id → its metadata."""

@@ -15,7 +15,7 @@ import importlib
 import json
 import re
 import sqlite3
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -27,14 +27,7 @@ from ragspine_lite.vector.adapters import (
     import_sdk,
 )
 from ragspine_lite.vector.sqlite_store import VectorStoreError, _pack, _unpack
-from ragspine_lite.vector.store import (
-    DEFAULT_QUERY_K,
-    VectorHit,
-    VectorRecord,
-    _check_where,
-    _matches,
-    _rerank,
-)
+from ragspine_lite.vector.store import VectorRecord, _check_where, _matches
 
 __all__ = ["DEFAULT_TABLE", "VEC0_MAX_K", "SqliteVecVectorStore", "connect_with_vec"]
 
@@ -161,30 +154,25 @@ class SqliteVecVectorStore(ExternalStore):
         self._dim = dim
         return given
 
-    def query(
-        self,
-        vector: Sequence[float],
-        *,
-        k: int = DEFAULT_QUERY_K,
-        where: Mapping[str, str] | None = None,
-    ) -> list[VectorHit]:
-        """The ``k`` best records by exact cosine among those matching ``where``."""
-        query, k, where = self._query_args(vector, k, where)
-        count = self.count()
-        if not count:
-            return []
-        pool = self._pool(k, count)
+    def _all_rows(self, where: Mapping[str, str] | None) -> list[tuple[str, Any, Any]]:
         with self._sql("query") as conn:
-            if pool >= count or k > VEC0_MAX_K:
-                rows = conn.execute(f"SELECT id, embedding, meta FROM {self.table}").fetchall()
-            else:
-                rows = conn.execute(
-                    f"SELECT id, embedding, meta FROM {self.table} "
-                    "WHERE embedding MATCH ? AND k = ? ORDER BY distance",
-                    (_pack(query), min(pool, VEC0_MAX_K)),
-                ).fetchall()
-        candidates = ((rid, _unpack(blob), json.loads(meta)) for rid, blob, meta in rows)
-        return _rerank(candidates, query, k=k, where=where)
+            rows = conn.execute(f"SELECT id, embedding, meta FROM {self.table}").fetchall()
+        return [(rid, _unpack(blob), json.loads(meta)) for rid, blob, meta in rows]
+
+    def _nearest(
+        self, query: tuple[float, ...], pool: int, where: Mapping[str, str] | None
+    ) -> list[tuple[str, Any, Any]]:
+        """A ``vec0`` KNN of ``pool`` (at most :data:`VEC0_MAX_K`); ``where`` is left to
+        the re-rank; a larger pool than a KNN allows reads every row instead."""
+        if pool > VEC0_MAX_K:
+            return self._all_rows(where)
+        with self._sql("query") as conn:
+            rows = conn.execute(
+                f"SELECT id, embedding, meta FROM {self.table} "
+                "WHERE embedding MATCH ? AND k = ? ORDER BY distance",
+                (_pack(query), pool),
+            ).fetchall()
+        return [(rid, _unpack(blob), json.loads(meta)) for rid, blob, meta in rows]
 
     def _has_table(self) -> bool:
         """Whether the table exists (another connection may have made it since)."""
