@@ -413,3 +413,21 @@ def test_broken_entry_point_discovery_degrades_to_none_found(monkeypatch):
     monkeypatch.setattr(importlib.metadata, "entry_points", boom)
     assert store_mod._discover_entry_points() == {}
     assert isinstance(make_vector_store("memory"), InProcessVectorStore)
+
+
+@pytest.mark.cpython_only
+def test_the_core_never_imports_the_adapters_or_their_sdks():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, ragspine_lite, ragspine_lite.vector, ragspine_lite.link, ragspine_lite.cli\n"
+        "from ragspine_lite.vector.store import make_vector_store\n"
+        "make_vector_store('memory')\n"
+        "bad = [m for m in sys.modules if m.startswith(('ragspine_lite.vector.adapters',\n"
+        "       'sqlite_vec', 'pg8000', 'qdrant_client', 'sqlean'))]\n"
+        "print(bad)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    assert out.strip() == "[]"
