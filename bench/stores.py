@@ -5,7 +5,8 @@
                            [--client-queries 20] [--pool-ceilings 4096,256]
 
 Needs the ``[vector]`` extra, ``pgserver`` (a real Postgres with pgvector, started into a
-temp dir and stopped after) and numpy. Prints one table:
+temp dir and stopped after) and numpy. Qdrant runs in local mode in memory; pgvector on a
+named table (HNSW index). Prints one table:
 
 * **ingest s**: upserting ``--n`` synthetic unit vectors (``--dim``; 200 seeded Gaussian
   clusters, like sentence embeddings) in batches of 1000, metadata ``{"doc_id", "group"}``;
