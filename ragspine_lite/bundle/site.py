@@ -233,6 +233,31 @@ def copy_model(backend: Any, dest: Path) -> list[str]:
     return written
 
 
+def _model_cost_files(backend: Any, ort_dir: Path) -> list[Path]:
+    """What a visitor downloads for hybrid search: the model, its tokenizer, the runtime."""
+    model_dir = getattr(backend, "model_dir", None)
+    if model_dir is not None:
+        files = [Path(model_dir) / "model.onnx", Path(model_dir) / "sp.model"]
+    else:
+        files = [Path(backend.files.model_path), Path(backend.files.vocab_path)]
+    return [*files, *(ort_dir / n for n in ORT_FILES)]
+
+
+def _model_fit(
+    name: str, backend: Any, corpus: Sequence[Any], ort_dir: Path, log: Callable[[str], None]
+) -> list[str]:
+    """The model-fit warnings of a hybrid build (none for BM25); logs its cost to visitors."""
+    from ragspine_lite.bundle.model_fit import model_fit_warning, visitor_megabytes
+
+    if backend is None:
+        return []
+    cost = _model_cost_files(backend, ort_dir)
+    log(f"hybrid search: the {name} model and onnxruntime-web add "
+        f"{visitor_megabytes(cost):.1f} MB to a cold visit")
+    warning = model_fit_warning(name, backend, corpus, cost)
+    return [] if warning is None else [warning]
+
+
 def _indexing_progress(
     progress: Callable[[int, int, str], None] | None, embedding_phase: str
 ) -> Callable[[int, int, str], None] | None:
@@ -435,6 +460,7 @@ def build_site(
     log: Callable[[str], None] = lambda message: None,
     contextual: bool = False,
     keep_store: str | Path | None = None,
+    warn: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """Build the site into ``out`` (replaced only when the new build fully succeeded).
 
@@ -452,7 +478,10 @@ def build_site(
     adds a vector per chunk, the model and onnxruntime-web (from ``ort_dir``) and
     ``entry.embeddings`` in the manifest; ``None``/``"none"`` builds the BM25-only site.
     ``keep_store`` also writes the exported chunk store (the shards' source, never part of
-    the site) to that file, for CPython's ``BundleSearcher(path)``. Returns the manifest.
+    the site) to that file, for CPython's ``BundleSearcher(path)``. Before embedding, a model
+    that cannot represent a fair share of the documents (MiniLM on a Chinese site) is reported
+    to ``warn`` (default ``log``) with its cost to visitors, and listed in the manifest's
+    ``warnings``. Returns the manifest.
     Raises :class:`BuildError` (or ``ValueError`` for bad documents, ``RestrictedLeakError``
     when the output scan finds RESTRICTED content).
     """
@@ -516,6 +545,7 @@ def build_site(
             overlap_chars=overlap_chars, chunker=chunker, sensitivity=sensitivity,
             language=language, backend=backend, embeddings=name, ort_dir=ort_dir,
             progress=progress, log=log, contextual=contextual, keep_store=kept,
+            warn=log if warn is None else warn,
         )
     finally:
         if export_dir is not None:
@@ -548,6 +578,7 @@ def _build(
     log: Callable[[str], None],
     contextual: bool = False,
     keep_store: Path | None = None,
+    warn: Callable[[str], None] = lambda message: None,
 ) -> dict[str, Any]:
     """:func:`build_site` once its arguments are checked and the model is ready."""
     from ragspine_lite import __version__
@@ -579,6 +610,9 @@ def _build(
     excluded = sum(1 for d in corpus if d.restricted)
     log(f"loaded {len(corpus)} document(s), {excluded} RESTRICTED (excluded from the bundle)")
     to_render = assign_urls(corpus, base_url)
+    warnings = _model_fit(embeddings, backend, corpus, ort_dir, log)
+    for message in warnings:
+        warn(message)
     if title is None:
         title = default_title(docs, corpus)
 
@@ -697,6 +731,7 @@ def _build(
             "counts": report.as_dict(),
             "index": shards.as_dict(),
             "restricted_check": {"passed": False},
+            **({"warnings": warnings} if warnings else {}),
             "files": _file_table(staging),
         }
         manifest_path = staging / MANIFEST_NAME

@@ -243,6 +243,7 @@ def _cmd_build(args: argparse.Namespace) -> int:
         keep_store=args.keep_store,
         progress=None if quiet else ProgressBar("build"),
         log=log,
+        warn=lambda message: print(f"build: warning: {message}", file=sys.stderr, flush=True),
     )
     counts = manifest["counts"]
     written = [f for f in Path(args.out).rglob("*") if f.is_file()]  # the index files included
