@@ -357,3 +357,54 @@ def wide_site(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]
                       title="wide", demo=True, canaries=[CANARY])
         _cache["wide-site"] = (root / "site", vocabulary)
     return _cache["wide-site"]
+
+
+class ReplayedVectors:
+    """``backend`` in every respect (model id, dim, calibration, vocabulary gate) but its
+    vectors: each text embeds to the vector recorded for it, e.g. the browser's own
+    (onnxruntime-web), so CPython searches with the very query vectors the page used. Without
+    recorded vectors it embeds with ``backend`` and notes each batch it was asked for
+    (``batches``): what to have the page embed. A text with no recorded vector is a
+    ``KeyError``."""
+
+    def __init__(self, backend: Any, vectors: dict[str, list[float]] | None = None) -> None:
+        self.backend = backend
+        self.vectors = vectors
+        self.batches: list[list[str]] = []
+
+    def embed_texts(self, texts: list[str]) -> list[list[float]]:
+        if self.vectors is None:
+            self.batches.append(list(texts))
+            return self.backend.embed_texts(texts)
+        return [list(self.vectors[t]) for t in texts]
+
+    embed_queries = embed_texts
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.backend, name)
+
+
+EMBED_BATCHES_JS = """async ([rs, batches]) => {
+  const api = rs.split(".").reduce((o, k) => o[k], window);
+  const out = {};
+  for (const texts of batches) {
+    const vectors = await api.embed(texts);
+    texts.forEach((t, i) => { out[t] = vectors[i]; });
+  }
+  return out;
+}"""
+
+
+def browser_vectors(page: Any, batches: list[list[str]], rs: str = "ragspineDemo.rs"
+                    ) -> dict[str, list[float]]:
+    """The page's own embedding of each text, batch by batch as a search embeds them (``rs``:
+    where the page's ``RagSpineLite`` is)."""
+    return page.evaluate(EMBED_BATCHES_JS, [rs, batches])
+
+
+def with_page_vectors(page: Any, backend: Any, search: Any, rs: str = "ragspineDemo.rs") -> Any:
+    """``search(backend)`` run with the page's own query vectors: once with ``backend`` to
+    learn what it embeds, then again with the page's vectors for those texts."""
+    recording = ReplayedVectors(backend)
+    search(recording)
+    return search(ReplayedVectors(backend, browser_vectors(page, recording.batches, rs)))

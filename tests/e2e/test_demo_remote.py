@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 from _remote_server import RecordingRelay
-from _site import CANARY, browser_module, kept_store
+from _site import CANARY, browser_module, kept_store, with_page_vectors
 from test_demo_page import BOOT_TIMEOUT_MS, Console, drop_file, search, wait_ready
 
 from ragspine_lite.bundle.runtime import BundleSearcher
@@ -199,7 +199,9 @@ def test_the_hybrid_demo_reranks_through_fetch_under_jspi(
     hits = search(page, QUERY)
     assert page.get_attribute("#results", "data-rerank") == "applied"
     assert page.get_attribute("#results", "data-channel") == "hybrid"
-    expected = _cpython_order(semantic, endpoint["url"], OnnxEmbeddingBackend())
+    expected = with_page_vectors(  # the page's query vector (not bit-equal to native ORT's)
+        page, OnnxEmbeddingBackend(), lambda b: _cpython_order(semantic, endpoint["url"], b)
+    )
     assert [h["locator"] for h in hits] == expected
     page.close()
     assert console.messages == []
