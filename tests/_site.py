@@ -11,6 +11,7 @@ import gzip
 import importlib.util
 import random
 import shutil
+import subprocess
 import sys
 import threading
 from collections.abc import Iterator
@@ -408,3 +409,46 @@ def with_page_vectors(page: Any, backend: Any, search: Any, rs: str = "ragspineD
     recording = ReplayedVectors(backend)
     search(recording)
     return search(ReplayedVectors(backend, browser_vectors(page, recording.batches, rs)))
+
+
+def installable_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The wheel ``pip wheel`` builds from a copy of this checkout (web/ and node_modules/
+    linked in, so the wheel carries the site runtime), once a session; the checkout itself
+    gets no build/ or egg-info folder."""
+    if "installable" not in _cache:
+        if not (REPO / "node_modules" / "pyodide" / "pyodide.mjs").is_file():
+            pytest.skip("node_modules/pyodide is missing (run npm ci)")
+        src = tmp_path_factory.mktemp("wheel-src")
+        for name in ("pyproject.toml", "setup.py", "README.md"):
+            shutil.copy2(REPO / name, src / name)
+        shutil.copytree(REPO / "ragspine_lite", src / "ragspine_lite",
+                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        for name in ("web", "node_modules", ".cache"):
+            if (REPO / name).exists():
+                (src / name).symlink_to((REPO / name).resolve())
+        out = tmp_path_factory.mktemp("wheel")
+        subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps",
+                        "--disable-pip-version-check", "-w", str(out), str(src)],
+                       check=True, cwd=src)
+        (wheel,) = out.glob("ragspine_lite-*-py3-none-any.whl")
+        _cache["installable"] = wheel
+    return _cache["installable"]
+
+
+def fresh_venv(folder: Path, requirement: str, *, offline: bool = False) -> Path:
+    """A new virtualenv in ``folder`` with ``requirement`` installed by ONE pip command
+    (pip's cache reused); returns its ``bin`` folder."""
+    subprocess.run([sys.executable, "-m", "venv", str(folder)], check=True)
+    bin_dir = folder / ("Scripts" if sys.platform == "win32" else "bin")
+    cmd = [str(bin_dir / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+    subprocess.run([*cmd, *(["--no-index"] if offline else []), requirement], check=True,
+                   env=clean_env())
+    return bin_dir
+
+
+def clean_env() -> dict[str, str]:
+    """This environment without what would let a child see the checkout or this venv."""
+    import os
+
+    drop = ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME", "PIP_REQUIRE_VIRTUALENV")
+    return {k: v for k, v in os.environ.items() if k not in drop}
