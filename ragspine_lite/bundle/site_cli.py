@@ -295,3 +295,7 @@ def build_main(argv: Sequence[str], *, prog: str = f"{PROG} build") -> int:
         return _cmd_build(parser.parse_args(list(argv)))
 
     return _guarded(prog, run)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(prog="python -m ragspine_lite.bundle.site_cli"))
