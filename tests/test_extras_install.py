@@ -7,13 +7,11 @@ Slow (each venv installs its extra's dependencies, from pip's cache when it has 
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
+from _remote_server import free_port, wait_healthy
 from _site import clean_env, fresh_venv, installable_wheel
 
 pytestmark = [pytest.mark.cpython_only, pytest.mark.slow]
@@ -87,28 +85,9 @@ def test_rerank_makes_colbert_work(tmp_path_factory):
     assert _python(bin_dir, RERANK, cwd=home) == {"order": [1, 0], "auto": "ColbertReranker"}
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _wait_healthy(url: str, proc: subprocess.Popen, timeout: float = 120.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, f"serve-remote exited with {proc.returncode}"
-        try:
-            with urllib.request.urlopen(url + "/healthz", timeout=2) as response:
-                if response.status == 200:
-                    return
-        except OSError:
-            time.sleep(0.3)
-    raise AssertionError("serve-remote did not become healthy")
-
-
 def test_server_serves_embeddings_and_colbert(tmp_path_factory):
     bin_dir, home = _venv(tmp_path_factory, "server")
-    port, token = _free_port(), "extras-test-token"
+    port, token = free_port(), "extras-test-token"
     url = f"http://127.0.0.1:{port}"
     log = home / "serve-remote.log"
     with log.open("wb") as out:
@@ -118,7 +97,7 @@ def test_server_serves_embeddings_and_colbert(tmp_path_factory):
             stdout=out, stderr=subprocess.STDOUT, cwd=home, env=clean_env(),
         )
     try:
-        _wait_healthy(url, proc)
+        assert wait_healthy(url, proc, timeout=120), f"serve-remote exit {proc.poll()}"
         assert _python(bin_dir, REMOTE, url, token, cwd=home) == {"dim": 384, "order": [1, 0]}
     finally:
         proc.terminate()
