@@ -161,7 +161,7 @@ def find_micropip(explicit: Path | None = None, *, cache: Path | None = None) ->
             return folder / MICROPIP_WHEEL
     cache.mkdir(parents=True, exist_ok=True)
     proc = subprocess.run(
-        [sys.executable, "-m", "pip", "download", "-q", "--disable-pip-version-check",
+        [sys.executable, "-I", "-m", "pip", "download", "-q", "--disable-pip-version-check",
          "--no-deps", "--python-version", "3.14", "--only-binary=:all:", "-d", str(cache),
          f"micropip=={MICROPIP_VERSION}"],
         capture_output=True, text=True, check=False,

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import math
+import random
 from pathlib import Path
 
 import pytest
@@ -156,25 +157,25 @@ def _assert_ranked_alike(browser_hits: list, native_hits: list, margin: float) -
     assert set(clear) <= set(b), (clear, order)
 
 
-def test_the_two_runtimes_embed_alike_and_rank_alike_beyond_near_ties(
-    browser_run, semantic, backend, native
-):
+def _assert_alike_within_tolerance(site: Path, backend, native: tuple, vectors: dict,
+                                   got: list) -> float:
+    """``got`` (hits searched with ``vectors``) against CPython's ``native`` hits: vectors
+    within the tolerance, rankings alike beyond the margin they allow. Returns the margin."""
     want, batches = native
     texts = [t for batch in batches for t in batch]
     calibration = backend.calibration
     slope = (1 - calibration.lexical_weight) / (calibration.ceiling - calibration.floor)
-    codec = Int8Codec(ShardedBundle(DirectoryFiles(semantic)).vectors["scale"])
+    codec = Int8Codec(ShardedBundle(DirectoryFiles(site)).vectors["scale"])
     margins = []
     for text, v in zip(texts, backend.embed_texts(texts), strict=True):
-        u = [float(x) for x in browser_run["vectors"][text]]
+        u = [float(x) for x in vectors[text]]
         cosine, diff = _cosine_and_diff(u, v)
         assert cosine >= COSINE_MIN and diff <= MAX_ABS_DIFF, (text, cosine, diff)
         margins.append(_cosine_margin(codec, u, v))
     # A query's hits may come from several embedded variants: the largest move bounds them.
     margin = slope * max(margins)
     compared = 0
-    for (channel, hits), (want_channel, want_hits) in zip(browser_run["out"], want,
-                                                          strict=True):
+    for (channel, hits), (want_channel, want_hits) in zip(got, want, strict=True):
         assert channel == want_channel == "hybrid"
         _assert_ranked_alike(hits, want_hits, margin)
         for cid, _, vector, _ in hits:  # each row's cosine within the code margin
@@ -183,3 +184,24 @@ def test_the_two_runtimes_embed_alike_and_rank_alike_beyond_near_ties(
                 assert abs(vector - other[2]) <= max(margins) + FLOAT_SLACK, cid
         compared += len(hits)
     assert compared >= 5 * len(want)
+    return margin
+
+
+def test_the_two_runtimes_embed_alike_and_rank_alike_beyond_near_ties(
+    browser_run, semantic, backend, native
+):
+    _assert_alike_within_tolerance(semantic, backend, native, browser_run["vectors"],
+                                   browser_run["out"])
+
+
+def test_the_margin_holds_for_any_vectors_within_the_tolerance(semantic, backend, native):
+    """The bound itself, on any machine: native vectors nudged by up to the tolerance (which
+    moves some int8 codes, so the margin is not zero) searched in CPython."""
+    rng = random.Random(23)
+    texts = [t for batch in native[1] for t in batch]
+    nudged = {t: [x + rng.uniform(-0.9, 0.9) * MAX_ABS_DIFF for x in v]
+              for t, v in zip(texts, backend.embed_texts(texts), strict=True)}
+    with BundleSearcher(kept_store(semantic),
+                        embedding_backend=ReplayedVectors(backend, nudged)) as searcher:
+        got = _cpython(searcher, _queries())
+    assert _assert_alike_within_tolerance(semantic, backend, native, nudged, got) > 0
