@@ -33,6 +33,15 @@ order = judge.judge("Hong Kong revenue growth", [
 ])
 print(json.dumps({"order": order, "auto": type(make_reranker("auto")).__name__}))
 """
+GRAPH = """
+from ragspine_lite.graph.reads import GraphEdge, GraphNode
+from ragspine_lite.graph.store import make_graph_store
+store = make_graph_store("networkx")
+store.upsert_nodes([GraphNode("acme", "company"), GraphNode("hk", "unit")])
+store.upsert_edges([GraphEdge("acme", "hk", "owns")])
+print(json.dumps({"store": type(store).__name__,
+                  "owns": [n.id for n in store.neighbors("acme", edge_type="owns")]}))
+"""
 REMOTE = """
 from ragspine_lite.vector.embedding_backends import make_embedding_backend
 from ragspine_lite.rerank.factory import make_reranker
@@ -83,6 +92,11 @@ def test_embed_onnx_makes_auto_hybrid_and_builds_a_minilm_site(tmp_path_factory)
 def test_rerank_makes_colbert_work(tmp_path_factory):
     bin_dir, home = _venv(tmp_path_factory, "rerank")
     assert _python(bin_dir, RERANK, cwd=home) == {"order": [1, 0], "auto": "ColbertReranker"}
+
+
+def test_graph_makes_the_networkx_store_work(tmp_path_factory):
+    bin_dir, home = _venv(tmp_path_factory, "graph")
+    assert _python(bin_dir, GRAPH, cwd=home) == {"store": "NetworkxGraphStore", "owns": ["hk"]}
 
 
 def test_server_serves_embeddings_and_colbert(tmp_path_factory):
