@@ -81,7 +81,7 @@ MAX_FILES = 4000
 
 _HASH_CHARS = 16
 _LITTLE_ENDIAN = sys.byteorder == "little"
-_REBUILD = "rebuild the bundle with 'python build_wasm.py build DOCS_DIR --out DIR'"
+_REBUILD = "rebuild the bundle with 'ragspine-lite build-site DOCS_DIR --out DIR'"
 #: The StoredChunk fields a fragment keeps (``active`` is always true in a bundle).
 _CHUNK_FIELDS = tuple(f.name for f in fields(StoredChunk) if f.name != "active")
 #: What a metadata filter may test (the bundle's filter fields).
