@@ -740,7 +740,7 @@ def main(argv: list[str] | None = None) -> int:
 
     wheel_dir = work / "wheels"
     shutil.rmtree(wheel_dir, ignore_errors=True)
-    wheels = (build_wasm.build_wheel(wheel_dir), build_wasm.find_micropip())
+    wheels = (build_wasm.pack_wheel(wheel_dir), build_wasm.find_micropip())
     if args.bytes:
         return bytes_main(args, work, wheels)
     languages = {"squad_train": "en", "cmrc_train": "zh"}

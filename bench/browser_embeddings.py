@@ -387,7 +387,7 @@ def run(args: argparse.Namespace, sizes: list[int]) -> int:
     timed = [q["text"] for q in quality_queries[: args.queries]]
     wheel_dir = Path(tempfile.mkdtemp(prefix="ragspine-bench-dense-"))
     try:
-        wheels = (build_wasm.build_wheel(wheel_dir), build_wasm.find_micropip())
+        wheels = (build_wasm.pack_wheel(wheel_dir), build_wasm.find_micropip())
         builds = {}
         for i, n in enumerate(sizes):
             db_copy = work / f"chunks-{n}.db" if i == 0 else None

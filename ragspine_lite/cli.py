@@ -15,7 +15,8 @@ for ``search``'s LLM query layers ``RAGSPINE_QUERY_TRANSFORM`` (``--query-transf
 ``RAGSPINE_LLM_API_KEY``, ``RAGSPINE_LLM_TIMEOUT``; ``RAGSPINE_RERANKER`` (``--reranker``),
 ``RAGSPINE_PERSISTENCE_POLICY``, ``RAGSPINE_COMPANY_CONFIG`` (glossary of the rewriter, the
 filter extractor and the query layers), ``RAGSPINE_FILTER_EXTRACTOR``,
-``RAGSPINE_VECTOR_STORE`` and ``RAGSPINE_LIBRARY_ROUTER`` (several ``--db``): README's table.
+``RAGSPINE_VECTOR_STORE`` (with ``RAGSPINE_PG_URL``) and ``RAGSPINE_LIBRARY_ROUTER`` (several
+``--db``): README's table.
 
 Hybrid mode keeps chunk vectors in the chunk database itself (table ``ragspine_vector``, one
 set per embedding model; RESTRICTED chunks are never persisted): ``ingest`` embeds the new
@@ -268,12 +269,12 @@ def build_parser() -> argparse.ArgumentParser:
     _add_retrieval_options(p)
     p.set_defaults(handler=_cmd_demo)
 
-    # Every argument goes to build_wasm.py's own parser (its options start with '-').
+    # Every argument goes to the site builder's own parser (its options start with '-').
     p = sub.add_parser(
-        "build-site", help="build a static browser-search site (runs build_wasm.py build)",
+        "build-site", help="build a static browser-search site (DOCS_DIR [--out DIR] ...)",
         add_help=False, prefix_chars="+",
     )
-    p.add_argument("args", nargs="*", metavar="ARGS", help="DOCS_DIR --out DIR [...]")
+    p.add_argument("args", nargs="*", metavar="ARGS", help="DOCS_DIR [--out DIR] [...]")
     p.set_defaults(handler=_cmd_build_site)
 
     from ragspine_lite.remote.server.launch import SERVE_REMOTE_EPILOG, add_serve_remote_arguments
@@ -444,28 +445,25 @@ def _edge_settings() -> dict[str, Any]:
 
 
 def _vector_store_spec() -> str:
-    """``RAGSPINE_VECTOR_STORE``: ``sqlite`` (unset, ``none``: the chunk database's own
-    vector table) or ``in_process``/``memory`` (nothing persisted); else a usage error."""
+    """``RAGSPINE_VECTOR_STORE`` as a store kind
+    (:func:`~ragspine_lite.vector.store_env.store_kind`); a bad value is a usage error."""
     from ragspine_lite.vector.store import VECTOR_STORE_ENV
+    from ragspine_lite.vector.store_env import store_kind
 
-    spec = os.environ.get(VECTOR_STORE_ENV, "").strip().lower().replace("-", "_") or "sqlite"
-    if spec in ("none", "sqlite"):
-        return "sqlite"
-    if spec in ("in_process", "inprocess", "memory"):
-        return "in_process"
-    raise _UsageError(
-        f"{VECTOR_STORE_ENV}: the command line keeps vectors in the chunk database (sqlite) "
-        f"or in memory (in_process/memory), got {os.environ[VECTOR_STORE_ENV]!r}"
-    )
+    try:
+        return store_kind()
+    except ValueError as exc:
+        raise _UsageError(f"{VECTOR_STORE_ENV}: {exc}") from None
 
 
 def _open_vector_store(
     db: str, backend: Any, index_text_fn: Any = None, *, read_only: bool = False
 ) -> Any:
     """The persistent vector table of ``db`` for ``backend``'s model (created if absent, or
-    opened ``read_only``); an in-process store when ``RAGSPINE_VECTOR_STORE`` asks for one,
-    or, with a warning, when it cannot be opened. A non-default index text gets its own
-    vector set, so the two never mix."""
+    opened ``read_only``), or that model's table in the external store
+    ``RAGSPINE_VECTOR_STORE`` names; an in-process store when it asks for one, or, with a
+    warning, when the store cannot be opened. A non-default index text gets its own vector
+    set, so the two never mix."""
     from ragspine_lite.vector.sqlite_store import (
         SqliteVectorStore,
         VectorStoreError,
@@ -473,16 +471,21 @@ def _open_vector_store(
     )
     from ragspine_lite.vector.store import InProcessVectorStore
 
-    if _vector_store_spec() == "in_process":
+    spec = _vector_store_spec()
+    if spec == "in_process":
         return InProcessVectorStore()
     policy = _edge_settings()["persistence_policy"]
     try:
         from ragspine_lite.contextual import index_text_setting
 
         setting = index_text_setting(index_text_fn)
-        suffix = "" if setting == "none" else f"+{setting}"
-        return SqliteVectorStore(db, model_id=embedding_model_id(backend) + suffix,
-                                 persistence_policy=policy, read_only=read_only)
+        model_id = embedding_model_id(backend) + ("" if setting == "none" else f"+{setting}")
+        if spec != "sqlite":
+            from ragspine_lite.vector.store_env import open_external_store
+
+            return open_external_store(spec, db, model_id)
+        return SqliteVectorStore(db, model_id=model_id, persistence_policy=policy,
+                                 read_only=read_only)
     except VectorStoreError as exc:
         _note(f"warning: vectors cannot be persisted ({_one_line(exc)}); embedding in memory")
         return InProcessVectorStore()
@@ -584,9 +587,9 @@ def _search_once(
     layers: _QueryLayers | None = None, *, optin: Any = None, index_text_fn: Any = None,
     reranker: Any = None,
 ) -> tuple[list[dict[str, object]], str]:
-    from ragspine_lite.link.filtered_index import FilteredIndex
     from ragspine_lite.link.narrative_link import (
         NarrativeIndexRetriever,
+        OpenOnlyIndex,
         build_narrative_retriever,
     )
 
@@ -602,9 +605,7 @@ def _search_once(
         try:
             if backend is not None:
                 _sync_or_fallback(retriever.index)
-            wrapped = FilteredIndex(
-                retriever.index, metadata_filter=metadata_filter, restricted_absent=True
-            )
+            wrapped = OpenOnlyIndex(retriever.index, metadata_filter)
             link = NarrativeIndexRetriever(
                 wrapped, retry_without_filters=False,
                 postprocessor=optin.postprocessor if optin else None,
@@ -1061,23 +1062,10 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 
 def _cmd_build_site(args: argparse.Namespace) -> int:
-    """Delegate to ``build_wasm.py build`` of the source checkout (cwd, or beside the package)."""
-    import importlib.util
+    """``ragspine_lite.bundle.site_cli.build_main`` (the package carries the site runtime)."""
+    from ragspine_lite.bundle.site_cli import build_main
 
-    name = "build_wasm.py"
-    candidates = [Path.cwd() / name, Path(__file__).resolve().parents[1] / name]
-    script = next((c for c in candidates if c.is_file()), None)
-    if script is None:
-        raise FileNotFoundError(
-            "build-site needs a source checkout of ragspine_lite (build_wasm.py, web/, "
-            "node_modules/pyodide): run it from the repository root"
-        )
-    spec = importlib.util.spec_from_file_location("build_wasm", script)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"cannot load {str(script)!r}")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return int(module.build_main(args.args, prog=f"{PROG} build-site"))
+    return int(build_main(args.args, prog=f"{PROG} build-site"))
 
 
 def _cmd_serve_remote(args: argparse.Namespace) -> int:

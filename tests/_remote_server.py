@@ -7,11 +7,34 @@ from __future__ import annotations
 
 import json
 import socket
+import subprocess
 import threading
 import time
+import urllib.request
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+
+def free_port() -> int:
+    """A port on 127.0.0.1 that was free a moment ago (for a server in a child process)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_healthy(url: str, proc: subprocess.Popen, *, path: str = "/healthz",
+                 timeout: float = 90.0) -> bool:
+    """Poll ``url + path`` until it answers 200 (True), ``proc`` exits or time runs out."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            with urllib.request.urlopen(url + path, timeout=2) as response:
+                if response.status == 200:
+                    return True
+        except OSError:
+            time.sleep(0.2)
+    return False
 
 
 def _free_socket() -> socket.socket:

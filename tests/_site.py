@@ -11,6 +11,7 @@ import gzip
 import importlib.util
 import random
 import shutil
+import subprocess
 import sys
 import threading
 from collections.abc import Iterator
@@ -81,7 +82,7 @@ def shared_wheels(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]
         bw = load_build_wasm()
         require_toolchain(bw)
         folder = tmp_path_factory.mktemp("wheels")
-        wheel = bw.build_wheel(folder)
+        wheel = bw.pack_wheel(folder)
         micropip = bw.find_micropip(cache=folder)
         _cache["wheels"] = (wheel, micropip)
     return _cache["wheels"]
@@ -357,3 +358,97 @@ def wide_site(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]
                       title="wide", demo=True, canaries=[CANARY])
         _cache["wide-site"] = (root / "site", vocabulary)
     return _cache["wide-site"]
+
+
+class ReplayedVectors:
+    """``backend`` in every respect (model id, dim, calibration, vocabulary gate) but its
+    vectors: each text embeds to the vector recorded for it, e.g. the browser's own
+    (onnxruntime-web), so CPython searches with the very query vectors the page used. Without
+    recorded vectors it embeds with ``backend`` and notes each batch it was asked for
+    (``batches``): what to have the page embed. A text with no recorded vector is a
+    ``KeyError``."""
+
+    def __init__(self, backend: Any, vectors: dict[str, list[float]] | None = None) -> None:
+        self.backend = backend
+        self.vectors = vectors
+        self.batches: list[list[str]] = []
+
+    def embed_texts(self, texts: list[str]) -> list[list[float]]:
+        if self.vectors is None:
+            self.batches.append(list(texts))
+            return self.backend.embed_texts(texts)
+        return [list(self.vectors[t]) for t in texts]
+
+    embed_queries = embed_texts
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.backend, name)
+
+
+EMBED_BATCHES_JS = """async ([rs, batches]) => {
+  const api = rs.split(".").reduce((o, k) => o[k], window);
+  const out = {};
+  for (const texts of batches) {
+    const vectors = await api.embed(texts);
+    texts.forEach((t, i) => { out[t] = vectors[i]; });
+  }
+  return out;
+}"""
+
+
+def browser_vectors(page: Any, batches: list[list[str]], rs: str = "ragspineDemo.rs"
+                    ) -> dict[str, list[float]]:
+    """The page's own embedding of each text, batch by batch as a search embeds them (``rs``:
+    where the page's ``RagSpineLite`` is)."""
+    return page.evaluate(EMBED_BATCHES_JS, [rs, batches])
+
+
+def with_page_vectors(page: Any, backend: Any, search: Any, rs: str = "ragspineDemo.rs") -> Any:
+    """``search(backend)`` run with the page's own query vectors: once with ``backend`` to
+    learn what it embeds, then again with the page's vectors for those texts."""
+    recording = ReplayedVectors(backend)
+    search(recording)
+    return search(ReplayedVectors(backend, browser_vectors(page, recording.batches, rs)))
+
+
+def installable_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The wheel ``pip wheel`` builds from a copy of this checkout (web/ and node_modules/
+    linked in, so the wheel carries the site runtime), once a session; the checkout itself
+    gets no build/ or egg-info folder."""
+    if "installable" not in _cache:
+        if not (REPO / "node_modules" / "pyodide" / "pyodide.mjs").is_file():
+            pytest.skip("node_modules/pyodide is missing (run npm ci)")
+        src = tmp_path_factory.mktemp("wheel-src")
+        for name in ("pyproject.toml", "setup.py", "README.md"):
+            shutil.copy2(REPO / name, src / name)
+        shutil.copytree(REPO / "ragspine_lite", src / "ragspine_lite",
+                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        for name in ("web", "node_modules", ".cache"):
+            if (REPO / name).exists():
+                (src / name).symlink_to((REPO / name).resolve())
+        out = tmp_path_factory.mktemp("wheel")
+        subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps",
+                        "--disable-pip-version-check", "-w", str(out), str(src)],
+                       check=True, cwd=src)
+        (wheel,) = out.glob("ragspine_lite-*-py3-none-any.whl")
+        _cache["installable"] = wheel
+    return _cache["installable"]
+
+
+def fresh_venv(folder: Path, requirement: str, *, offline: bool = False) -> Path:
+    """A new virtualenv in ``folder`` with ``requirement`` installed by ONE pip command
+    (pip's cache reused); returns its ``bin`` folder."""
+    subprocess.run([sys.executable, "-m", "venv", str(folder)], check=True)
+    bin_dir = folder / ("Scripts" if sys.platform == "win32" else "bin")
+    cmd = [str(bin_dir / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+    subprocess.run([*cmd, *(["--no-index"] if offline else []), requirement], check=True,
+                   env=clean_env())
+    return bin_dir
+
+
+def clean_env() -> dict[str, str]:
+    """This environment without what would let a child see the checkout or this venv."""
+    import os
+
+    drop = ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME", "PIP_REQUIRE_VIRTUALENV")
+    return {k: v for k, v in os.environ.items() if k not in drop}

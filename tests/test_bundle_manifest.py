@@ -24,7 +24,7 @@ def test_an_older_bundle_says_rebuild_the_bundle():
     message = str(info.value)
     assert "older" in message
     assert "rebuild the bundle" in message
-    assert "build_wasm.py build" in message
+    assert "ragspine-lite build-site" in message
 
 
 def test_a_newer_bundle_says_update_the_runtime():

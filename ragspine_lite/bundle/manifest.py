@@ -43,7 +43,7 @@ BUNDLE_META_TABLE = "ragspine_bundle_meta"
 #: Metadata fields whose distinct values a bundle lists (for filter controls).
 FACET_FIELDS: tuple[str, ...] = ("topic", "entity", "geography", "period", "language")
 
-_REBUILD_HINT = "rebuild the bundle with 'python build_wasm.py build DOCS_DIR --out DIR'"
+_REBUILD_HINT = "rebuild the bundle with 'ragspine-lite build-site DOCS_DIR --out DIR'"
 _UPDATE_HINT = (
     "update the runtime: rebuild the site with the ragspine_lite that made the bundle, "
     "or upgrade ragspine_lite"

@@ -35,7 +35,7 @@ __all__ = [
 
 HASH_CHARS = 16
 LITTLE_ENDIAN = sys.byteorder == "little"
-REBUILD_HINT = "rebuild the bundle with 'python build_wasm.py build DOCS_DIR --out DIR'"
+REBUILD_HINT = "rebuild the bundle with 'ragspine-lite build-site DOCS_DIR --out DIR'"
 
 
 # ---------------------------------------------------------------- pack files

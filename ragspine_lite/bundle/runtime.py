@@ -358,7 +358,7 @@ class BundleSearcher:
             raise BundleFormatError(
                 f"{where!r} is a chunk store but not an exported bundle (no "
                 f"{BUNDLE_META_TABLE} table): rebuild the bundle with "
-                "'python build_wasm.py build DOCS_DIR --out DIR'"
+                "'ragspine-lite build-site DOCS_DIR --out DIR'"
             ) from None
         return bundle_facts(((r["key"], r["value"]) for r in rows), where)
 
@@ -515,8 +515,8 @@ class BundleSearcher:
             )
         if mode == "hybrid" and self._hybrid is None:
             raise ValueError(
-                "search mode 'hybrid' needs a bundle built with vectors "
-                "('build_wasm.py build DOCS --embeddings minilm') and its embedding model loaded"
+                "search mode 'hybrid' needs a bundle built with vectors ('ragspine-lite "
+                "build-site DOCS --embeddings minilm') and its embedding model loaded"
             )
         return mode
 

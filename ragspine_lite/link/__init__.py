@@ -6,6 +6,7 @@ from ragspine_lite.link.narrative_link import (
     JUDGE_SYSTEM_PROMPT,
     NarrativeIndexRetriever,
     NarrativeRetriever,
+    OpenOnlyIndex,
     ProviderListwiseJudge,
     build_narrative_retriever,
 )
@@ -14,6 +15,7 @@ __all__ = [
     "JUDGE_SYSTEM_PROMPT",
     "NarrativeIndexRetriever",
     "NarrativeRetriever",
+    "OpenOnlyIndex",
     "ProviderListwiseJudge",
     "build_narrative_retriever",
 ]

@@ -20,7 +20,7 @@ from ragspine_lite.common.sensitivity import RESTRICTED, is_restricted
 from ragspine_lite.filtering.automatic import extract_filter
 from ragspine_lite.filtering.metadata_filter import FilterCondition, MetadataFilter
 
-__all__ = ["FilteredIndex", "without_restricted"]
+__all__ = ["FilteredIndex", "OpenOnlyIndex", "without_restricted"]
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -84,3 +84,13 @@ class FilteredIndex:
     @property
     def held_back(self) -> int:
         return len(self.held)
+
+
+class OpenOnlyIndex(FilteredIndex):
+    """The index an exit (the CLI, the endpoint) searches: a fixed metadata filter, and
+    RESTRICTED chunks filtered out before ranking, so they cannot push open results down and
+    nothing about them leaves, not even their number (the link exit drops any that a label
+    written by an older version let through)."""
+
+    def __init__(self, index: Any, metadata_filter: MetadataFilter | None = None) -> None:
+        super().__init__(index, metadata_filter=metadata_filter, restricted_absent=True)

@@ -24,6 +24,7 @@ from ragspine_lite.chunking.chunk_store import ChunkStore
 from ragspine_lite.common.glossary import Glossary
 from ragspine_lite.common.llm import LLMProvider, completion_text
 from ragspine_lite.common.sensitivity import is_restricted
+from ragspine_lite.link.filtered_index import OpenOnlyIndex
 from ragspine_lite.pipeline.retrievers import (
     EmbeddingBackend,
     GlossaryQueryRewriter,
@@ -44,6 +45,7 @@ __all__ = [
     "JUDGE_SYSTEM_PROMPT",
     "NarrativeIndexRetriever",
     "NarrativeRetriever",
+    "OpenOnlyIndex",
     "ProviderListwiseJudge",
     "build_narrative_retriever",
 ]

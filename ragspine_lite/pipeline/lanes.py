@@ -19,7 +19,6 @@ from collections.abc import Callable, Iterable, Mapping, MutableMapping, Sequenc
 from dataclasses import dataclass, field
 from typing import Any
 
-from ragspine_lite.common.sensitivity import is_restricted, sends_text_off_host
 from ragspine_lite.lexical.inverted_index import BM25Index, CandidateSet, InvertedIndex
 from ragspine_lite.lexical.scoring import DEFAULT_BM25_B, DEFAULT_BM25_K1
 from ragspine_lite.pipeline.fusion import Hit
@@ -31,6 +30,7 @@ from ragspine_lite.pipeline.stages import (
     index_text,
 )
 from ragspine_lite.text.words import tokenize
+from ragspine_lite.vector.persistence_policy import withheld_from_vectors
 from ragspine_lite.vector.store import VectorRecord, VectorStore
 
 __all__ = [
@@ -233,8 +233,9 @@ class VectorStoreLane:
     """Dense rankings from a vector store, over a :class:`ChunkListLane`'s candidates.
 
     With ``manage_vectors`` the candidates missing from ``embedding_cache`` are embedded
-    and every embedded candidate upserted first; a backend that sends text off host never
-    gets RESTRICTED chunks (they compete on BM25 only).
+    and every embedded candidate upserted first; a backend that sends text off host, or an
+    external store, never gets RESTRICTED chunks (``withheld_from_vectors``: they compete on
+    BM25 only).
     """
 
     backend: Any
@@ -269,9 +270,7 @@ class VectorStoreLane:
 
     def _sync(self, chunks: Iterable[Any]) -> None:
         """Embed the chunks missing from the cache, then upsert every embedded one."""
-        chunks = list(chunks)
-        if sends_text_off_host(self.backend):
-            chunks = [c for c in chunks if not is_restricted(c.sensitivity)]
+        chunks = [c for c in chunks if not withheld_from_vectors(c, self.backend, self.store)]
         cache = self.embedding_cache
         missing = [c for c in chunks if c.chunk_id not in cache]
         if missing:

@@ -30,7 +30,6 @@ from typing import Any, Protocol, runtime_checkable
 from ragspine_lite.chunking.chunk_store import ChunkStore, ChunkStoreError, StoredChunk
 from ragspine_lite.chunking.chunking import Chunk, DocumentMeta, chunk_document
 from ragspine_lite.common.glossary import DEFAULT_GLOSSARY, Glossary, find_terms
-from ragspine_lite.common.sensitivity import is_restricted, sends_text_off_host
 from ragspine_lite.filtering.automatic import FilterExtractor, extract_filter
 from ragspine_lite.filtering.metadata_filter import MetadataFilter
 from ragspine_lite.lexical.inverted_index import StaleIndexError, StoreBM25Index
@@ -69,7 +68,11 @@ from ragspine_lite.vector.base import (
     EmbeddingBackend,
     check_min_coverage,
 )
-from ragspine_lite.vector.persistence_policy import IsolationFirstPolicy, PersistencePolicy
+from ragspine_lite.vector.persistence_policy import (
+    IsolationFirstPolicy,
+    PersistencePolicy,
+    withheld_from_vectors,
+)
 from ragspine_lite.vector.store import InProcessVectorStore, VectorStore
 
 __all__ = [
@@ -400,15 +403,15 @@ class NarrativeIndex:
         return chunk(text, meta, max_chars=self.max_chars, overlap_chars=self.overlap_chars)
 
     def _vector_chunks(self, chunks: list[Chunk]) -> list[Chunk]:
-        """The chunks that get a vector: persistable ones, never RESTRICTED sent off host."""
+        """The chunks that get a vector: persistable ones, never RESTRICTED sent off host or
+        written to an external store."""
         if self.embedding_backend is None:
             return []
-        offhost = sends_text_off_host(self.embedding_backend)
         return [
             c
             for c in chunks
             if self.persistence_policy.persistable(c)
-            and not (offhost and is_restricted(c.sensitivity))
+            and not withheld_from_vectors(c, self.embedding_backend, self.vector_store)
         ]
 
     def retrieve(

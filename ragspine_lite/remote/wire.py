@@ -64,6 +64,7 @@ __all__ = [
     "RERANK_METHODS",
     "RERANK_METHOD_ALIASES",
     "RERANK_PATH",
+    "SEARCH_PATH",
     "VISUAL_IMAGES_PATH",
     "VISUAL_PAGES_PATH",
     "VISUAL_QUERY_PATH",
@@ -98,6 +99,7 @@ VISUAL_QUERY_PATH = "/v1/visual/embed_query"
 VISUAL_IMAGES_PATH = "/v1/visual/embed_images"
 VISUAL_PAGES_PATH = "/v1/visual/pages"
 VISUAL_SEARCH_PATH = "/v1/visual/search"
+SEARCH_PATH = "/v1/search"
 
 RERANK_METHODS = ("cross_encoder", "colbert", "splade", "llm")
 RERANK_METHOD_ALIASES: Mapping[str, str] = {

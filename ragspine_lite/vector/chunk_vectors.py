@@ -27,12 +27,12 @@ import hashlib
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from ragspine_lite.common.sensitivity import (
-    canonical_sensitivity,
-    is_restricted,
-    sends_text_off_host,
+from ragspine_lite.common.sensitivity import canonical_sensitivity
+from ragspine_lite.vector.persistence_policy import (
+    IsolationFirstPolicy,
+    PersistencePolicy,
+    withheld_from_vectors,
 )
-from ragspine_lite.vector.persistence_policy import IsolationFirstPolicy, PersistencePolicy
 from ragspine_lite.vector.store import VectorRecord, VectorStore
 
 __all__ = [
@@ -65,14 +65,6 @@ def chunk_vector_metadata(chunk: Any, text: str, *, digest: str | None = None) -
     return meta
 
 
-def _held_back(chunk: Any) -> bool:
-    """RESTRICTED, or no readable label (fails closed)."""
-    try:
-        return is_restricted(chunk.sensitivity)
-    except Exception:
-        return True
-
-
 def _as_str(value: Any) -> str:
     return "" if value is None else str(value)
 
@@ -92,7 +84,8 @@ def sync_chunk_vectors(
     ``chunks`` are the wanted set (e.g. a store's active chunks). Chunks the
     ``persistence_policy`` (default :class:`IsolationFirstPolicy`) holds back are skipped,
     and so are RESTRICTED chunks (or ones without a readable label) when the backend
-    ``sends_text_off_host``, even under a persist-everything policy;
+    ``sends_text_off_host`` or the store is external (:func:`withheld_from_vectors`), even
+    under a persist-everything policy;
     the text embedded is ``index_text_fn(chunk)`` or ``chunk.text``. Stored vectors whose id
     is not wanted, or whose text hash differs, are removed; then every chunk without a fresh
     vector is embedded and upserted, ``batch_size`` texts at a time, calling
@@ -104,10 +97,9 @@ def sync_chunk_vectors(
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"batch_size must be an int >= 1, got {batch_size!r}")
     policy = persistence_policy if persistence_policy is not None else IsolationFirstPolicy()
-    offhost = sends_text_off_host(backend)
     wanted: dict[str, tuple[Any, str, str]] = {}
     for chunk in chunks:
-        if not policy.persistable(chunk) or (offhost and _held_back(chunk)):
+        if not policy.persistable(chunk) or withheld_from_vectors(chunk, backend, vector_store):
             continue
         text = index_text_fn(chunk) if index_text_fn is not None else chunk.text
         wanted[chunk.chunk_id] = (chunk, text, _text_hash(text))

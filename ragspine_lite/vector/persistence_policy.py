@@ -6,7 +6,7 @@ import os
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from ragspine_lite.common.sensitivity import is_restricted
+from ragspine_lite.common.sensitivity import is_restricted, sends_text_off_host
 
 __all__ = [
     "PERSISTENCE_POLICY_ENV",
@@ -14,6 +14,7 @@ __all__ = [
     "PersistEverythingPolicy",
     "PersistencePolicy",
     "make_persistence_policy",
+    "withheld_from_vectors",
 ]
 
 PERSISTENCE_POLICY_ENV = "RAGSPINE_PERSISTENCE_POLICY"
@@ -40,6 +41,18 @@ class PersistEverythingPolicy:
     """Every chunk is persistable (opt-in; RESTRICTED vectors then reach the store)."""
 
     def persistable(self, chunk: Any) -> bool:
+        return True
+
+
+def withheld_from_vectors(chunk: Any, backend: Any = None, store: Any = None) -> bool:
+    """True when ``chunk`` gets no vector whatever the policy: it is RESTRICTED (or has no
+    readable label: fails closed) and ``backend`` sends text off host (the network exit) or
+    ``store`` is an external one (``store.external_store``: sqlite-vec, pgvector, Qdrant)."""
+    if not (sends_text_off_host(backend) or getattr(store, "external_store", False)):
+        return False
+    try:
+        return is_restricted(chunk.sensitivity)
+    except Exception:
         return True
 
 

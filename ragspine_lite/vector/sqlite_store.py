@@ -45,15 +45,16 @@ from ragspine_lite.common.errors import RagspineError
 from ragspine_lite.common.sqlite import connect, immediate_transaction
 from ragspine_lite.vector.persistence_policy import IsolationFirstPolicy, PersistencePolicy
 from ragspine_lite.vector.quantize import Int8Codec, Int8Matrix, calibrate_scale
-from ragspine_lite.vector.records import (
+from ragspine_lite.vector.store import (
     DEFAULT_QUERY_K,
     VectorHit,
     VectorRecord,
-    as_vector,
-    check_k,
-    check_where,
-    metadata_matches,
-    stage_records,
+    _as_vector,
+    _check_k,
+    _check_str_metadata,
+    _check_where,
+    _matches,
+    _stage_records,
 )
 
 __all__ = [
@@ -71,7 +72,8 @@ _TABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
 
 
 class VectorStoreError(RagspineError):
-    """A SQLite failure inside :class:`SqliteVectorStore` (the cause is chained)."""
+    """A storage failure inside a vector store (this SQLite one or an adapter's engine; the
+    cause is chained)."""
 
 
 def embedding_model_id(backend: Any) -> str:
@@ -103,7 +105,7 @@ def _unpack(blob: bytes) -> array:  # type: ignore[type-arg]
     return values
 
 
-def vector_norm(values: Sequence[float]) -> float:
+def _norm(values: Sequence[float]) -> float:
     return math.sqrt(math.fsum(x * x for x in values))
 
 
@@ -270,7 +272,7 @@ class SqliteVectorStore:
                 continue
             self._check_blob(rid, blob, len(blob) % 4 != 0, "a whole number of 4-byte floats")
             vec = _unpack(blob)
-            loaded[rid] = (vec, vector_norm(vec), json.loads(metadata))
+            loaded[rid] = (vec, _norm(vec), json.loads(metadata))
         self._rows, self._data_version, self._matrix = loaded, version, None
         return loaded
 
@@ -318,13 +320,8 @@ class SqliteVectorStore:
         The whole batch is validated first (one bad record rejects all of them). Records the
         persistence policy holds back are not written and their old rows are deleted.
         """
-        staged, dim = stage_records(records, self.dim)
-        for rid, _vector, metadata in staged:
-            for key, value in metadata.items():
-                if not isinstance(key, str) or not isinstance(value, str):
-                    raise ValueError(
-                        f"record {rid!r}: metadata must map str to str, got {key!r}: {value!r}"
-                    )
+        staged, dim = _stage_records(records, self.dim)
+        _check_str_metadata(staged)
         if not staged:
             return 0
         written = 0
@@ -384,9 +381,9 @@ class SqliteVectorStore:
         self, vector: Sequence[float], k: int, where: Mapping[str, str] | None
     ) -> list[tuple[float, str]]:
         """The ``k`` best as ``(-score, id)``, best first (the order of ``(-score, id)``)."""
-        k = check_k(k)
-        where = check_where(where, allow_none=True)
-        query = as_vector(vector, "query")
+        k = _check_k(k)
+        where = _check_where(where, allow_none=True)
+        query = _as_vector(vector, "query")
         rows = self._load()
         if not rows:
             return []
@@ -395,13 +392,13 @@ class SqliteVectorStore:
             raise ValueError(f"query dimension {len(query)} != store dimension {dim}")
         if self._codec is not None:
             return self._ranked_int8(self._codec, query, k, where, rows)
-        qnorm = vector_norm(query)
+        qnorm = _norm(query)
         mul = operator.mul
         fsum = math.fsum
         scored: list[tuple[float, str]] = []
         append = scored.append
         for rid, (vec, vnorm, metadata) in rows.items():
-            if where and not metadata_matches(metadata, where):
+            if where and not _matches(metadata, where):
                 continue
             if qnorm == 0.0 or vnorm == 0.0:
                 append((-0.0, rid))
@@ -425,9 +422,7 @@ class SqliteVectorStore:
         matrix = self._matrix
         picked = None
         if where:
-            picked = [
-                i for i, rid in enumerate(matrix.ids) if metadata_matches(rows[rid][2], where)
-            ]
+            picked = [i for i, rid in enumerate(matrix.ids) if _matches(rows[rid][2], where)]
         best = matrix.top_k(codec.encode(query), k, picked)
         return [(-codec.cosine(dot), rid) for dot, rid in best]
 
@@ -455,8 +450,8 @@ class SqliteVectorStore:
 
     def delete(self, *, where: Mapping[str, str]) -> int:
         """Remove this model's records matching ``where`` (empty → all of them)."""
-        where = check_where(where, allow_none=False)
-        doomed = [rid for rid, row in self._load().items() if metadata_matches(row[2], where or {})]
+        where = _check_where(where, allow_none=False)
+        doomed = [rid for rid, row in self._load().items() if _matches(row[2], where or {})]
         return self.delete_ids(doomed)
 
     def delete_ids(self, ids: Iterable[str]) -> int:

@@ -13,13 +13,11 @@ import os
 import socket
 import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
-from _remote_server import RecordingRelay
-from _site import CANARY, browser_module, kept_store
+from _remote_server import RecordingRelay, free_port, wait_healthy
+from _site import CANARY, browser_module, kept_store, with_page_vectors
 from test_demo_page import BOOT_TIMEOUT_MS, Console, drop_file, search, wait_ready
 
 from ragspine_lite.bundle.runtime import BundleSearcher
@@ -39,30 +37,10 @@ ACME revenue growth plans for {CANARY} are confidential until the board signs.
 """
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _wait_healthy(url: str, proc: subprocess.Popen, timeout: float = 90.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"serve-remote exited with {proc.returncode}")
-        try:
-            with urllib.request.urlopen(url + "/healthz", timeout=2) as response:
-                if response.status == 200:
-                    return
-        except OSError:
-            time.sleep(0.2)
-    raise RuntimeError("serve-remote did not become healthy")
-
-
 @pytest.fixture(scope="module")
 def endpoint(base_url, semantic_url, tmp_path_factory):
     """``ragspine-lite serve-remote`` in a child process (CORS for both demo sites) → its URL."""
-    port = _free_port()
+    port = free_port()
     origins = [base_url.rstrip("/"), semantic_url.rstrip("/")]
     log = tmp_path_factory.mktemp("remote") / "serve-remote.log"
     env = {**os.environ, "RAGSPINE_REMOTE_TOKEN": ""}
@@ -76,7 +54,8 @@ def endpoint(base_url, semantic_url, tmp_path_factory):
         )
     url = f"http://127.0.0.1:{port}"
     try:
-        _wait_healthy(url, proc)
+        if not wait_healthy(url, proc):
+            raise RuntimeError(f"serve-remote did not become healthy (exit {proc.poll()})")
         yield {"url": url, "proc": proc}
     except RuntimeError as exc:
         pytest.fail(f"{exc}: {log.read_text(errors='replace')[-2000:]}")
@@ -199,7 +178,9 @@ def test_the_hybrid_demo_reranks_through_fetch_under_jspi(
     hits = search(page, QUERY)
     assert page.get_attribute("#results", "data-rerank") == "applied"
     assert page.get_attribute("#results", "data-channel") == "hybrid"
-    expected = _cpython_order(semantic, endpoint["url"], OnnxEmbeddingBackend())
+    expected = with_page_vectors(  # the page's query vector (not bit-equal to native ORT's)
+        page, OnnxEmbeddingBackend(), lambda b: _cpython_order(semantic, endpoint["url"], b)
+    )
     assert [h["locator"] for h in hits] == expected
     page.close()
     assert console.messages == []

@@ -12,12 +12,13 @@ concurrency limit and a per-request deadline (504). Errors are
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 import json
 import logging
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from ragspine_lite.remote.server.config import SERVER_EXTRA, ServerConfig
@@ -41,6 +42,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
 from ragspine_lite.remote.errors import RemoteError
 from ragspine_lite.remote.server.models import ModelSet, ModelUnavailable
 from ragspine_lite.remote.server.openapi import openapi_schema
+from ragspine_lite.remote.server.search import SearchService
 from ragspine_lite.remote.wire import (
     CHAT_PATH,
     EMBED_PATH,
@@ -49,6 +51,7 @@ from ragspine_lite.remote.wire import (
     OPENAI_EMBEDDINGS_PATH,
     OPENAPI_PATH,
     RERANK_PATH,
+    SEARCH_PATH,
     VISUAL_IMAGES_PATH,
     VISUAL_PAGES_PATH,
     VISUAL_QUERY_PATH,
@@ -387,6 +390,7 @@ def create_app(config: ServerConfig | None = None, *, models: ModelSet | None = 
     config = config or ServerConfig()
     models = models if models is not None else build_models(config)
     service = _Service(config, models)
+    search = SearchService(config)  # a bad search setting stops the start-up here
     limiter = anyio.CapacityLimiter(config.max_concurrency)
     token = config.token
 
@@ -481,6 +485,7 @@ def create_app(config: ServerConfig | None = None, *, models: ModelSet | None = 
         Route(VISUAL_IMAGES_PATH, operation(service.visual_images), methods=["POST"]),
         Route(VISUAL_PAGES_PATH, operation(service.visual_pages), methods=["POST"]),
         Route(VISUAL_SEARCH_PATH, operation(service.visual_search), methods=["POST"]),
+        Route(SEARCH_PATH, operation(search.search), methods=["POST"]),
     ]
     middleware = []
     if config.cors_origins:
@@ -497,10 +502,25 @@ def create_app(config: ServerConfig | None = None, *, models: ModelSet | None = 
         routes=routes,
         middleware=middleware,
         exception_handlers={HTTPException: http_error, Exception: crash},
+        lifespan=_closing(search),
     )
     app.state.config = config
     app.state.models = models
+    app.state.search = search
     return app
+
+
+def _closing(search: SearchService) -> Callable[[Any], Any]:
+    """The app's lifespan: the search database and store close when the server stops."""
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Any) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            search.close()
+
+    return lifespan
 
 
 def app_from_env() -> Starlette:

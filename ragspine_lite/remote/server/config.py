@@ -5,7 +5,9 @@ Environment variables are read here, at the server edge (``ServerConfig.from_env
 ``RAGSPINE_REMOTE_LLM_URL`` / ``_MODEL`` / ``_KEY``, the model overrides
 ``RAGSPINE_CROSS_ENCODER_MODEL`` / ``RAGSPINE_COLBERT_MODEL`` / ``RAGSPINE_SPLADE_MODEL`` /
 ``RAGSPINE_EMBED_MODEL`` / ``RAGSPINE_VISUAL_EMBEDDER`` and the limits
-``RAGSPINE_REMOTE_MAX_BODY_BYTES`` / ``_MAX_CANDIDATES`` / ``_TIMEOUT`` / ``_READ_TIMEOUT``.
+``RAGSPINE_REMOTE_MAX_BODY_BYTES`` / ``_MAX_CANDIDATES`` / ``_TIMEOUT`` / ``_READ_TIMEOUT``,
+and search: ``RAGSPINE_REMOTE_DB``, ``RAGSPINE_REMOTE_SEARCH_EMBEDDING``,
+``RAGSPINE_VECTOR_STORE`` (with ``RAGSPINE_PG_URL``).
 """
 
 from __future__ import annotations
@@ -57,6 +59,9 @@ SERVER_ENV: Mapping[str, str] = {
     "llm_model": "RAGSPINE_REMOTE_LLM_MODEL",
     "llm_key": "RAGSPINE_REMOTE_LLM_KEY",
     "llm_timeout_s": "RAGSPINE_REMOTE_LLM_TIMEOUT",
+    "search_db": "RAGSPINE_REMOTE_DB",
+    "search_embedding": "RAGSPINE_REMOTE_SEARCH_EMBEDDING",
+    "vector_store": "RAGSPINE_VECTOR_STORE",
 }
 
 
@@ -106,6 +111,10 @@ class ServerConfig:
     ``llm_url`` and ``llm_model`` are set. Limits: request body bytes, candidates (and
     inputs/images/pages) per request, seconds per request, model calls running at once, and
     ``read_timeout_s``: seconds a client gets to send its headers, then again its body.
+    Search (``/v1/search``): ``search_db`` is the chunk database served (none: off),
+    ``search_embedding`` the query embedder (an embedding backend name; none: BM25 only),
+    ``vector_store`` where the vectors live (``RAGSPINE_VECTOR_STORE``; pgvector reads
+    ``RAGSPINE_PG_URL``).
     """
 
     host: str = DEFAULT_HOST
@@ -126,6 +135,9 @@ class ServerConfig:
     llm_model: str | None = None
     llm_key: str | None = None
     llm_timeout_s: float = DEFAULT_LLM_TIMEOUT_S
+    search_db: str | None = None
+    search_embedding: str | None = None
+    vector_store: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.host, str) or not self.host.strip():

@@ -15,6 +15,7 @@ from ragspine_lite.remote.wire import (
     RERANK_METHOD_ALIASES,
     RERANK_METHODS,
     RERANK_PATH,
+    SEARCH_PATH,
     VISUAL_IMAGES_PATH,
     VISUAL_PAGES_PATH,
     VISUAL_QUERY_PATH,
@@ -109,6 +110,17 @@ _SCHEMAS: dict[str, Any] = {
             ),
         },
     ),
+    "TextSearchRequest": _obj(
+        ["query"], query=_STR, top_k={"type": "integer", "minimum": 1},
+        filters={"type": "object", "additionalProperties": _STR,
+                 "description": "equality filters: topic, entity, geography, period, language"},
+    ),
+    "TextSearchResponse": _obj(
+        ["hits", "channel"], channel=_STR,
+        hits={"type": "array", "items": {"type": "object", "description": (
+            "a snippet: text, doc_id, title, source_locator, chunk_id, the filter fields, "
+            "sensitivity (never RESTRICTED) and scores")}},
+    ),
     "Error": _obj(
         ["error"], error=_obj(["code", "message"], code=_STR, message=_STR)
     ),
@@ -201,5 +213,7 @@ def openapi_schema(version: str) -> dict[str, Any]:
                                      "PagesResponse"),
             VISUAL_SEARCH_PATH: _post("MaxSim search over registered pages", "SearchRequest",
                                       "SearchResponse"),
+            SEARCH_PATH: _post("hybrid search over the served chunk database (RESTRICTED "
+                               "never returned)", "TextSearchRequest", "TextSearchResponse"),
         },
     }
