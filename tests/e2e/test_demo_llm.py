@@ -10,10 +10,9 @@ import subprocess
 import sys
 
 import pytest
-from _remote_server import RecordingRelay, StubHTTPServer, chat_reply
+from _remote_server import RecordingRelay, StubHTTPServer, chat_reply, free_port, wait_healthy
 from _site import CANARY, browser_module
 from test_demo_page import drop_file, wait_ready
-from test_demo_remote import _free_port, _wait_healthy
 
 pytestmark = browser_module("starlette")
 
@@ -42,7 +41,7 @@ def llm():
 
 @pytest.fixture(scope="module")
 def endpoint(base_url, llm, tmp_path_factory):
-    port = _free_port()
+    port = free_port()
     log = tmp_path_factory.mktemp("remote-llm") / "serve-remote.log"
     with open(log, "wb") as out:
         proc = subprocess.Popen(
@@ -53,7 +52,8 @@ def endpoint(base_url, llm, tmp_path_factory):
         )
     url = f"http://127.0.0.1:{port}"
     try:
-        _wait_healthy(url, proc)
+        if not wait_healthy(url, proc):
+            raise RuntimeError(f"serve-remote did not become healthy (exit {proc.poll()})")
         yield url
     except RuntimeError as exc:
         pytest.fail(f"{exc}: {log.read_text(errors='replace')[-2000:]}")
@@ -96,7 +96,7 @@ def test_configure_llm_runs_rag_fusion_through_the_endpoint(browser, base_url, e
     upstream = b"".join(body for *_x, body in llm.requests)
     assert CANARY.encode() not in upstream and b"confidential" not in upstream
 
-    dead = f"http://127.0.0.1:{_free_port()}"
+    dead = f"http://127.0.0.1:{free_port()}"
     _run(page, "return await rs.configureLLM(arg);",
          {"url": dead, "transform": "hyde", "timeoutS": 2, "check": False})
     fallback = _run(page, "return await rs.searchDetailed(arg);", QUERY)
