@@ -189,7 +189,6 @@ export class RagSpineLite {
       query,
       results: out.hits.map((hit) => hit.snippet),
       hits: out.hits,
-      heldBack: out.held_back,
       tookMs: out.took_ms,
       rerank: out.rerank ?? null,
       semantic: out.semantic ?? null,

@@ -50,7 +50,7 @@ from ragspine_lite.filtering.metadata_filter import (
 )
 from ragspine_lite.lexical.pipeline import embed_queries, index_text
 from ragspine_lite.lexical.retrieval import GlossaryQueryRewriter, NarrativeIndex
-from ragspine_lite.link.narrative_link import NarrativeIndexRetriever
+from ragspine_lite.link.narrative_link import NarrativeIndexRetriever, OpenOnlyIndex
 from ragspine_lite.rerank.listwise_rerank import listwise_rerank
 from ragspine_lite.routing.multi_index import LibraryIndex, MultiIndexRetriever
 from ragspine_lite.vector.store import InProcessVectorStore
@@ -350,9 +350,8 @@ def excerpt(
 
 
 class _FilteredIndex:
-    """An index wrapper that applies one metadata filter and counts RESTRICTED results.
-
-    Only the count leaves this object; the link exit drops the results themselves. With a
+    """An index wrapper that applies one metadata filter (the bundle's; page documents get
+    theirs through :class:`OpenOnlyIndex`, which leaves RESTRICTED ones unranked). With a
     ``fallback`` index, a failure of ``index`` (the hybrid one: its model may be unable to
     run) is logged once and the query answered by ``fallback``; ``failure`` keeps why.
     """
@@ -361,7 +360,6 @@ class _FilteredIndex:
         self.index = index
         self.fallback = fallback
         self.metadata_filter: MetadataFilter | None = None
-        self.held: set[str] = set()  # RESTRICTED chunk ids met since the search began
         self.failure: str | None = None
         self._logged = False
 
@@ -381,12 +379,7 @@ class _FilteredIndex:
                 self._logged = True
                 _LOGGER.warning("dense search failed (%s); using BM25 only", self.failure)
             results = self.fallback.retrieve(query, **kwargs)
-        self.held.update(r.chunk.chunk_id for r in results if is_restricted(r.chunk.sensitivity))
         return results
-
-    @property
-    def held_back(self) -> int:
-        return len(self.held)
 
 
 def _postprocessor(spec: Any) -> Any:
@@ -451,7 +444,8 @@ class _PageBackend:
 
 @dataclass
 class SearchOutcome:
-    """Hits (``{"snippet", "section", "highlights"}``), the held-back count and timing.
+    """Hits (``{"snippet", "section", "highlights"}``) and timing; nothing in it depends on
+    RESTRICTED chunks (they are neither ranked nor counted).
 
     ``rerank`` is ``None`` unless a reranker is configured; then it says whether the
     reranker's order was applied (``applied``), its ``spec`` and the ``error`` that made the
@@ -461,7 +455,6 @@ class SearchOutcome:
     """
 
     hits: list[dict[str, Any]] = field(default_factory=list)
-    held_back: int = 0
     took_ms: float = 0.0
     rerank: dict[str, Any] | None = None
     semantic: dict[str, Any] | None = None
@@ -472,7 +465,7 @@ class SearchOutcome:
         return [hit["snippet"] for hit in self.hits]
 
     def as_dict(self) -> dict[str, Any]:
-        out = {"hits": self.hits, "held_back": self.held_back, "took_ms": self.took_ms}
+        out = {"hits": self.hits, "took_ms": self.took_ms}
         # Absent when not configured / not exported: the default output is unchanged.
         if self.rerank is not None:
             out["rerank"] = self.rerank
@@ -796,7 +789,8 @@ class BundleSearcher:
         """Add (or replace) one page document given as a file name and its text.
 
         Same format rules as the CLI (front matter, ``.md``/``.txt``/``.html``); ``doc_id``
-        defaults to ``name``. RESTRICTED documents are indexed but never returned. With the
+        defaults to ``name``. RESTRICTED documents are indexed but never ranked nor returned,
+        and their title is withheld (``""``) here and in :meth:`page_documents`. With the
         bundle's model loaded the chunks are embedded with it (``embedded``: how many; a model
         failure leaves the document BM25-only and says so in ``embedding_error``);
         ``vectors`` (what :meth:`page_vectors` gave for it) are reused instead of re-embedding.
@@ -821,13 +815,14 @@ class BundleSearcher:
             (s.para_start, s.para_end, s.heading, s.anchor, s.level)
             for s in load_sections(name, text=text)
         ]
-        info = {
+        restricted = is_restricted(meta.sensitivity)
+        info = {  # a RESTRICTED document's title is RESTRICTED too: only its name is shown
             "doc_id": meta.doc_id,
             "name": name,
-            "title": meta.title,
+            "title": "" if restricted else meta.title,
             "chunks": chunks,
             "language": meta.language,
-            "restricted": is_restricted(meta.sensitivity),
+            "restricted": restricted,
             **extra,
         }
         if chunks:
@@ -856,7 +851,8 @@ class BundleSearcher:
     def check_document(self, name: str, text: str) -> dict[str, Any]:
         """Validate a page document without indexing it → ``{"doc_id", "title", ...}``."""
         body, meta = document_from_text(text, name=name)
-        return {"doc_id": meta.doc_id, "name": name, "title": meta.title, "chars": len(body)}
+        title = "" if is_restricted(meta.sensitivity) else meta.title
+        return {"doc_id": meta.doc_id, "name": name, "title": title, "chars": len(body)}
 
     def forget(self, doc_ids: Iterable[str] | None = None) -> int:
         """Retire page documents (all of them when ``doc_ids`` is ``None``); returns how many."""
@@ -1137,15 +1133,13 @@ class BundleSearcher:
             return outcome
         libraries = []
         for library_id, wrapper in wrappers:
-            wrapper.metadata_filter = metadata_filter
-            wrapper.held = set()
-            libraries.append(
-                LibraryIndex(
-                    library_id,
-                    library_id,
-                    NarrativeIndexRetriever(wrapper, retry_without_filters=False),
-                )
-            )
+            # The bundle holds no RESTRICTED chunk (its export leaves them out and checks it):
+            # its filter stays its own. Page documents rank as if RESTRICTED ones were absent.
+            page = library_id == PAGE_LIBRARY
+            wrapper.metadata_filter = None if page else metadata_filter
+            index = OpenOnlyIndex(wrapper, metadata_filter) if page else wrapper
+            link = NarrativeIndexRetriever(index, retry_without_filters=False, visible_only=page)
+            libraries.append(LibraryIndex(library_id, library_id, link))
         retriever: Any = MultiIndexRetriever(libraries, top_k=top_k)
         layered = retriever
         if query_layers and self.query_layers.provider is not None:
@@ -1153,7 +1147,6 @@ class BundleSearcher:
         snippets = layered.retrieve(query, top_k=top_k)
         if layered is not retriever:
             outcome.query_layers = _layer_report(layered, retriever)
-        outcome.held_back = sum(w.held_back for _, w in wrappers)
         if self._hybrid is not None:
             channel = self._hybrid.index.last_channel if hybrid else "bm25"
             if hybrid and self._hybrid.failure:
