@@ -42,7 +42,7 @@ def links(tmp_path):
 def test_agent_exit_scores_a_shared_word_as_without_the_restricted_document(links):
     with_secret, without = links
     below = with_secret.index.retrieve("quokka", top_k=5)
-    assert [r.chunk.doc_id for r in below][0] == "secret"  # the RESTRICTED chunk does match
+    assert below[0].chunk.doc_id == "secret"  # the RESTRICTED chunk does match
     got = with_secret.retrieve("quokka", top_k=5)
     expected = without.retrieve("quokka", top_k=5)
     assert [s["chunk_id"] for s in got] == ["open#c0"]
