@@ -587,25 +587,7 @@ class BundleSearcher:
             if embedding_backend is not None:
                 self._open_vectors(bundle_db, embedding_backend)
         elif bundle is not None:
-            self.bundle_facts = dict(bundle.facts)
-            self.index_text_fn = index_text_fn_of(self.bundle_facts, bundle.header_path)
-            self._bundle = _FilteredIndex(
-                ShardedIndex(  # type: ignore[arg-type]
-                    bundle, query_rewriter=GlossaryQueryRewriter(), index_text_fn=self.index_text_fn
-                )
-            )
-            if embedding_backend is not None and self._vector_model(embedding_backend):
-                self.embedding_backend = embedding_backend
-                self._hybrid = _FilteredIndex(
-                    ShardedIndex(  # type: ignore[arg-type]
-                        bundle,
-                        query_rewriter=GlossaryQueryRewriter(),
-                        index_text_fn=self.index_text_fn,
-                        embedding_backend=embedding_backend,
-                        scanner=scanner,
-                    ),
-                    fallback=self._bundle.index,
-                )
+            self._use_sharded(bundle, embedding_backend, scanner)
         self.page_store = ChunkStore(":memory:")
         self.page_store.init_schema()
         self._page = _FilteredIndex(
@@ -634,6 +616,49 @@ class BundleSearcher:
         self._page_sections: dict[str, list[tuple[int, int, str, str, int]]] = {}
         self.reranker = RerankSetting()
         self.query_layers = QueryLayerSetting()
+
+    def _use_sharded(
+        self, bundle: ShardedBundle, embedding_backend: Any, scanner: DenseScanner | None
+    ) -> None:
+        """Search ``bundle`` (hybrid too when ``embedding_backend`` has its vectors' model)."""
+        self.sharded = bundle
+        self.bundle_facts = dict(bundle.facts)
+        self.index_text_fn = index_text_fn_of(self.bundle_facts, bundle.header_path)
+        self._bundle = _FilteredIndex(
+            ShardedIndex(  # type: ignore[arg-type]
+                bundle, query_rewriter=GlossaryQueryRewriter(), index_text_fn=self.index_text_fn
+            )
+        )
+        self._hybrid = None
+        if embedding_backend is not None and self._vector_model(embedding_backend):
+            self.embedding_backend = embedding_backend
+            self._hybrid = _FilteredIndex(
+                ShardedIndex(  # type: ignore[arg-type]
+                    bundle,
+                    query_rewriter=GlossaryQueryRewriter(),
+                    index_text_fn=self.index_text_fn,
+                    embedding_backend=embedding_backend,
+                    scanner=scanner,
+                ),
+                fallback=self._bundle.index,
+            )
+
+    def replace_bundle(self, files: BundleFiles, header: str) -> None:
+        """Search the rebuilt site's bundle (``header`` read through ``files``) from now on:
+        page documents, reranker and LLM layers stay (a tab opened before the rebuild).
+
+        A bundle this searcher cannot take in place (none open, another index text, vectors
+        of another model or none where there were some) raises ``ValueError``: reload.
+        """
+        if self.sharded is None:
+            raise ValueError("no sharded bundle is open: reload the page")
+        bundle = ShardedBundle(files, header)
+        same_text = bundle.facts.get("index_text") == self.bundle_facts.get("index_text")
+        same_model = (bundle.facts.get("embedding_model_id")
+                      == self.bundle_facts.get("embedding_model_id"))
+        if not (same_text and same_model):
+            raise ValueError("the rebuilt site indexes differently: reload the page")
+        self._use_sharded(bundle, self.embedding_backend, None)
 
     @classmethod
     def from_files(
