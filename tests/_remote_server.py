@@ -15,6 +15,16 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+import pytest
+
+
+def server_module() -> pytest.MarkDecorator:
+    """The header of a module testing the endpoint: skip it without the ``[server]`` stack
+    (numpy, onnxruntime, onnx, starlette, uvicorn); returns the ``cpython_only`` mark."""
+    for name in ("numpy", "onnxruntime", "onnx", "starlette", "uvicorn"):
+        pytest.importorskip(name)
+    return pytest.mark.cpython_only
+
 
 def free_port() -> int:
     """A port on 127.0.0.1 that was free a moment ago (for a server in a child process)."""

@@ -9,17 +9,11 @@ import threading
 import time
 
 import pytest
+from _remote_server import EndpointServer, StubHTTPServer, chat_reply, server_module
 
-pytestmark = pytest.mark.cpython_only
-
-pytest.importorskip("numpy")
-pytest.importorskip("onnxruntime")
-pytest.importorskip("onnx")
-pytest.importorskip("starlette")
-pytest.importorskip("uvicorn")
+pytestmark = server_module()
 
 from _remote_models import tiny_models  # noqa: E402
-from _remote_server import EndpointServer, StubHTTPServer, chat_reply  # noqa: E402
 
 from ragspine_lite.remote.client import RemoteVisualEmbedder  # noqa: E402
 from ragspine_lite.remote.errors import RemoteError  # noqa: E402

@@ -99,3 +99,14 @@ def test_page_documents_withhold_the_titles_of_restricted_documents():
             assert "Nightjar" not in json.dumps(shown)
         searcher.ingest("open.md", "---\ntitle: Open Quokkas\n---\n" + OPEN_TEXT)
         assert {d["title"] for d in searcher.page_documents()} == {"", "Open Quokkas"}
+
+
+@pytest.mark.cpython_only  # the Pyodide lane mounts the tests, not docs/
+def test_the_security_notes_example_runs_as_written(capsys):
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "security.md").read_text("utf-8")
+    (block,) = re.findall(r"```python\n(.*?)```", text, flags=re.S)
+    exec(compile(block, "docs/security.md", "exec"), {})
+    assert capsys.readouterr().out == "['open']\n"
