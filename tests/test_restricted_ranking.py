@@ -63,6 +63,17 @@ def test_agent_exit_retry_without_filters_does_not_depend_on_restricted_entities
     assert hidden == without.retrieve("quokka revenue", filters={"entity": "ACME_SECRET"})
 
 
+def test_the_visible_candidates_follow_every_write(links):
+    with_secret, _ = links
+    assert [s["doc_id"] for s in with_secret.retrieve("numbat")] == []
+    with_secret.index.ingest("Numbat quokka survey.", DocumentMeta(doc_id="new"))
+    assert [s["doc_id"] for s in with_secret.retrieve("numbat")] == ["new"]
+    with_secret.index.ingest("Numbat quokka survey.",
+                             DocumentMeta(doc_id="new", sensitivity="RESTRICTED"))
+    assert with_secret.retrieve("numbat") == []
+    assert [s["doc_id"] for s in with_secret.retrieve("quokka", top_k=1)] == ["open"]
+
+
 def test_an_or_filter_also_ranks_without_restricted_chunks(links):
     from ragspine_lite.link.narrative_link import NarrativeIndexRetriever, OpenOnlyIndex
 

@@ -500,6 +500,9 @@ class NarrativeIndex:
         self._rows_cache: dict[tuple[Any, ...], HybridRetriever] = {}
         self._rows_generation: int | None = None
         self._rows_settings: tuple[Any, ...] = (None,) * 7
+        # _search_bm25: (filters, metadata filter) → its candidates, for one store generation.
+        self._candidates_cache: dict[tuple[Any, ...], Any] = {}
+        self._candidates_generation: int | None = None
 
     def _persisted_bm25(self) -> StoreBM25Index | None:
         """The store's BM25 index, up to date, or ``None`` if it cannot be used."""
@@ -684,6 +687,31 @@ class NarrativeIndex:
             cached[key] = retriever
         return retriever
 
+    def _filtered_candidates(
+        self, bm25: StoreBM25Index, filters: Mapping[str, str | None], mf: MetadataFilter
+    ) -> Any:
+        """The store index's candidates passing ``filters`` and ``mf``, kept per (hashable)
+        filter pair while the store's write counter stays (a filter on every search, such as
+        the link's RESTRICTED one, then costs one scan of the rows per store version)."""
+        generation = self.store.generation()
+        if generation != self._candidates_generation:
+            self._candidates_cache.clear()
+            self._candidates_generation = generation
+        try:
+            key: tuple[Any, ...] | None = (tuple(sorted(filters.items())), mf)
+            cand = self._candidates_cache.get(key)  # type: ignore[arg-type]
+        except TypeError:  # e.g. an "in" filter given a list: not cached
+            key, cand = None, None
+        if cand is None:
+            rows = self.store.iter_chunk_rows(**filters)
+            kept = filtered_positions([c for _, c in rows], {}, mf) or []
+            cand = bm25.candidates(rows[i][0] for i in kept)
+            if key is not None:
+                while len(self._candidates_cache) >= _ROWS_CACHE_SIZE:
+                    del self._candidates_cache[next(iter(self._candidates_cache))]
+                self._candidates_cache[key] = cand
+        return cand
+
     def _search_bm25(
         self,
         bm25: StoreBM25Index,
@@ -699,9 +727,7 @@ class NarrativeIndex:
         """
         eq = {k: v for k, v in filters.items() if v is not None}
         if mf is not None:
-            rows = self.store.iter_chunk_rows(**filters)
-            kept = filtered_positions([c for _, c in rows], {}, mf) or []
-            cand = bm25.candidates(rows[i][0] for i in kept)
+            cand = self._filtered_candidates(bm25, filters, mf)
         elif eq:
             cand = bm25.candidates(self.store.active_rowids(**filters))
         else:
