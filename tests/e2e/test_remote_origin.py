@@ -16,10 +16,10 @@ import pytest
 from _remote_server import EndpointServer, RecordingRelay, StubHTTPServer, chat_reply
 from _site import CHROMIUM, CHROMIUM_ARGS, browser_module, serving
 
-from ragspine_lite.remote.server import ServerConfig, create_app
-from ragspine_lite.remote.server.app import build_models
-
 pytestmark = browser_module("starlette", "uvicorn")
+
+from ragspine_lite.remote.server import ServerConfig, create_app  # noqa: E402
+from ragspine_lite.remote.server.app import build_models  # noqa: E402
 
 CHAT = {"messages": [{"role": "user", "content": "drive the LLM", "sensitivity": "INTERNAL"}]}
 # The classic text/plain form trick: the body is `name=value`, here a whole JSON object.
