@@ -13,7 +13,7 @@
 //                  {type: "log", level, message}
 // Every request is answered; failures come back as {ok: false, error: {message, name}}.
 
-import { DenseScanner } from "./ragspine-dense.mjs";
+import { CoarseScanner, DenseScanner } from "./ragspine-dense.mjs";
 
 const FORMAT_VERSION = 2; // = BUNDLE_FORMAT_VERSION in ragspine_lite.bundle.manifest
 const VECTORS_DIR = "data/vectors/"; // the int8 vector shards of a hybrid bundle
@@ -967,7 +967,8 @@ async function bootPython(manifest, bundleURL, cached, options) {
     ? loadModel(manifest, bundleURL, fetchChecked, useJspi)
     : null;
   if (model) model.catch(() => {});
-  // A hybrid search scans every chunk vector: their shards download with the model.
+  // A hybrid search scans every chunk vector (a large bundle: its coarse centroids, the lists
+  // come by need): their shards download with the model.
   const vectors = new Map();
   for (const path of withModel ? Object.keys(manifest.files).filter((p) => p.startsWith(VECTORS_DIR)) : []) {
     vectors.set(path, fetchChecked(path, "the chunk vectors", null));
@@ -1029,7 +1030,7 @@ async function bootPython(manifest, bundleURL, cached, options) {
   const dispatch = searcher.dispatch;
   if (embeddings) {
     try {
-      await useDenseScanner(py, searcher, vectors);
+      await useDenseScanner(py, searcher, vectors, files);
     } catch (err) {
       log("warn", `the chunk vectors are scanned in Python instead of JavaScript: ${describe(err).message}`);
     }
@@ -1110,12 +1111,20 @@ function openSearcher(py, files, header, embeddings) {
 }
 
 // A hybrid bundle's chunk vectors, scanned in JavaScript (ragspine-dense.mjs: one Int8Array,
-// Int32 sums): Python's dense lane is handed the scanner (JsDenseScanner); same integers.
-async function useDenseScanner(py, searcher, vectors) {
+// Int32 sums): Python's dense lane is handed the scanner (JsDenseScanner); same integers. A
+// large bundle's coarse lists are read when a query probes them (the centroids came at boot).
+async function useDenseScanner(py, searcher, vectors, files) {
   const info = JSON.parse(searcher.dispatch("vector_shards", "{}"));
-  if (!info.shards) return;
-  const scanner = await DenseScanner.load(info, (path) => vectors.get(path) || Promise.reject(
-    new BundleError(`manifest.json does not list ${path}: rebuild the bundle`)));
+  if (!info.shards && !info.lists) return;
+  const ahead = (path) => vectors.get(path) || Promise.reject(
+    new BundleError(`manifest.json does not list ${path}: rebuild the bundle`));
+  let scanner;
+  if (info.lists) {
+    files.held.set(info.centroids, await ahead(info.centroids));
+    scanner = new CoarseScanner(info, (path) => files.reader.read(path));
+  } else {
+    scanner = await DenseScanner.load(info, ahead);
+  }
   const dense = py.pyimport("ragspine_lite.bundle.dense");
   const adapter = dense.JsDenseScanner(scanner);
   try {

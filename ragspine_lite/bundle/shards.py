@@ -708,11 +708,11 @@ def _vector_entry(
     """The header's ``vectors`` entry (``None`` for a bundle exported without vectors)."""
     if not facts.get("vectors"):
         return None
-    from ragspine_lite.bundle.dense import write_vector_shards  # it reads through this module
+    from ragspine_lite.bundle.coarse import write_vectors  # it reads through this module
 
-    return write_vector_shards(
+    return write_vectors(
         db_path,
         [c.chunk_id for c in chunks],
-        lambda data: out.write("data/vectors", "v", data, ".i8"),
+        lambda folder, data: out.write(folder, "v", data, ".i8"),
         model_id=str(facts.get("embedding_model_id") or ""),
     )
