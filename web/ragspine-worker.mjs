@@ -15,11 +15,11 @@
 
 import { CoarseScanner, DenseScanner } from "./ragspine-dense.mjs";
 
-const FORMAT_VERSION = 2; // = BUNDLE_FORMAT_VERSION in ragspine_lite.bundle.manifest
+const FORMAT_VERSION = 3; // = BUNDLE_FORMAT_VERSION in ragspine_lite.bundle.manifest
 const VECTORS_DIR = "data/vectors/"; // the int8 vector shards of a hybrid bundle
 // = CONTENT_NAMED_DIRS in ragspine_lite.bundle.manifest: index files the header lists, named
 // `<kind>-<first 16 hex digits of their sha256>.bin`; manifest.json does not list them.
-const CONTENT_NAMED_DIRS = ["data/terms/", "data/text/"];
+const CONTENT_NAMED_DIRS = ["data/terms/", "data/text/", "data/lists/"];
 const MAX_DOCUMENT_BYTES = 5 * 1024 * 1024;
 const EMBED_SLICE = 256; // texts per embed call (below the backend's primed-vector cache)
 const PAGE_EXTENSIONS = [".txt", ".md", ".html", ".htm"];
