@@ -369,9 +369,13 @@ def main(argv: list[str] | None = None) -> int:
                         help="built sites, cached vectors and quality (.cache/bench-dense)")
     parser.add_argument("--coarse", default="",
                         help="sizes for the vectors-by-need table instead (e.g. 10000,100000)")
+    parser.add_argument("--coarse-real", type=int, default=0,
+                        help="chunks of the real-vector coarse vs exact hybrid table (e.g. 10000)")
     args = parser.parse_args(argv)
     if args.coarse:
         return coarse_bench(args, [int(x) for x in args.coarse.split(",") if x.strip()])
+    if args.coarse_real:
+        return coarse_real(args, args.coarse_real)
     sizes = [int(x) for x in args.sizes.split(",") if x.strip()]
     if not sizes or min(sizes) < 1 or args.queries < 1:
         parser.error("--sizes and --queries must be positive")
@@ -490,14 +494,15 @@ def report(args: argparse.Namespace, sizes: list[int], builds: dict[int, dict[st
 
 
 class CountingFiles:
-    """A bundle folder's files, counting the bytes read."""
+    """A bundle folder's files, counting the bytes read (of paths under ``prefixes``)."""
 
-    def __init__(self, root: Path) -> None:
-        self.root, self.bytes = root, 0
+    def __init__(self, root: Path, prefixes: tuple[str, ...] = ("",)) -> None:
+        self.root, self.prefixes, self.bytes = root, prefixes, 0
 
     def read(self, path: str) -> bytes:
         data = (self.root / path).read_bytes()
-        self.bytes += len(data)
+        if path.startswith(self.prefixes):
+            self.bytes += len(data)
         return data
 
 
@@ -552,6 +557,76 @@ def coarse_bench(args: argparse.Namespace, sizes: list[int]) -> int:
                 print(f"| {n:,} | coarse | {len(entry['lists'])} / {probe} | " + row + " |")
         finally:
             shutil.rmtree(folder, ignore_errors=True)
+    return 0
+
+
+def coarse_sites(args: argparse.Namespace, n: int, backend: Any,
+                 corpus: list[dict], quality: list[dict]) -> tuple[Path, Path, Path]:
+    """(chunk store, exact site, coarse site) of the first ``n`` chunks (real vectors)."""
+    from ragspine_lite.bundle.export import export_store, load_corpus
+    from ragspine_lite.bundle.manifest import BUNDLE_FORMAT_VERSION
+    from ragspine_lite.bundle.shards import write_shards
+
+    work = args.work / f"coarse-real-{n}"
+    db = work / "chunks.db"
+    if not db.is_file():
+        write_docs(select(corpus, quality, n), work / "docs")
+        work.mkdir(parents=True, exist_ok=True)
+        export_store(load_corpus([work / "docs"]), db, embedding_backend=backend)
+        backend.save()
+    sites = []
+    for name, least in (("exact", 10**12), ("coarse", 0)):
+        root = work / name
+        shutil.rmtree(root, ignore_errors=True)
+        report = write_shards(db, root, coarse_min_rows=least)
+        manifest = {"format_version": BUNDLE_FORMAT_VERSION, "entry": {"index": report.header},
+                    "files": {p: {} for p in report.files}}
+        (root / "manifest.json").write_text(json.dumps(manifest), "utf-8")
+        sites.append(root)
+    return db, sites[0], sites[1]
+
+
+def coarse_real(args: argparse.Namespace, n: int) -> int:
+    """Hybrid nDCG@10, recall and vector bytes of the coarse lists vs the exact scan, real
+    MiniLM vectors of the developer set (CPython, the sharded reader)."""
+    from ragspine_lite.bundle.coarse import CoarseScanner
+    from ragspine_lite.bundle.runtime import BundleSearcher
+    from ragspine_lite.bundle.shards import DirectoryFiles, ShardedBundle
+    from ragspine_lite.vector.onnx_backend import OnnxEmbeddingBackend
+
+    backend = CachedBackend(OnnxEmbeddingBackend(), args.work / "minilm-vectors.json")
+    corpus, queries = bench_browser.load_set(args.data / args.set, 10**9)
+    seen: set[str] = set()
+    queries = [q for q in queries if not (q["text"] in seen or seen.add(q["text"]))]
+    quality = queries[: args.quality_queries]
+    _db, exact_root, coarse_root = coarse_sites(args, n, backend, corpus, quality)
+    entry = ShardedBundle(DirectoryFiles(coarse_root)).vectors or {}
+    asked = quality[: args.queries]
+    with BundleSearcher.from_files(DirectoryFiles(exact_root), embedding_backend=backend) as s:
+        want = [s.search(q["text"], top_k=K, mode="hybrid", highlight=False).snippets
+                for q in asked]
+    print(f"\nCoarse lists vs the exact scan, {args.set}, real MiniLM vectors, "
+          f"{len(asked)} queries, CPython, hybrid searches (sharded reader)\n")
+    print("| chunks | lists / probe | vector bytes, first query (cold) | next ten, mean | "
+          "hybrid recall@10 vs exact | hybrid nDCG@10 coarse / exact |")
+    print("|---:|---|---:|---:|---:|---|")
+    exact_ndcg = sum(ndcg([h["doc_id"] for h in w], q["rel"])
+                     for w, q in zip(want, asked, strict=True)) / len(asked)
+    for probe in (entry["probe"], 4 * entry["probe"], 16 * entry["probe"]):
+        files = CountingFiles(coarse_root, prefixes=("data/vectors/", "data/lists/"))
+        scanner = CoarseScanner(files, entry, probe=probe)
+        per_query, recall, score = [], 0.0, 0.0
+        with BundleSearcher.from_files(files, embedding_backend=backend, scanner=scanner) as s:
+            for q, w in zip(asked, want, strict=True):
+                before = files.bytes
+                got = s.search(q["text"], top_k=K, mode="hybrid", highlight=False).snippets
+                per_query.append(files.bytes - before)
+                top = {h["chunk_id"] for h in w}
+                recall += len(top & {h["chunk_id"] for h in got}) / max(1, len(top))
+                score += ndcg([h["doc_id"] for h in got], q["rel"])
+        print(f"| {entry['rows']:,} | {len(entry['lists'])} / {probe} | {per_query[0]:,} | "
+              f"{sum(per_query[1:11]) // 10:,} | {recall / len(asked):.3f} | "
+              f"{score / len(asked):.4f} / {exact_ndcg:.4f} |")
     return 0
 
 
