@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import hashlib
-import json
 import random
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
-from test_bundle_dense import CalibratedHash, Folder, hybrid_queries, int8_store
+from test_bundle_dense import (
+    CalibratedHash,
+    Folder,
+    hybrid_queries,
+    int8_store,
+    run_dense_module,
+)
 from test_bundle_shards import _site
 
 from ragspine_lite.bundle import coarse
@@ -164,11 +167,7 @@ process.stdout.write(JSON.stringify(out));
 @pytest.mark.cpython_only
 @pytest.mark.parametrize("numpy", SCANNERS)
 def test_the_javascript_coarse_scanner_gives_the_python_pairs(lists, numpy) -> None:
-    node = shutil.which("node")
-    if node is None:
-        pytest.skip("needs Node")
     root, entry, rows = lists
-    module = Path(__file__).resolve().parent.parent / "web" / "ragspine-dense.mjs"
     rnd = random.Random(6)
     queries = [
         {"query": rows[rnd.randrange(ROWS)] if t != -1 else [127] * DIM, "threshold": t,
@@ -176,11 +175,7 @@ def test_the_javascript_coarse_scanner_gives_the_python_pairs(lists, numpy) -> N
         for t, probe in ((None, None), (0, None), (150, 3), (-1, None), (None, 10**6))
     ]
     job = {"info": entry, "root": str(root), "queries": queries}
-    run = subprocess.run(
-        [node, "--input-type=module", "-e", NODE_SCRIPT % {"module": module.as_uri()}],
-        input=json.dumps(job), capture_output=True, text=True, check=True, timeout=60,
-    )
-    for q, got in zip(queries, json.loads(run.stdout), strict=True):
+    for q, got in zip(queries, run_dense_module(NODE_SCRIPT, job), strict=True):
         scanner = CoarseScanner(Folder(root), entry, probe=q["probe"], numpy=numpy)
         codes = bytes(b & 0xFF for b in q["query"])
         pairs = [tuple(got["scan"][i : i + 2]) for i in range(0, len(got["scan"]), 2)]

@@ -147,7 +147,7 @@ def build_lists(
     for _ in range(KMEANS_ROUNDS):
         assign = best(b"".join(centroids), len(centroids))
         sums = _sums(sample, dim, assign, len(centroids), numpy)
-        counts = array("l", bytes(8 * len(centroids)))
+        counts = [0] * len(centroids)
         for j in assign:
             counts[j] += 1
         updated = [codec.encode([float(x) for x in sums[j]]) if counts[j] else c
