@@ -29,11 +29,21 @@ One table, one row per size, then:
   int8 vectors and with the same vectors in float32, over the ``--quality-queries`` queries.
 
 Needs the ``[embed-onnx]`` extra, ``npm ci``, Playwright and Chromium. Progress goes to stderr.
+
+``--coarse N,…`` measures vectors by need instead (CPython, no browser): for each size, the
+exact shards and the coarse lists (:mod:`ragspine_lite.bundle.coarse`) over *synthetic* int8
+vectors with the structure of real ones: each row is a real MiniLM chunk vector of the cache
+plus Gaussian noise (cosine ≈ 0.8 to it), the queries are held-out draws around random real
+vectors. It prints bytes of vector data the dense lane reads for the first query (cold) and on
+average for the next ten, recall@10 of the dense top 10 against the exact scan (over
+``--queries``), and p50 of the scan (numpy). Needs ``minilm-vectors.json`` under ``--work``
+(a run of the hybrid measurement writes it).
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
 import importlib.util
 import json
@@ -357,7 +367,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quality-queries", type=int, default=1000, help="(1000)")
     parser.add_argument("--work", type=Path, default=REPO / ".cache" / "bench-dense",
                         help="built sites, cached vectors and quality (.cache/bench-dense)")
+    parser.add_argument("--coarse", default="",
+                        help="sizes for the vectors-by-need table instead (e.g. 10000,100000)")
+    parser.add_argument("--coarse-real", type=int, default=0,
+                        help="chunks of the real-vector coarse vs exact hybrid table (e.g. 10000)")
     args = parser.parse_args(argv)
+    if args.coarse:
+        return coarse_bench(args, [int(x) for x in args.coarse.split(",") if x.strip()])
+    if args.coarse_real:
+        return coarse_real(args, args.coarse_real)
     sizes = [int(x) for x in args.sizes.split(",") if x.strip()]
     if not sizes or min(sizes) < 1 or args.queries < 1:
         parser.error("--sizes and --queries must be positive")
@@ -473,6 +491,172 @@ def report(args: argparse.Namespace, sizes: list[int], builds: dict[int, dict[st
     print("sites: " + "; ".join(
         f"{n:,} chunks = {builds[n]['paragraphs']:,} paragraphs, built in {builds[n]['build_s']} s"
         for n in sizes))
+
+
+class CountingFiles:
+    """A bundle folder's files, counting the bytes read (of paths under ``prefixes``)."""
+
+    def __init__(self, root: Path, prefixes: tuple[str, ...] = ("",)) -> None:
+        self.root, self.prefixes, self.bytes = root, prefixes, 0
+
+    def read(self, path: str) -> bytes:
+        data = (self.root / path).read_bytes()
+        if path.startswith(self.prefixes):
+            self.bytes += len(data)
+        return data
+
+
+def synthetic(real: list[list[float]], n: int, seed: int) -> list[list[float]]:
+    """``n`` vectors around random real ones (noise of norm ≈ 0.75: cosine ≈ 0.8)."""
+    import numpy as np
+
+    rnd = np.random.default_rng(seed)
+    base = np.asarray(real, dtype=np.float64)
+    base /= np.linalg.norm(base, axis=1, keepdims=True)
+    picked = base[rnd.integers(0, len(base), n)]
+    noise = rnd.normal(0.0, 0.75 / math.sqrt(base.shape[1]), picked.shape)
+    out: list[list[float]] = (picked + noise).tolist()
+    return out
+
+
+def coarse_bench(args: argparse.Namespace, sizes: list[int]) -> int:
+    from ragspine_lite.bundle.coarse import write_vectors
+    from ragspine_lite.bundle.dense import ShardScanner
+    from ragspine_lite.vector.quantize import Int8Codec
+    from ragspine_lite.vector.sqlite_store import SqliteVectorStore
+    from ragspine_lite.vector.store import VectorRecord
+
+    cache = args.work / "minilm-vectors.json"
+    if not cache.is_file():
+        print(f"no cached vectors at {cache}: run the hybrid measurement first", file=sys.stderr)
+        return 2
+    real = list(json.loads(cache.read_text("utf-8")).values())
+    print(f"\nVectors by need, synthetic vectors around {len(real):,} real MiniLM chunk vectors, "
+          f"{args.queries} queries, CPython (numpy)\n")
+    print("| chunks | layout | lists / probe | vector bytes, first query (cold) | next ten, "
+          "mean per query | recall@10 vs exact | scan p50 ms |")
+    print("|---:|---|---|---:|---:|---:|---:|")
+    for n in sizes:
+        folder = Path(tempfile.mkdtemp(prefix="ragspine-coarse-"))
+        try:
+            rows = synthetic(real, n, seed=n)
+            ids = [f"c{i:07d}" for i in range(n)]
+            with SqliteVectorStore(folder / "v.db", model_id="m", quantization="int8") as store:
+                store.upsert(VectorRecord(i, tuple(v)) for i, v in zip(ids, rows, strict=True))
+            write = functools.partial(_write, folder / "site")
+            log(f"coarse: {n:,} rows, building the lists…")
+            entry = write_vectors(folder / "v.db", ids, write, model_id="m", min_rows=0)
+            exact_entry = write_vectors(folder / "v.db", ids, write, model_id="m", min_rows=n + 1)
+            codec = Int8Codec(entry["scale"])
+            queries = [codec.encode(v) for v in synthetic(real, args.queries + 10, seed=n + 1)]
+            exact = ShardScanner(CountingFiles(folder / "site"), exact_entry)
+            wanted = [sorted(exact.scan(q, None), key=_best)[:K] for q in queries]
+            print(f"| {n:,} | exact shards | – | {n * int(entry['dim']):,} | 0 | 1.000 | – |")
+            for probe in (entry["probe"], 4 * entry["probe"], 16 * entry["probe"]):
+                row = coarse_row(folder / "site", entry, probe, queries, wanted)
+                print(f"| {n:,} | coarse | {len(entry['lists'])} / {probe} | " + row + " |")
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+    return 0
+
+
+def coarse_sites(args: argparse.Namespace, n: int, backend: Any,
+                 corpus: list[dict], quality: list[dict]) -> tuple[Path, Path, Path]:
+    """(chunk store, exact site, coarse site) of the first ``n`` chunks (real vectors)."""
+    from ragspine_lite.bundle.export import export_store, load_corpus
+    from ragspine_lite.bundle.manifest import BUNDLE_FORMAT_VERSION
+    from ragspine_lite.bundle.shards import write_shards
+
+    work = args.work / f"coarse-real-{n}"
+    db = work / "chunks.db"
+    if not db.is_file():
+        write_docs(select(corpus, quality, n), work / "docs")
+        work.mkdir(parents=True, exist_ok=True)
+        export_store(load_corpus([work / "docs"]), db, embedding_backend=backend)
+        backend.save()
+    sites = []
+    for name, least in (("exact", 10**12), ("coarse", 0)):
+        root = work / name
+        shutil.rmtree(root, ignore_errors=True)
+        report = write_shards(db, root, coarse_min_rows=least)
+        manifest = {"format_version": BUNDLE_FORMAT_VERSION, "entry": {"index": report.header},
+                    "files": {p: {} for p in report.files}}
+        (root / "manifest.json").write_text(json.dumps(manifest), "utf-8")
+        sites.append(root)
+    return db, sites[0], sites[1]
+
+
+def coarse_real(args: argparse.Namespace, n: int) -> int:
+    """Hybrid nDCG@10, recall and vector bytes of the coarse lists vs the exact scan, real
+    MiniLM vectors of the developer set (CPython, the sharded reader)."""
+    from ragspine_lite.bundle.coarse import CoarseScanner
+    from ragspine_lite.bundle.runtime import BundleSearcher
+    from ragspine_lite.bundle.shards import DirectoryFiles, ShardedBundle
+    from ragspine_lite.vector.onnx_backend import OnnxEmbeddingBackend
+
+    backend = CachedBackend(OnnxEmbeddingBackend(), args.work / "minilm-vectors.json")
+    corpus, queries = bench_browser.load_set(args.data / args.set, 10**9)
+    seen: set[str] = set()
+    queries = [q for q in queries if not (q["text"] in seen or seen.add(q["text"]))]
+    quality = queries[: args.quality_queries]
+    _db, exact_root, coarse_root = coarse_sites(args, n, backend, corpus, quality)
+    entry = ShardedBundle(DirectoryFiles(coarse_root)).vectors or {}
+    asked = quality[: args.queries]
+    with BundleSearcher.from_files(DirectoryFiles(exact_root), embedding_backend=backend) as s:
+        want = [s.search(q["text"], top_k=K, mode="hybrid", highlight=False).snippets
+                for q in asked]
+    print(f"\nCoarse lists vs the exact scan, {args.set}, real MiniLM vectors, "
+          f"{len(asked)} queries, CPython, hybrid searches (sharded reader)\n")
+    print("| chunks | lists / probe | vector bytes, first query (cold) | next ten, mean | "
+          "hybrid recall@10 vs exact | hybrid nDCG@10 coarse / exact |")
+    print("|---:|---|---:|---:|---:|---|")
+    exact_ndcg = sum(ndcg([h["doc_id"] for h in w], q["rel"])
+                     for w, q in zip(want, asked, strict=True)) / len(asked)
+    for probe in (entry["probe"], 4 * entry["probe"], 16 * entry["probe"]):
+        files = CountingFiles(coarse_root, prefixes=("data/vectors/", "data/lists/"))
+        scanner = CoarseScanner(files, entry, probe=probe)
+        per_query, recall, score = [], 0.0, 0.0
+        with BundleSearcher.from_files(files, embedding_backend=backend, scanner=scanner) as s:
+            for q, w in zip(asked, want, strict=True):
+                before = files.bytes
+                got = s.search(q["text"], top_k=K, mode="hybrid", highlight=False).snippets
+                per_query.append(files.bytes - before)
+                top = {h["chunk_id"] for h in w}
+                recall += len(top & {h["chunk_id"] for h in got}) / max(1, len(top))
+                score += ndcg([h["doc_id"] for h in got], q["rel"])
+        print(f"| {entry['rows']:,} | {len(entry['lists'])} / {probe} | {per_query[0]:,} | "
+              f"{sum(per_query[1:11]) // 10:,} | {recall / len(asked):.3f} | "
+              f"{score / len(asked):.4f} / {exact_ndcg:.4f} |")
+    return 0
+
+
+def _best(hit: tuple[int, int]) -> tuple[int, int]:
+    return -hit[1], hit[0]
+
+
+def coarse_row(root: Path, entry: dict[str, Any], probe: int, queries: list[bytes],
+               wanted: list[list[tuple[int, int]]]) -> str:
+    """Bytes (first, next ten), recall@10 and scan p50 of one probe count, a cold reader."""
+    from ragspine_lite.bundle.coarse import CoarseScanner
+
+    files = CountingFiles(root)
+    scanner = CoarseScanner(files, entry, probe=probe)
+    per_query, recalls, times = [], [], []
+    for q, want in zip(queries, wanted, strict=True):
+        before, started = files.bytes, time.perf_counter()
+        top = sorted(scanner.scan(q, None), key=_best)[:K]
+        times.append((time.perf_counter() - started) * 1000)
+        per_query.append(files.bytes - before)
+        recalls.append(len({d for d, _ in top} & {d for d, _ in want}) / K)
+    return (f"{per_query[0]:,} | {sum(per_query[1:11]) // 10:,} | "
+            f"{sum(recalls) / len(recalls):.3f} | {p50(times[11:] or times):.1f}")
+
+
+def _write(root: Path, folder: str, data: bytes) -> str:
+    path = f"{folder}/v-{hashlib.sha256(data).hexdigest()[:16]}.i8"
+    (root / path).parent.mkdir(parents=True, exist_ok=True)
+    (root / path).write_bytes(data)
+    return path
 
 
 if __name__ == "__main__":

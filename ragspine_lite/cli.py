@@ -605,6 +605,7 @@ def _search_once(
         try:
             if backend is not None:
                 _sync_or_fallback(retriever.index)
+            # ranks as if RESTRICTED chunks were absent; the fixed --filter wins
             wrapped = OpenOnlyIndex(retriever.index, metadata_filter)
             link = NarrativeIndexRetriever(
                 wrapped, retry_without_filters=False,

@@ -15,6 +15,16 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+import pytest
+
+
+def server_module() -> pytest.MarkDecorator:
+    """The header of a module testing the endpoint: skip it without the ``[server]`` stack
+    (numpy, onnxruntime, onnx, starlette, uvicorn); returns the ``cpython_only`` mark."""
+    for name in ("numpy", "onnxruntime", "onnx", "starlette", "uvicorn"):
+        pytest.importorskip(name)
+    return pytest.mark.cpython_only
+
 
 def free_port() -> int:
     """A port on 127.0.0.1 that was free a moment ago (for a server in a child process)."""
@@ -46,7 +56,8 @@ def _free_socket() -> socket.socket:
 
 
 class EndpointServer:
-    """``create_app(config, models=...)`` served by uvicorn in a daemon thread."""
+    """``create_app(config, models=...)`` served by uvicorn in a daemon thread, with the
+    endpoint's HTTP protocol (its header deadline and its close after unread bodies)."""
 
     def __init__(self, app: Any) -> None:
         import uvicorn
@@ -54,7 +65,10 @@ class EndpointServer:
         self._sock = _free_socket()
         self.port = self._sock.getsockname()[1]
         self.url = f"http://127.0.0.1:{self.port}"
-        config = uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False)
+        from ragspine_lite.remote.server.protocol import ReadDeadlineProtocol
+
+        config = uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False,
+                                http=ReadDeadlineProtocol)  # as serve() runs it
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(
             target=self.server.run, kwargs={"sockets": [self._sock]}, daemon=True

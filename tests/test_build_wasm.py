@@ -822,3 +822,19 @@ def test_a_failed_rename_while_swapping_puts_the_old_site_back(bw, wheels, tmp_p
         bw.build_site([docs], out, wheel=wheels[0], micropip=wheels[1], title="Version two")
     assert _site_version(out) == v1
     assert [p.name for p in out.parent.iterdir()] == ["site"]
+
+
+def test_the_wasm_and_the_model_have_precompressed_siblings(embedded_site):
+    import gzip
+
+    from ragspine_lite.bundle.site_files import PRECOMPRESSED, write_precompressed
+
+    site, _ = embedded_site
+    manifest = _manifest(site)
+    for rel in PRECOMPRESSED:
+        original = (site / rel).read_bytes()
+        packed = (site / f"{rel}.gz").read_bytes()
+        assert gzip.decompress(packed) == original and len(packed) < len(original)
+        assert manifest["files"][f"{rel}.gz"]["bytes"] == len(packed)
+    again = write_precompressed(site / PRECOMPRESSED[0])
+    assert again[0].read_bytes() == (site / f"{PRECOMPRESSED[0]}.gz").read_bytes()  # stable

@@ -212,9 +212,9 @@ process.stdout.write(JSON.stringify(out));
 """
 
 
-@pytest.mark.cpython_only
-@pytest.mark.parametrize("numpy", SCANNERS)
-def test_the_javascript_scanner_gives_the_python_integers(bundle, numpy) -> None:
+def run_dense_module(script: str, job: dict) -> list:
+    """Run a Node ``script`` over ``web/ragspine-dense.mjs`` (``%(module)s``) with ``job`` on
+    stdin; → its JSON output (skips without Node)."""
     import json
     import shutil
     import subprocess
@@ -222,8 +222,19 @@ def test_the_javascript_scanner_gives_the_python_integers(bundle, numpy) -> None
     node = shutil.which("node")
     if node is None:
         pytest.skip("needs Node")
-    root, _ids, entry = bundle
     module = Path(__file__).resolve().parent.parent / "web" / "ragspine-dense.mjs"
+    run = subprocess.run(
+        [node, "--input-type=module", "-e", script % {"module": module.as_uri()}],
+        input=json.dumps(job), capture_output=True, text=True, check=True, timeout=60,
+    )
+    out: list = json.loads(run.stdout)
+    return out
+
+
+@pytest.mark.cpython_only
+@pytest.mark.parametrize("numpy", SCANNERS)
+def test_the_javascript_scanner_gives_the_python_integers(bundle, numpy) -> None:
+    root, _ids, entry = bundle
     rnd = random.Random(5)
     queries = [
         {"query": [rnd.randrange(-127, 128) for _ in range(DIM)], "threshold": t,
@@ -232,12 +243,8 @@ def test_the_javascript_scanner_gives_the_python_integers(bundle, numpy) -> None
     ]
     queries[-1]["query"] = [127] * (DIM // 2) + [-127] * (DIM // 2)  # the extremes
     job = {"info": {**entry, "rows": 53}, "root": str(root), "queries": queries}
-    run = subprocess.run(
-        [node, "--input-type=module", "-e", NODE_SCRIPT % {"module": module.as_uri()}],
-        input=json.dumps(job), capture_output=True, text=True, check=True, timeout=60,
-    )
     scanner = ShardScanner(Folder(root), entry, numpy=numpy)
-    for q, got in zip(queries, json.loads(run.stdout), strict=True):
+    for q, got in zip(queries, run_dense_module(NODE_SCRIPT, job), strict=True):
         codes = bytes(b & 0xFF for b in q["query"])
         want = sorted(scanner.scan(codes, q["threshold"]))
         assert [tuple(got["scan"][i : i + 2]) for i in range(0, len(got["scan"]), 2)] == want

@@ -6,6 +6,7 @@ import json
 import sqlite3
 
 import pytest
+from _restricted import matches_restricted
 
 from ragspine_lite.bundle.export import export_store, load_corpus
 from ragspine_lite.bundle.manifest import BUNDLE_META_TABLE, BundleFormatError
@@ -77,7 +78,6 @@ def test_restricted_documents_are_simply_absent_from_a_bundle(searcher):
     outcome = searcher.search("Macau broker acquisition ZEPHYRCANARY 董事会 分支机构", top_k=50)
     assert all(not s["doc_id"].startswith("restricted/") for s in outcome.snippets)
     assert CANARY not in json.dumps(outcome.as_dict(), ensure_ascii=False)
-    assert outcome.held_back == 0
 
 
 def test_hits_carry_their_heading_section_and_highlights(searcher):
@@ -170,7 +170,7 @@ def test_restricted_page_documents_are_held_back_never_returned(searcher):
     assert info["restricted"] is True
     outcome = searcher.search("quokka merger", top_k=10)
     assert outcome.snippets == []
-    assert outcome.held_back == 1
+    assert matches_restricted(searcher, "quokka merger")  # the exit was exercised
     stats = searcher.stats()
     assert "SECRET_ENTITY" not in stats["facets"]["entity"]
     assert stats["page"]["restricted_documents"] == 1
@@ -211,7 +211,7 @@ def test_stats_count_libraries_and_list_facets(searcher):
 def test_dispatch_speaks_json(searcher):
     out = json.loads(searcher.dispatch("search", json.dumps({"query": "营运利润", "topK": 2})))
     assert len(out["hits"]) == 2
-    assert set(out) == {"hits", "held_back", "took_ms"}
+    assert set(out) == {"hits", "took_ms"}
     json.loads(searcher.dispatch("ingest", json.dumps({"name": "z.txt", "text": "zebra"})))
     assert json.loads(searcher.dispatch("documents"))[0]["doc_id"] == "z.txt"
     assert json.loads(searcher.dispatch("forget", "{}")) == {"removed": 1}

@@ -20,6 +20,7 @@ from ragspine_lite.link.narrative_link import (
     NarrativeIndexRetriever,
     NarrativeRetriever,
     ProviderListwiseJudge,
+    VisibleFilter,
     _to_snippet,
     build_narrative_retriever,
 )
@@ -138,21 +139,22 @@ def test_retrieve_passes_exactly_the_truthy_known_filters_and_top_k():
                  "foo": "bar"},
         top_k=7,
     )
-    assert idx.calls == [{"query": "q", "entity": "ACME_HK", "period": "2024", "top_k": 7}]
+    assert idx.calls == [{"query": "q", "entity": "ACME_HK", "period": "2024", "top_k": 7,
+                          "metadata_filter": VisibleFilter()}]
 
 
 def test_retrieve_default_call_has_only_top_k_50():
     idx = FakeIndex([result(chunk("d#c0"))])
     NarrativeIndexRetriever(idx).retrieve("q")
-    assert idx.calls == [{"query": "q", "top_k": 50}]
+    assert idx.calls == [{"query": "q", "top_k": 50, "metadata_filter": VisibleFilter()}]
 
 
 def test_empty_filtered_result_is_retried_once_without_filters():
     idx = FakeIndex([], [result(chunk("d#c0"))])
     out = NarrativeIndexRetriever(idx).retrieve("q", filters={"entity": "X"}, top_k=5)
     assert idx.calls == [
-        {"query": "q", "entity": "X", "top_k": 5},
-        {"query": "q", "top_k": 5},
+        {"query": "q", "entity": "X", "top_k": 5, "metadata_filter": VisibleFilter()},
+        {"query": "q", "top_k": 5, "metadata_filter": VisibleFilter()},
     ]
     assert [s["chunk_id"] for s in out] == ["d#c0"]
 

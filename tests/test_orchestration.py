@@ -11,7 +11,8 @@ from ragspine_lite.chunking.chunk_store import ChunkStore
 from ragspine_lite.chunking.chunking import DocumentMeta
 from ragspine_lite.filtering.metadata_filter import make_filter
 from ragspine_lite.lexical.inverted_index import StoreBM25Index
-from ragspine_lite.link.filtered_index import FilteredIndex, without_restricted
+from ragspine_lite.link.filtered_index import FilteredIndex
+from ragspine_lite.link.narrative_link import OpenOnlyIndex
 from ragspine_lite.pipeline.fusion import RRFFusion
 from ragspine_lite.pipeline.lanes import ChunkListLane, StoreLane
 from ragspine_lite.pipeline.retrievers import GlossaryQueryRewriter, NarrativeIndex
@@ -88,29 +89,22 @@ def test_the_sharded_index_runs_its_post_retrieval_steps(tmp_path):
     ]
 
 
-def test_the_filtered_index_ranks_as_if_restricted_were_absent(store):
+def test_the_open_only_index_ranks_as_if_restricted_were_absent(store):
     index = NarrativeIndex(store)
-    everything = FilteredIndex(index)
-    open_only = FilteredIndex(index, restricted_absent=True)
-    seen = everything.retrieve("hong kong revenue merger")
-    assert "s#c0" in {r.chunk.chunk_id for r in seen} and everything.held_back == 1
-    kept = open_only.retrieve("hong kong revenue merger")
-    assert "s#c0" not in {r.chunk.chunk_id for r in kept} and open_only.held_back == 0
-    # The open results keep the order they have when the RESTRICTED document is not there.
+    seen = index.retrieve("hong kong revenue merger")
+    assert "s#c0" in {r.chunk.chunk_id for r in seen}
+    kept = OpenOnlyIndex(index).retrieve("hong kong revenue merger")
+    assert "s#c0" not in {r.chunk.chunk_id for r in kept}
     assert [r.chunk.chunk_id for r in kept] == [
-        r.chunk.chunk_id for r in index.retrieve("hong kong revenue merger")
-        if r.chunk.doc_id != "s"
+        r.chunk.chunk_id for r in seen if r.chunk.doc_id != "s"
     ]
 
 
-def test_a_fixed_filter_wins_and_an_or_filter_is_left_to_the_exit(store):
+def test_a_fixed_filter_wins_over_the_callers(store):
     index = NarrativeIndex(store)
     fixed = FilteredIndex(index, metadata_filter=make_filter([("topic", "eq", "a")]))
-    assert [r.chunk.doc_id for r in fixed.retrieve("revenue")] == ["a"]
-    either = make_filter([("topic", "eq", "a"), ("topic", "eq", "s")], combine="or")
-    assert without_restricted(either) is either
-    narrowed = without_restricted(make_filter([("topic", "eq", "a")]))
-    assert narrowed is not None and len(narrowed.conditions) == 2
+    other = make_filter([("topic", "eq", "b")])
+    assert [r.chunk.doc_id for r in fixed.retrieve("revenue", metadata_filter=other)] == ["a"]
 
 
 def test_a_failing_index_falls_back_once_logged_and_says_why(store, caplog):

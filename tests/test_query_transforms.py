@@ -11,6 +11,7 @@ import json
 import logging
 
 import pytest
+from _restricted import matches_restricted
 
 import ragspine_lite.query.decompose as decompose_mod
 import ragspine_lite.query.gate as gate_mod
@@ -553,7 +554,7 @@ def test_searcher_runs_the_layers_and_reports_them(searcher):
     assert report["applied"] == ["rag_fusion", "decompose"]
     assert report["outcomes"][0]["refused"] == 1  # the AIA variant, never searched
     assert outcome.as_dict()["query_layers"] == report
-    assert outcome.held_back == 1 and plain.held_back == 1  # distinct over every probe
+    assert matches_restricted(searcher, "quokka merger broker")  # the exit is exercised
     assert len(outcome.snippets) == 5 and all(
         s["sensitivity"] != "RESTRICTED" for s in outcome.snippets)
     assert all(CANARY not in p and "quokka merger is" not in p for p in provider.prompts)

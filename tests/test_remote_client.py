@@ -316,7 +316,8 @@ def _visual_handler(method, url, payload, headers):
     if url.endswith("/embed_images"):
         return 200, {"model": "v", "embeddings": [[[1.0, 0.0]] for _ in payload["images"]]}
     if url.endswith("/pages"):
-        return 200, {"registered": len(payload["pages"]), "total": len(payload["pages"])}
+        return 200, {"registered": len(payload["pages"]), "total": len(payload["pages"]),
+                     "index": payload.get("index", "idx-1")}
     return 200, {"model": "v", "hits": [{"doc_id": "d", "page_no": 1, "locator": "d#page1",
                                           "title": None, "score": 1.5}]}
 
@@ -347,8 +348,14 @@ def test_register_pages_never_uploads_restricted_pages():
 
 
 def test_visual_search_returns_validated_hits():
-    vis = RemoteVisualEmbedder(URL, transport=FakeTransport(_visual_handler))
+    t = FakeTransport(_visual_handler)
+    vis = RemoteVisualEmbedder(URL, transport=t)
+    assert vis.search("q") == [] and not t.calls  # no pages registered: nothing to ask
+    vis.register_pages([VisualPage("annual", 1, b"open-page-bytes")])
+    vis.register_pages([VisualPage("annual", 2, b"more-bytes")])
     assert vis.search("q", top_k=3)[0]["locator"] == "d#page1"
+    assert [p.get("index") for p in t.payloads()] == [None, "idx-1", "idx-1"]
     bad = RemoteVisualEmbedder(URL, transport=FakeTransport(_answers(200, {"hits": [{}]})))
+    bad.index_id = "idx-1"
     with pytest.raises(RemoteError, match="doc_id"):
         bad.search("q")

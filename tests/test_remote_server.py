@@ -208,6 +208,9 @@ def test_bad_requests_get_clear_json_errors(endpoint, payload, status, needle):
     assert got_status == status and needle in message
 
 
+JSON = {"Content-Type": "application/json"}
+
+
 def _http(endpoint, method, path, body=b"", headers=None):
     conn = http.client.HTTPConnection("127.0.0.1", endpoint.port, timeout=10)
     conn.request(method, path, body=body, headers=headers or {})
@@ -218,9 +221,9 @@ def _http(endpoint, method, path, body=b"", headers=None):
 
 
 def test_invalid_json_oversized_bodies_and_unknown_routes(endpoint):
-    status, _h, data = _http(endpoint, "POST", "/v1/rerank", b"{nope")
+    status, _h, data = _http(endpoint, "POST", "/v1/rerank", b"{nope", JSON)
     assert status == 400 and json.loads(data)["error"]["code"] == "invalid_json"
-    status, _h, data = _http(endpoint, "POST", "/v1/rerank", b"x" * (64 * 1024 + 1))
+    status, _h, data = _http(endpoint, "POST", "/v1/rerank", b"x" * (64 * 1024 + 1), JSON)
     assert status == 413 and json.loads(data)["error"]["code"] == "body_too_large"
     status, _h, data = _http(endpoint, "GET", "/v2/whatever")
     assert status == 404 and json.loads(data)["error"]["code"] == "not_found"
@@ -231,7 +234,7 @@ def test_invalid_json_oversized_bodies_and_unknown_routes(endpoint):
 def test_chunked_bodies_over_the_limit_are_refused(endpoint):
     conn = http.client.HTTPConnection("127.0.0.1", endpoint.port, timeout=10)
     conn.request("POST", "/v1/rerank", body=iter([b"x" * 40000, b"y" * 40000]),
-                 encode_chunked=True, headers={"Transfer-Encoding": "chunked"})
+                 encode_chunked=True, headers={"Transfer-Encoding": "chunked", **JSON})
     resp = conn.getresponse()
     assert resp.status == 413
     conn.close()
@@ -244,7 +247,7 @@ def test_cors_allows_only_the_listed_origins(endpoint):
     assert status == 200 and headers["access-control-allow-origin"] == "http://allowed.test"
     status, headers, _ = _http(endpoint, "OPTIONS", "/v1/rerank",
                                headers={**pre, "Origin": "http://evil.test"})
-    assert status == 400 and "access-control-allow-origin" not in headers
+    assert status == 403 and "access-control-allow-origin" not in headers
     _s, headers, _ = _http(endpoint, "GET", "/healthz", headers={"Origin": "http://evil.test"})
     assert "access-control-allow-origin" not in headers
 
@@ -379,12 +382,12 @@ def _slow_client(url: str, parts: list[bytes], pause: float) -> tuple[bytes, flo
 def test_slow_headers_and_bodies_get_a_408_within_the_read_timeout(tmp_path):
     with serve_remote(tmp_path, "--read-timeout", "1") as url:
         # headers a byte every 0.3 s: the deadline runs from the connection, not the last byte
-        head = b"POST /v1/embed HTTP/1.1\r\nHost: x\r\nX-Slow: " + b"a" * 40
+        head = b"POST /v1/embed HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: " + b"a" * 40
         answer, took = _slow_client(url, [head[i : i + 1] for i in range(len(head))], 0.3)
         assert answer.startswith(b"HTTP/1.1 408 ") and took < 3.0, (answer, took)
         assert json.loads(answer.split(b"\r\n\r\n", 1)[1])["error"]["code"] == "request_timeout"
         # complete headers, then a body that stops after 10 of its 100 bytes
-        head = (b"POST /v1/embed HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        head = (b"POST /v1/embed HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
                 b"Content-Length: 100\r\n\r\n")
         answer, took = _slow_client(url, [head, b'{"inputs":'] + [b" "] * 20, 0.4)
         assert answer.startswith(b"HTTP/1.1 408 ") and took < 3.5, (answer, took)
@@ -394,16 +397,16 @@ def test_slow_headers_and_bodies_get_a_408_within_the_read_timeout(tmp_path):
 
 
 def test_deeply_nested_and_repeated_key_json_are_400s(endpoint):
-    status, _h, data = _http(endpoint, "POST", "/v1/rerank", b"[" * 30000 + b"]" * 30000)
+    status, _h, data = _http(endpoint, "POST", "/v1/rerank", b"[" * 30000 + b"]" * 30000, JSON)
     assert status == 400 and json.loads(data)["error"]["message"] == (
         "request body nests JSON too deeply"
     )
     nested = b'{"method": "colbert", "query": "q", "candidates": ' + b"[" * 20000 + b"]" * 20000
-    status, _h, data = _http(endpoint, "POST", "/v1/rerank", nested + b"}")
+    status, _h, data = _http(endpoint, "POST", "/v1/rerank", nested + b"}", JSON)
     assert status == 400 and json.loads(data)["error"]["code"] == "invalid_json"
     twice = (b'{"method": "colbert", "query": "q", "candidates": '
              b'[{"text": "a", "sensitivity": "INTERNAL", "sensitivity": "RESTRICTED"}]}')
-    status, _h, data = _http(endpoint, "POST", "/v1/rerank", twice)
+    status, _h, data = _http(endpoint, "POST", "/v1/rerank", twice, JSON)
     assert status == 400 and "repeats the key 'sensitivity'" in json.loads(data)["error"]["message"]
 
 

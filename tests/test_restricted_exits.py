@@ -152,10 +152,11 @@ def test_exit2_holds_when_a_filter_selects_restricted_at_index_level(store):
     assert {r.chunk.doc_id for r in at_index} == set(SECRET_DOCS)
 
     class FilteringIndex:
-        """Forwards to the index with the RESTRICTED-selecting filter applied."""
+        """Forwards to the index with the RESTRICTED-selecting filter in place of the
+        link's own (an index that ignores it): the exit still drops every result."""
 
         def retrieve(self, query, **kw):
-            return index.retrieve(query, metadata_filter=only_secret, **kw)
+            return index.retrieve(query, **{**kw, "metadata_filter": only_secret})
 
     assert NarrativeIndexRetriever(FilteringIndex()).retrieve("hong kong revenue") == []
 

@@ -134,11 +134,6 @@ function renderHits(query, detailed) {
   $("#result-info").textContent = query.trim()
     ? `${detailed.hits.length} result(s) · ${detailed.tookMs.toFixed(1)} ms in Python${channelNote}${rerankNote}`
     : "";
-  const held = $("#held-back");
-  held.hidden = !detailed.heldBack;
-  held.textContent = detailed.heldBack
-    ? `${detailed.heldBack} matching result(s) from your documents held back: they are labelled RESTRICTED and are never shown.`
-    : "";
 }
 
 let timer = 0;
@@ -212,7 +207,7 @@ async function refreshDocuments() {
   const docs = await demo.rs.documents();
   const list = $("#my-docs");
   list.replaceChildren(...docs.map((d) =>
-    el("li", { dataset: { docId: d.doc_id } }, `${d.name} — ${d.title} (${d.chunks} chunk${d.chunks === 1 ? "" : "s"})${d.restricted ? " · RESTRICTED: never shown" : ""}`)));
+    el("li", { dataset: { docId: d.doc_id } }, `${d.name}${d.title ? ` — ${d.title}` : ""} (${d.chunks} chunk${d.chunks === 1 ? "" : "s"})${d.restricted ? " · RESTRICTED: never shown" : ""}`)));
   $("#forget").hidden = docs.length === 0;
 }
 

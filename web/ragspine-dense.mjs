@@ -126,3 +126,94 @@ export class DenseScanner {
     return out;
   }
 }
+
+// The coarse (IVF) layout of a large bundle's vectors (ragspine_lite.bundle.coarse): int8
+// centroids, one file per list (its docnos as little-endian uint32, then their codes). `scan`
+// dots the query with every centroid, reads the `probe` best lists by (-dot, list) and scores
+// their rows exactly; `dots` reads the docno → list map (uint16) when a row's list is not in yet.
+// `read(path)` returns a file's bytes synchronously (the worker's bundle reader); each file is
+// read once. `info` is the worker op `vector_shards` of such a bundle: {dim, scale, centroids,
+// probe, lists: [[count, path], …], assign, missing, rows}. Same integers as CoarseScanner in
+// Python, pair for pair.
+export class CoarseScanner {
+  constructor(info, read, probe) {
+    this.info = info;
+    this.dim = info.dim;
+    this.read = read;
+    this.probe = Math.max(1, Math.min(info.lists.length, probe ?? info.probe));
+    this.loaded = new Map(); // list → {docnos, scanner}
+    this.where = new Map(); // docno → [list, row] of the lists read
+    this.centroids = null;
+    this.owner = null;
+  }
+
+  // The lists a scan of `q` (Int32Array) reads, best first by (-dot, list).
+  probed(q) {
+    if (!this.centroids) {
+      const bytes = int8(this.read(this.info.centroids));
+      if (bytes.length !== this.info.lists.length * this.dim) throw new Error("the coarse centroids do not match the lists: rebuild the bundle");
+      this.centroids = new DenseScanner(this.dim, bytes);
+    }
+    const dots = this.centroids.dotAll(q);
+    const order = Array.from(dots.keys()).sort((a, b) => dots[b] - dots[a] || a - b);
+    return order.slice(0, this.probe);
+  }
+
+  list(j) {
+    let found = this.loaded.get(j);
+    if (found) return found;
+    const [count, path] = this.info.lists[j];
+    const raw = count ? this.read(path) : new Uint8Array(0);
+    const bytes = raw instanceof Uint8Array ? raw : new Uint8Array(raw.buffer || raw, raw.byteOffset || 0, raw.byteLength);
+    if (bytes.length !== count * (4 + this.dim)) throw new Error(`vector list ${path}: ${bytes.length} bytes, rebuild the bundle`);
+    const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+    const docnos = new Uint32Array(count);
+    for (let i = 0; i < count; i++) {
+      docnos[i] = view.getUint32(4 * i, true);
+      this.where.set(docnos[i], [j, i]);
+    }
+    const codes = new Int8Array(bytes.buffer, bytes.byteOffset + 4 * count, count * this.dim);
+    found = { docnos, scanner: new DenseScanner(this.dim, codes) };
+    this.loaded.set(j, found);
+    return found;
+  }
+
+  // Int32Array of (docno, dot) pairs with dot > threshold (every row when null) in the probed
+  // lists, list by list in list order, rows in docno order.
+  scan(query, threshold) {
+    const q = DenseScanner.prototype.checkQuery.call(this, query);
+    const every = threshold === null || threshold === undefined;
+    const out = [];
+    for (const j of this.probed(q).sort((a, b) => a - b)) {
+      const { docnos, scanner } = this.list(j);
+      const all = scanner.dotAll(q);
+      for (let row = 0; row < docnos.length; row++) {
+        if (every || all[row] > threshold) out.push(docnos[row], all[row]);
+      }
+    }
+    return Int32Array.from(out);
+  }
+
+  // Int32Array of the dots of these rows (0 for a row without a vector), in the given order.
+  dots(query, docnos) {
+    const q = DenseScanner.prototype.checkQuery.call(this, query);
+    const out = new Int32Array(docnos.length);
+    for (let i = 0; i < docnos.length; i++) {
+      const d = docnos[i];
+      if (!this.where.has(d)) {
+        if (!this.owner) {
+          const raw = this.read(this.info.assign);
+          const bytes = new Uint8Array(raw.buffer || raw, raw.byteOffset || 0, raw.byteLength);
+          const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+          this.owner = Uint16Array.from({ length: bytes.length / 2 }, (_, k) => view.getUint16(2 * k, true));
+        }
+        if (!Number.isInteger(d) || d < 0 || d >= this.owner.length) throw new Error(`no vector row ${d}`);
+        if (this.owner[d] === 0xffff) continue; // no vector: 0
+        this.list(this.owner[d]);
+      }
+      const [j, row] = this.where.get(d);
+      out[i] = this.loaded.get(j).scanner.dot(q, row);
+    }
+    return out;
+  }
+}

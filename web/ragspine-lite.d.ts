@@ -56,8 +56,6 @@ export interface DetailedResults {
   query: string;
   results: Snippet[];
   hits: Hit[];
-  /** Matching RESTRICTED results that were held back (page documents only: bundles never contain any). */
-  heldBack: number;
   tookMs: number;
   /** Set only while a reranker is configured (see configureReranker). */
   rerank: RerankReport | null;
@@ -313,6 +311,7 @@ export interface OpenInfo {
 export interface PageDocument {
   doc_id: string;
   name: string;
+  /** Empty for a RESTRICTED document: its title is RESTRICTED too. */
   title: string;
   chunks: number;
   language: string;

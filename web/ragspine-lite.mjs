@@ -14,7 +14,7 @@
 // Python's agent link (text, doc_id, title, source_locator, chunk_id, metadata, sensitivity,
 // scores) plus library_id ("bundle" or "page"). Types: ragspine-lite.d.ts.
 
-export const FORMAT_VERSION = 2; // bundle format this runtime reads (= manifest.format_version)
+export const FORMAT_VERSION = 3; // bundle format this runtime reads (= manifest.format_version)
 export const VERSION = "0.1.0";
 const DEFAULT_OPEN_TIMEOUT_MS = 180000;
 
@@ -189,7 +189,6 @@ export class RagSpineLite {
       query,
       results: out.hits.map((hit) => hit.snippet),
       hits: out.hits,
-      heldBack: out.held_back,
       tookMs: out.took_ms,
       rerank: out.rerank ?? null,
       semantic: out.semantic ?? null,

@@ -13,13 +13,13 @@
 //                  {type: "log", level, message}
 // Every request is answered; failures come back as {ok: false, error: {message, name}}.
 
-import { DenseScanner } from "./ragspine-dense.mjs";
+import { CoarseScanner, DenseScanner } from "./ragspine-dense.mjs";
 
-const FORMAT_VERSION = 2; // = BUNDLE_FORMAT_VERSION in ragspine_lite.bundle.manifest
+const FORMAT_VERSION = 3; // = BUNDLE_FORMAT_VERSION in ragspine_lite.bundle.manifest
 const VECTORS_DIR = "data/vectors/"; // the int8 vector shards of a hybrid bundle
 // = CONTENT_NAMED_DIRS in ragspine_lite.bundle.manifest: index files the header lists, named
 // `<kind>-<first 16 hex digits of their sha256>.bin`; manifest.json does not list them.
-const CONTENT_NAMED_DIRS = ["data/terms/", "data/text/"];
+const CONTENT_NAMED_DIRS = ["data/terms/", "data/text/", "data/lists/"];
 const MAX_DOCUMENT_BYTES = 5 * 1024 * 1024;
 const EMBED_SLICE = 256; // texts per embed call (below the backend's primed-vector cache)
 const PAGE_EXTENSIONS = [".txt", ".md", ".html", ".htm"];
@@ -127,20 +127,8 @@ async function handle(op, args) {
     );
   }
   switch (op) {
-    case "search": {
-      const request = {
-        query: args.query, filters: args.filters ?? null, topK: args.topK ?? 10, highlight: args.highlight !== false,
-        rerank: args.rerank !== false, queryLayers: args.queryLayers !== false,
-      };
-      if (args.mode) request.mode = args.mode;
-      if (args.postprocess) request.postprocess = args.postprocess;
-      // What the query reads, fetched together (from the cache when there) before Python
-      // searches; anything else it reads (a hybrid search's fragments, an LLM's rewritten
-      // queries) is fetched synchronously.
-      await loadFilesFor(request);
-      const result = await semanticCall("search", request, { query: args.query, mode: args.mode ?? null });
-      return withFiles(result, state.files.report());
-    }
+    case "search":
+      return searchOrRetry(args);
     case "prefetch":
       return prefetch(args);
     case "embed": {
@@ -180,6 +168,82 @@ async function handle(op, args) {
     default:
       throw new BundleError(`unknown operation ${JSON.stringify(op)}`);
   }
+}
+
+async function search(args) {
+  const request = {
+    query: args.query, filters: args.filters ?? null, topK: args.topK ?? 10, highlight: args.highlight !== false,
+    rerank: args.rerank !== false, queryLayers: args.queryLayers !== false,
+  };
+  if (args.mode) request.mode = args.mode;
+  if (args.postprocess) request.postprocess = args.postprocess;
+  // What the query reads, fetched together (from the cache when there) before Python
+  // searches; anything else it reads (a hybrid search's fragments, an LLM's rewritten
+  // queries) is fetched synchronously.
+  await loadFilesFor(request);
+  const result = await semanticCall("search", request, { query: args.query, mode: args.mode ?? null });
+  return withFiles(result, state.files.report());
+}
+
+// A tab opened before the site was rebuilt asks for content-named files that are gone (404):
+// the search then re-reads the manifest, takes the rebuilt index in place and runs once more;
+// if that cannot be done (or fails again) it says the site was updated.
+async function searchOrRetry(args) {
+  for (let attempt = 0; ; attempt++) {
+    state.files.gone = null;
+    try {
+      return await search(args);
+    } catch (err) {
+      const gone = state.files.gone;
+      if (!gone) throw err;
+      if (attempt === 0 && (await takeRebuiltBundle())) continue;
+      throw new BundleError(`${gone} is no longer on the site: the site was updated — reload the page`, "SiteUpdatedError");
+    }
+  }
+}
+
+// The rebuilt site's index, taken in place when only the index changed (same Pyodide, wheel
+// and model): page documents and settings stay. Returns whether it was taken.
+async function takeRebuiltBundle() {
+  const { bundleURL } = state;
+  let manifest;
+  try {
+    manifest = await readManifest(bundleURL);
+  } catch (err) {
+    log("warn", `the site's manifest could not be read again: ${describe(err).message}`);
+    return false;
+  }
+  const header = manifest.entry.index;
+  if (header === state.manifest.entry.index || !sameRuntime(state.manifest, manifest)) return false;
+  const files = bundleFiles(manifest, bundleURL, state.runtimeCache);
+  try {
+    files.held.set(header, await fetchVerified(manifest, bundleURL, header, "the search index header"));
+    state.searcher.replace_bundle(files.reader, header);
+  } catch (err) {
+    log("warn", `the rebuilt site's index could not be opened: ${describe(err).message}`);
+    return false;
+  }
+  Object.assign(state, { manifest, files });
+  if (state.embeddings) {
+    const vectors = new Map();
+    for (const path of Object.keys(manifest.files).filter((p) => p.startsWith(VECTORS_DIR))) {
+      vectors.set(path, fetchVerified(manifest, bundleURL, path, "the chunk vectors"));
+    }
+    await useDenseScanner(state.py, state.searcher, vectors).catch((err) =>
+      log("warn", `the chunk vectors are scanned in Python instead of JavaScript: ${describe(err).message}`));
+  }
+  log("info", "the site was rebuilt: searching its new index");
+  return true;
+}
+
+// Whether two manifests name the same runtime (Pyodide, wheel, embedding model files).
+function sameRuntime(a, b) {
+  const pin = (m) => {
+    const e = m.entry;
+    const paths = [e.wheels.ragspine_lite, ...(e.embeddings ? [e.embeddings.model, e.embeddings.vocab, e.embeddings.config] : [])];
+    return JSON.stringify([e.pyodide, ...paths.map((path) => [path, m.files[path] && m.files[path].sha256])]);
+  };
+  return pin(a) === pin(b);
 }
 
 function call(op, args = {}) {
@@ -280,6 +344,11 @@ async function prefetch({ query = "", mode = null, filters = null, topK = 10 } =
   return { paths, files: state.files.report(), rounds, ms: Math.round((performance.now() - started) * 100) / 100 };
 }
 
+// A file that answered 404 and is one of the index's content-named files: a rebuild renamed it.
+function isGone(path, err) {
+  return err && err.status === 404 && CONTENT_NAMED_DIRS.some((dir) => path.startsWith(dir));
+}
+
 function syncGet(url, what) {
   const xhr = new XMLHttpRequest();
   xhr.open("GET", url, false);
@@ -290,7 +359,7 @@ function syncGet(url, what) {
     throw new BundleError(`could not load ${what} from ${url}: ${describe(err).message}`);
   }
   if (xhr.status !== 200) {
-    throw new BundleError(`could not load ${what} from ${url}: HTTP ${xhr.status} ${xhr.statusText}`.trim());
+    throw httpError(`could not load ${what} from ${url}: HTTP ${xhr.status} ${xhr.statusText}`.trim(), xhr.status);
   }
   return new Uint8Array(xhr.response);
 }
@@ -307,9 +376,14 @@ function bundleFiles(manifest, bundleURL, cache) {
     totals.bytes += bytes.length;
     totals[from] += 1;
   };
+  const gone = (path, err) => {
+    if (isGone(path, err)) files.gone = path;
+    return err;
+  };
   const files = {
     held,
     totals,
+    gone: null, // a content-named file that answered 404 (see searchOrRetry)
     reader: {
       read(path) {
         const ahead = held.get(path);
@@ -318,7 +392,12 @@ function bundleFiles(manifest, bundleURL, cache) {
           return ahead;
         }
         expectedSha(manifest, path); // a file of this bundle, or a clear error
-        const bytes = syncGet(bundleURL + path, path);
+        let bytes;
+        try {
+          bytes = syncGet(bundleURL + path, path);
+        } catch (err) {
+          throw gone(path, err);
+        }
         note(path, bytes, "sync");
         if (cache) toStore.push([path, bytes]);
         return bytes;
@@ -340,7 +419,8 @@ function bundleFiles(manifest, bundleURL, cache) {
           log("warn", `the cache could not read ${path}: ${describe(err).message}`);
         }
       }
-      const bytes = new Uint8Array(await (await fetchOrFail(url, path)).arrayBuffer());
+      const response = await fetchOrFail(url, path).catch((err) => Promise.reject(gone(path, err)));
+      const bytes = new Uint8Array(await response.arrayBuffer());
       await verify(manifest, path, bytes);
       note(path, bytes, "network");
       if (cache) putCached(cache, url, sha, bytes).catch((err) => log("warn", `${path} was not cached: ${describe(err).message}`));
@@ -504,6 +584,10 @@ async function installWithMicropip(py, micropipURL, wheelName, wheel) {
 
 // ------------------------------------------------------------------ fetching
 
+function httpError(message, status) {
+  return Object.assign(new BundleError(message), { status });
+}
+
 async function fetchOrFail(url, what, init = undefined) {
   let response;
   try {
@@ -512,7 +596,7 @@ async function fetchOrFail(url, what, init = undefined) {
     throw new BundleError(`could not load ${what} from ${url}: ${describe(err).message}`);
   }
   if (!response.ok) {
-    throw new BundleError(`could not load ${what} from ${url}: HTTP ${response.status} ${response.statusText}`.trim());
+    throw httpError(`could not load ${what} from ${url}: HTTP ${response.status} ${response.statusText}`.trim(), response.status);
   }
   return response;
 }
@@ -551,6 +635,13 @@ async function fetchBytes(url, what, phase) {
     at += part.length;
   }
   return out;
+}
+
+// The bytes of the manifest's `path`, checked against its sha256.
+async function fetchVerified(manifest, bundleURL, path, what, phase = null) {
+  const bytes = await fetchBytes(bundleURL + path, what, phase);
+  await verify(manifest, path, bytes);
+  return bytes;
 }
 
 async function sha256Hex(bytes) {
@@ -811,6 +902,21 @@ async function open({ bundle, formatVersion, embeddings = true, jspi = true, cac
   }
 }
 
+// The bundle's manifest, checked. Always revalidated (never a stale HTTP-cache copy): its
+// sha256s decide what the cache serves.
+async function readManifest(bundleURL) {
+  const manifestURL = bundleURL + "manifest.json";
+  const response = await fetchOrFail(manifestURL, "the bundle manifest", { cache: "no-cache" });
+  let manifest;
+  try {
+    manifest = await response.json();
+  } catch (err) {
+    throw new BundleError(`${manifestURL} is not valid JSON: ${describe(err).message}`);
+  }
+  checkFormat(manifest, manifestURL);
+  return manifest;
+}
+
 async function boot(bundle, options = {}) {
   const t0 = performance.now();
   const timings = {};
@@ -822,16 +928,7 @@ async function boot(bundle, options = {}) {
   if (!bundleURL.endsWith("/")) bundleURL += "/";
 
   progress("manifest", "Reading the bundle manifest");
-  const manifestURL = bundleURL + "manifest.json";
-  // Always revalidated (never a stale HTTP-cache copy): its sha256s decide what the cache serves.
-  const response = await fetchOrFail(manifestURL, "the bundle manifest", { cache: "no-cache" });
-  let manifest;
-  try {
-    manifest = await response.json();
-  } catch (err) {
-    throw new BundleError(`${manifestURL} is not valid JSON: ${describe(err).message}`);
-  }
-  checkFormat(manifest, manifestURL);
+  const manifest = await readManifest(bundleURL);
   const entry = manifest.entry;
   mark("manifest", t0);
   const withModel = Boolean(entry.embeddings && options.embeddings !== false);
@@ -859,11 +956,7 @@ async function bootPython(manifest, bundleURL, cached, options) {
   let t = performance.now();
 
   // Start the downloads and their sha256 checks now; they overlap with the Pyodide boot.
-  const fetchChecked = (path, what, phase) =>
-    fetchBytes(bundleURL + path, what, phase).then(async (bytes) => {
-      await verify(manifest, path, bytes);
-      return bytes;
-    });
+  const fetchChecked = (path, what, phase) => fetchVerified(manifest, bundleURL, path, what, phase);
   const headerBytes = fetchChecked(entry.index, "the search index header", "index");
   const wheelBytes = fetchChecked(entry.wheels.ragspine_lite, "the ragspine_lite wheel", null);
   headerBytes.catch(() => {});
@@ -874,7 +967,8 @@ async function bootPython(manifest, bundleURL, cached, options) {
     ? loadModel(manifest, bundleURL, fetchChecked, useJspi)
     : null;
   if (model) model.catch(() => {});
-  // A hybrid search scans every chunk vector: their shards download with the model.
+  // A hybrid search scans every chunk vector (a large bundle: its coarse centroids, the lists
+  // come by need): their shards download with the model.
   const vectors = new Map();
   for (const path of withModel ? Object.keys(manifest.files).filter((p) => p.startsWith(VECTORS_DIR)) : []) {
     vectors.set(path, fetchChecked(path, "the chunk vectors", null));
@@ -936,7 +1030,7 @@ async function bootPython(manifest, bundleURL, cached, options) {
   const dispatch = searcher.dispatch;
   if (embeddings) {
     try {
-      await useDenseScanner(py, searcher, vectors);
+      await useDenseScanner(py, searcher, vectors, files);
     } catch (err) {
       log("warn", `the chunk vectors are scanned in Python instead of JavaScript: ${describe(err).message}`);
     }
@@ -953,7 +1047,7 @@ async function bootPython(manifest, bundleURL, cached, options) {
 
   const opened = {
     py, searcher, dispatch, manifest, bundleURL, timings, versions, embeddings, embeddingsError, files,
-    idb: null, restored: 0, restoreErrors: [],
+    idb: null, restored: 0, restoreErrors: [], runtimeCache: options.runtimeCache,
   };
   state = opened; // call() needs it while restoring
   // The model's first run is slow (compilation): warm it with a query vector, no search.
@@ -1017,12 +1111,20 @@ function openSearcher(py, files, header, embeddings) {
 }
 
 // A hybrid bundle's chunk vectors, scanned in JavaScript (ragspine-dense.mjs: one Int8Array,
-// Int32 sums): Python's dense lane is handed the scanner (JsDenseScanner); same integers.
-async function useDenseScanner(py, searcher, vectors) {
+// Int32 sums): Python's dense lane is handed the scanner (JsDenseScanner); same integers. A
+// large bundle's coarse lists are read when a query probes them (the centroids came at boot).
+async function useDenseScanner(py, searcher, vectors, files) {
   const info = JSON.parse(searcher.dispatch("vector_shards", "{}"));
-  if (!info.shards) return;
-  const scanner = await DenseScanner.load(info, (path) => vectors.get(path) || Promise.reject(
-    new BundleError(`manifest.json does not list ${path}: rebuild the bundle`)));
+  if (!info.shards && !info.lists) return;
+  const ahead = (path) => vectors.get(path) || Promise.reject(
+    new BundleError(`manifest.json does not list ${path}: rebuild the bundle`));
+  let scanner;
+  if (info.lists) {
+    files.held.set(info.centroids, await ahead(info.centroids));
+    scanner = new CoarseScanner(info, (path) => files.reader.read(path));
+  } else {
+    scanner = await DenseScanner.load(info, ahead);
+  }
   const dense = py.pyimport("ragspine_lite.bundle.dense");
   const adapter = dense.JsDenseScanner(scanner);
   try {

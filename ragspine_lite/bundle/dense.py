@@ -30,6 +30,8 @@ __all__ = [
     "DenseScanner",
     "JsDenseScanner",
     "ShardScanner",
+    "entry_rows",
+    "stored_codes",
     "write_vector_shards",
 ]
 
@@ -50,6 +52,25 @@ class DenseScanner(Protocol):
         ...
 
 
+def stored_codes(
+    db_path: str | Path, chunk_ids: Sequence[str], model_id: str
+) -> tuple[Int8Codec, int, bytes, list[int]]:
+    """``(codec, dim, codes, missing)``: the int8 codes of ``chunk_ids`` (docno order) in the
+    exported chunk store, row-major (a missing vector is a zero row, its docno in ``missing``).
+
+    The store's vectors of ``model_id`` must be int8
+    (:meth:`~ragspine_lite.vector.sqlite_store.SqliteVectorStore.int8_codes`).
+    """
+    from ragspine_lite.vector.sqlite_store import SqliteVectorStore
+
+    with SqliteVectorStore(db_path, model_id=model_id, read_only=True) as store:
+        codec, codes = store.int8_codes()
+        dim = int(store.dim or 0)
+    zero = bytes(dim)
+    missing = [docno for docno, cid in enumerate(chunk_ids) if cid not in codes]
+    return codec, dim, b"".join(codes.get(cid, zero) for cid in chunk_ids), missing
+
+
 def write_vector_shards(
     db_path: str | Path,
     chunk_ids: Sequence[str],
@@ -60,24 +81,17 @@ def write_vector_shards(
 ) -> dict[str, Any]:
     """Write the int8 codes of ``chunk_ids`` (docno order) as shards; → the header entry.
 
-    ``db_path`` is the exported chunk store, whose vectors of ``model_id`` must be int8
-    (:meth:`~ragspine_lite.vector.sqlite_store.SqliteVectorStore.int8_codes`);
-    ``write(data)`` stores one shard's bytes and returns its path (the bundle writer names
-    it ``data/vectors/v-<hash16>.i8``). Returns ``{"model_id", "dim", "scale", "shards":
+    ``db_path`` is the exported chunk store (:func:`stored_codes`); ``write(data)`` stores
+    one shard's bytes and returns its path (the bundle writer names it
+    ``data/vectors/v-<hash16>.i8``). Returns ``{"model_id", "dim", "scale", "shards":
     [[start, count, path], …], "missing": [docno, …]}``; a shard holds the rows of about
     ``shard_bytes`` (default :data:`VECTOR_SHARD_BYTES`).
     """
-    from ragspine_lite.vector.sqlite_store import SqliteVectorStore
-
-    with SqliteVectorStore(db_path, model_id=model_id, read_only=True) as store:
-        codec, codes = store.int8_codes()
-        dim = int(store.dim or 0)
-    zero = bytes(dim)
-    missing = [docno for docno, cid in enumerate(chunk_ids) if cid not in codes]
+    codec, dim, flat, missing = stored_codes(db_path, chunk_ids, model_id)
     per_shard = max(1, (shard_bytes or VECTOR_SHARD_BYTES) // dim)
     shards: list[list[Any]] = []
     for start in range(0, len(chunk_ids), per_shard):
-        block = b"".join(codes.get(cid, zero) for cid in chunk_ids[start : start + per_shard])
+        block = flat[start * dim : (start + per_shard) * dim]
         shards.append([start, len(block) // dim, write(block)])
     return {
         "model_id": model_id,
@@ -102,6 +116,16 @@ def _check_entry(entry: Mapping[str, Any]) -> tuple[int, int, list[tuple[int, in
             raise BundleFormatError(f"vector shard {path!r} starts at {start}, expected {rows}")
         rows += count
     return dim, rows, shards
+
+
+def entry_rows(entry: Mapping[str, Any]) -> int:
+    """The docnos a header ``vectors`` entry covers (exact shards or the coarse ``lists``)."""
+    if "lists" in entry:
+        try:
+            return int(entry["rows"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise BundleFormatError(f"the bundle's vectors entry is malformed: {exc}") from None
+    return _check_entry(entry)[1]
 
 
 class ShardScanner:
@@ -190,7 +214,7 @@ class DenseLane:
         self.codec = Int8Codec(entry["scale"])
         self.model_id = str(entry.get("model_id", ""))
         self.missing = frozenset(int(d) for d in entry.get("missing", ()))
-        self.vectors = _check_entry(entry)[1] - len(self.missing)
+        self.vectors = entry_rows(entry) - len(self.missing)
         self.scanner = scanner
 
     def rank(

@@ -28,12 +28,12 @@ __all__ = [
 ]
 
 #: Version of the bundle layout; the web runtime (``ragspine-lite.mjs``) carries the same number.
-BUNDLE_FORMAT_VERSION = 2
+BUNDLE_FORMAT_VERSION = 3
 MANIFEST_NAME = "manifest.json"
 #: Folders of index files that the header lists and whose names carry their sha256 (term
-#: shards, text fragments, the filter file): ``manifest.json`` does not list them, so it stays
-#: small however big the corpus (the web runtime has the same list).
-CONTENT_NAMED_DIRS = ("data/terms/", "data/text/")
+#: shards, text fragments, the filter file, coarse vector lists): ``manifest.json`` does not
+#: list them, so it stays small however big the corpus (the web runtime has the same list).
+CONTENT_NAMED_DIRS = ("data/terms/", "data/text/", "data/lists/")
 #: Per-document heading sections (doc_id, para_start, para_end, level, heading, anchor).
 SECTION_TABLE = "ragspine_bundle_section"
 #: Result URL per document (doc_id, url): the page a hit links to, before its ``#anchor``.
@@ -59,8 +59,8 @@ def check_format_version(found: object, *, supported: int = BUNDLE_FORMAT_VERSIO
 
     An older bundle → rebuild the bundle; a newer one → update the runtime.
 
-    >>> check_format_version(2)
-    2
+    >>> check_format_version(3)
+    3
     """
     if isinstance(found, bool) or not isinstance(found, (int, str)):
         raise BundleFormatError(

@@ -99,7 +99,8 @@ FilterCondition(field='period', op='gte', value='2024'))
 
 @dataclass
 class SearchOutcome:
-    """Hits (``{"snippet", "section", "highlights"}``), the held-back count and timing.
+    """Hits (``{"snippet", "section", "highlights"}``) and timing; nothing in it depends on
+    RESTRICTED chunks (they are neither ranked nor counted).
 
     ``rerank`` is ``None`` unless a reranker is configured; then it says whether the
     reranker's order was applied (``applied``), its ``spec`` and the ``error`` that made the
@@ -109,7 +110,6 @@ class SearchOutcome:
     """
 
     hits: list[dict[str, Any]] = field(default_factory=list)
-    held_back: int = 0
     took_ms: float = 0.0
     rerank: dict[str, Any] | None = None
     semantic: dict[str, Any] | None = None
@@ -120,7 +120,7 @@ class SearchOutcome:
         return [hit["snippet"] for hit in self.hits]
 
     def as_dict(self) -> dict[str, Any]:
-        out = {"hits": self.hits, "held_back": self.held_back, "took_ms": self.took_ms}
+        out = {"hits": self.hits, "took_ms": self.took_ms}
         # Absent when not configured / not exported: the default output is unchanged.
         if self.rerank is not None:
             out["rerank"] = self.rerank

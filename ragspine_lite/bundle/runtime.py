@@ -53,7 +53,7 @@ from ragspine_lite.chunking.chunk_store import SCHEMA_VERSION, ChunkStore, Chunk
 from ragspine_lite.chunking.sources import document_from_text, load_sections
 from ragspine_lite.common.sensitivity import NOT_RESTRICTED_SQL, is_restricted
 from ragspine_lite.link.filtered_index import FilteredIndex
-from ragspine_lite.link.narrative_link import NarrativeIndexRetriever
+from ragspine_lite.link.narrative_link import NarrativeIndexRetriever, OpenOnlyIndex
 from ragspine_lite.pipeline.retrievers import GlossaryQueryRewriter, NarrativeIndex
 from ragspine_lite.pipeline.stages import embed_queries, index_text
 from ragspine_lite.routing.multi_index import LibraryIndex, MultiIndexRetriever
@@ -170,17 +170,17 @@ class BundleSearcher:
         self._vector_store: Any = None
         self.embedding_backend: Any = None
         self.index_text_fn: Any = None
+        # Per set of libraries: their retriever, built once, and what takes a search's filter.
+        self._stacks: dict[tuple[int, ...], tuple[MultiIndexRetriever, list[Any]]] = {}
         if bundle_db is not None:
             self._open_store(bundle_db, embedding_backend)
         elif bundle is not None:
-            self._open_shards(bundle, embedding_backend, scanner)
+            self._use_sharded(bundle, embedding_backend, scanner)
         self._open_page()
         self._page_docs: dict[str, dict[str, Any]] = {}
         self._page_sections: dict[str, list[tuple[int, int, str, str, int]]] = {}
         self.reranker = RerankSetting()
         self.query_layers = QueryLayerSetting()
-        # The retriever over each set of libraries (keyed by their wrappers), built once.
-        self._stacks: dict[tuple[int, ...], MultiIndexRetriever] = {}
 
     def _narrative(self, store: ChunkStore, **kwargs: Any) -> NarrativeIndex:
         """A search of ``store`` as the bundle's: glossary variants, the bundle's index text."""
@@ -205,18 +205,38 @@ class BundleSearcher:
         if backend is not None:
             self._open_vectors(bundle_db, backend)
 
-    def _open_shards(self, bundle: ShardedBundle, backend: Any, scanner: Any) -> None:
+    def _use_sharded(self, bundle: ShardedBundle, backend: Any, scanner: Any) -> None:
         """Search the sharded ``bundle`` (hybrid too, with a ``backend`` of its vectors' model)."""
+        self.sharded = bundle
         self.bundle_facts = dict(bundle.facts)
         self.index_text_fn = index_text_fn_of(self.bundle_facts, bundle.header_path)
         options = {"query_rewriter": GlossaryQueryRewriter(), "index_text_fn": self.index_text_fn}
         self._bundle = FilteredIndex(ShardedIndex(bundle, **options))
+        self._hybrid = None
+        self._stacks.clear()  # the retrievers over the old bundle's indexes
         if backend is not None and self._vector_model(backend):
             self.embedding_backend = backend
             hybrid = ShardedIndex(
                 bundle, **options, embedding_backend=backend, scanner=scanner
             )
             self._hybrid = FilteredIndex(hybrid, fallback=self._bundle.index)
+
+    def replace_bundle(self, files: BundleFiles, header: str) -> None:
+        """Search the rebuilt site's bundle (``header`` read through ``files``) from now on:
+        page documents, reranker and LLM layers stay (a tab opened before the rebuild).
+
+        A bundle this searcher cannot take in place (none open, another index text, vectors
+        of another model or none where there were some) raises ``ValueError``: reload.
+        """
+        if self.sharded is None:
+            raise ValueError("no sharded bundle is open: reload the page")
+        bundle = ShardedBundle(files, header)
+        same_text = bundle.facts.get("index_text") == self.bundle_facts.get("index_text")
+        same_model = (bundle.facts.get("embedding_model_id")
+                      == self.bundle_facts.get("embedding_model_id"))
+        if not (same_text and same_model):
+            raise ValueError("the rebuilt site indexes differently: reload the page")
+        self._use_sharded(bundle, self.embedding_backend, None)
 
     def _open_page(self) -> None:
         """The page documents' store; with the bundle's model loaded, embedded with it too."""
@@ -254,12 +274,13 @@ class BundleSearcher:
 
     def vector_shards(self) -> dict[str, Any]:
         """What a scanner outside Python needs: ``{"dim", "scale", "shards": [[start, count,
-        path], …], "missing", "rows"}`` (``{}``: no sharded vectors)."""
+        path], …], "missing", "rows"}``, or for coarse lists the header entry's ``centroids``,
+        ``probe``, ``lists`` and ``assign`` instead of ``shards`` (``{}``: no vectors)."""
         vectors = self.sharded.vectors if self.sharded is not None else None
         if not vectors:
             return {}
-        keys = ("dim", "scale", "shards", "missing")
-        return {**{k: vectors[k] for k in keys}, "rows": self.sharded.n_docs}  # type: ignore[union-attr]
+        keys = ("dim", "scale", "shards", "missing", "centroids", "probe", "lists", "assign")
+        return {**{k: vectors[k] for k in keys if k in vectors}, "rows": self.sharded.n_docs}  # type: ignore[union-attr]
 
     def use_scanner(self, scanner: DenseScanner) -> None:
         """Scan the sharded vectors with ``scanner`` from now on (the worker hands over its
@@ -384,7 +405,8 @@ class BundleSearcher:
         """Add (or replace) one page document given as a file name and its text.
 
         Same format rules as the CLI (front matter, ``.md``/``.txt``/``.html``); ``doc_id``
-        defaults to ``name``. RESTRICTED documents are indexed but never returned. With the
+        defaults to ``name``. RESTRICTED documents are indexed but never ranked nor returned,
+        and their title is withheld (``""``) here and in :meth:`page_documents`. With the
         bundle's model loaded the chunks are embedded with it (``embedded``: how many; a model
         failure leaves the document BM25-only and says so in ``embedding_error``);
         ``vectors`` (what :meth:`page_vectors` gave for it) are reused instead of re-embedding.
@@ -409,13 +431,14 @@ class BundleSearcher:
             (s.para_start, s.para_end, s.heading, s.anchor, s.level)
             for s in load_sections(name, text=text)
         ]
-        info = {
+        restricted = is_restricted(meta.sensitivity)
+        info = {  # a RESTRICTED document's title is RESTRICTED too: only its name is shown
             "doc_id": meta.doc_id,
             "name": name,
-            "title": meta.title,
+            "title": "" if restricted else meta.title,
             "chunks": chunks,
             "language": meta.language,
-            "restricted": is_restricted(meta.sensitivity),
+            "restricted": restricted,
             **extra,
         }
         if chunks:
@@ -444,7 +467,8 @@ class BundleSearcher:
     def check_document(self, name: str, text: str) -> dict[str, Any]:
         """Validate a page document without indexing it → ``{"doc_id", "title", ...}``."""
         body, meta = document_from_text(text, name=name)
-        return {"doc_id": meta.doc_id, "name": name, "title": meta.title, "chars": len(body)}
+        title = "" if is_restricted(meta.sensitivity) else meta.title
+        return {"doc_id": meta.doc_id, "name": name, "title": title, "chars": len(body)}
 
     def forget(self, doc_ids: Iterable[str] | None = None) -> int:
         """Retire page documents (all of them when ``doc_ids`` is ``None``); returns how many."""
@@ -644,10 +668,9 @@ class BundleSearcher:
         wrappers = self._libraries(hybrid)
         if not wrappers:
             return outcome
-        for _, wrapper in wrappers:
-            wrapper.metadata_filter = metadata_filter
-            wrapper.held = set()
-        retriever = self._retriever(wrappers)
+        retriever, holders = self._retriever(wrappers)
+        for holder in holders:
+            holder.metadata_filter = metadata_filter
         retriever.top_k = top_k
         layered: Any = retriever
         if query_layers and self.query_layers.provider is not None:
@@ -655,7 +678,6 @@ class BundleSearcher:
         snippets = layered.retrieve(query, top_k=top_k)
         if layered is not retriever:
             outcome.query_layers = layer_report(layered, retriever)
-        outcome.held_back = sum(w.held_back for _, w in wrappers)
         outcome.semantic = self._semantic_report(hybrid)
         if self.reranker.judge is not None and rerank:
             snippets, outcome.rerank = self.reranker.rerank(query, snippets)
@@ -689,21 +711,30 @@ class BundleSearcher:
             wrappers.append((PAGE_LIBRARY, page))
         return wrappers
 
-    def _retriever(self, wrappers: list[tuple[str, FilteredIndex]]) -> MultiIndexRetriever:
-        """The retriever over these libraries, built once (each behind its link exit)."""
+    def _retriever(
+        self, wrappers: list[tuple[str, FilteredIndex]]
+    ) -> tuple[MultiIndexRetriever, list[Any]]:
+        """The retriever over these libraries, built once, and what takes a search's filter.
+
+        The bundle holds no RESTRICTED chunk (its export leaves them out and checks it): its
+        filter stays its own. Page documents rank as if RESTRICTED ones were absent
+        (:class:`~ragspine_lite.link.narrative_link.OpenOnlyIndex`).
+        """
         key = tuple(id(w) for _, w in wrappers)
-        retriever = self._stacks.get(key)
-        if retriever is None:
-            libraries = [
-                LibraryIndex(
-                    library_id,
-                    library_id,
-                    NarrativeIndexRetriever(wrapper, retry_without_filters=False),
+        cached = self._stacks.get(key)
+        if cached is None:
+            libraries, holders = [], []
+            for library_id, wrapper in wrappers:
+                page = library_id == PAGE_LIBRARY
+                wrapper.metadata_filter = None
+                index: Any = OpenOnlyIndex(wrapper) if page else wrapper
+                holders.append(index)
+                link = NarrativeIndexRetriever(
+                    index, retry_without_filters=False, visible_only=page
                 )
-                for library_id, wrapper in wrappers
-            ]
-            retriever = self._stacks[key] = MultiIndexRetriever(libraries)
-        return retriever
+                libraries.append(LibraryIndex(library_id, library_id, link))
+            cached = self._stacks[key] = (MultiIndexRetriever(libraries), holders)
+        return cached
 
     # -- stats ----------------------------------------------------------------------------
 

@@ -18,7 +18,8 @@ import copy
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from ragspine_lite.bundle.dense import DenseLane, DenseRanking, DenseScanner, ShardScanner
+from ragspine_lite.bundle.coarse import open_scanner
+from ragspine_lite.bundle.dense import DenseLane, DenseRanking, DenseScanner
 from ragspine_lite.bundle.shards import ShardedBM25Index, ShardedBundle, docno_key
 from ragspine_lite.filtering.metadata_filter import MetadataFilter
 from ragspine_lite.lexical.inverted_index import CandidateSet
@@ -154,8 +155,9 @@ class ShardedIndex:
     hold it); it is kept so page documents can be indexed the same way. With an
     ``embedding_backend`` (and vectors in the bundle) searches are hybrid, gated by
     ``min_query_coverage`` and fused as NarrativeIndex fuses them; ``scanner`` scans the
-    vectors (default: :class:`~ragspine_lite.bundle.dense.ShardScanner` over the bundle's
-    files). ``post_retrieval`` steps run on every search's results, as NarrativeIndex's.
+    vectors (default: :func:`~ragspine_lite.bundle.coarse.open_scanner` over the bundle's
+    files: exact shards or coarse lists). ``post_retrieval`` steps run on every search's
+    results, as NarrativeIndex's.
     """
 
     def __init__(
@@ -180,7 +182,7 @@ class ShardedIndex:
         self.dense: DenseLane | None = None
         if embedding_backend is not None and bundle.vectors is not None:
             vectors = bundle.vectors
-            self.dense = DenseLane(vectors, scanner or ShardScanner(bundle.files, vectors))
+            self.dense = DenseLane(vectors, scanner or open_scanner(bundle.files, vectors))
         self.min_query_coverage = check_min_coverage(min_query_coverage)
         self.fusion = default_fusion(embedding_backend)
         self.post_retrieval: list[PostRetrievalStep] = list(post_retrieval)

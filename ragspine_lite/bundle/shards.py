@@ -548,13 +548,15 @@ def write_shards(
     bundle_root: str | Path,
     *,
     progress: Callable[[int, int, str], None] | None = None,
+    coarse_min_rows: int | None = None,
 ) -> ShardReport:
-    """Write the format-2 files of the exported chunk store ``db_path`` under
+    """Write the bundle files of the exported chunk store ``db_path`` under
     ``bundle_root/data/``; returns what was written (paths relative to ``bundle_root``).
 
     BM25 indexes each chunk's index text (the ``index_text`` fact, e.g. contextual headers),
     exactly as the SQLite path scores it. The chunk store is left as it is.
-    ``progress(i, n, step)`` follows the steps.
+    ``progress(i, n, step)`` follows the steps. ``coarse_min_rows``: the vectors from which
+    they get the coarse layout (default :data:`~ragspine_lite.bundle.coarse.COARSE_MIN_ROWS`).
     """
     root = Path(bundle_root)
     report = ShardReport()
@@ -576,7 +578,7 @@ def write_shards(
         step(1)
         filters = _write_filters(out, chunks)
         step(2)
-        vectors = _vector_entry(out, Path(db_path), facts, chunks)
+        vectors = _vector_entry(out, Path(db_path), facts, chunks, coarse_min_rows)
         step(3)
     finally:
         store.close()
@@ -595,16 +597,21 @@ def write_shards(
 
 
 def _vector_entry(
-    out: _Writer, db_path: Path, facts: Mapping[str, Any], chunks: list[StoredChunk]
+    out: _Writer,
+    db_path: Path,
+    facts: Mapping[str, Any],
+    chunks: list[StoredChunk],
+    min_rows: int | None,
 ) -> dict[str, Any] | None:
     """The header's ``vectors`` entry (``None`` for a bundle exported without vectors)."""
     if not facts.get("vectors"):
         return None
-    from ragspine_lite.bundle.dense import write_vector_shards  # it reads through this module
+    from ragspine_lite.bundle.coarse import write_vectors  # it reads through this module
 
-    return write_vector_shards(
+    return write_vectors(
         db_path,
         [c.chunk_id for c in chunks],
-        lambda data: out.write("data/vectors", "v", data, ".i8"),
+        lambda folder, data: out.write(folder, "v", data, ".i8"),
         model_id=str(facts.get("embedding_model_id") or ""),
+        min_rows=min_rows,
     )

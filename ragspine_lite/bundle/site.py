@@ -68,6 +68,7 @@ from ragspine_lite.bundle.site_files import (
     ORT_FILES,
     ORT_MODULE,
     PAGE_TEMPLATE,
+    PRECOMPRESSED,
     PYODIDE_FILES,
     RUNTIME_FILES,
     BuildError,
@@ -78,6 +79,7 @@ from ragspine_lite.bundle.site_files import (
     pyodide_versions,
     runtime_dir,
     sha256_file,
+    write_precompressed,
 )
 
 # The dense channels a site can be built with ("none": BM25 only, the default).
@@ -648,6 +650,9 @@ def _build(
                 backend, staging / model_dir
             ) else "vocab.txt"
             copy_files(ORT_FILES, ort_dir, staging / "ort", "onnxruntime-web")
+            for rel in PRECOMPRESSED:
+                if (staging / rel).is_file():
+                    write_precompressed(staging / rel)
             if ort_version(ort_dir):
                 ort_runtime["onnxruntime_web"] = ort_version(ort_dir)
             config = getattr(backend, "config", None)

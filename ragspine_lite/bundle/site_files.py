@@ -73,6 +73,11 @@ PYODIDE_FILES = (
 # onnxruntime-web's plain WASM build (no WebGPU/JSEP): the ES module and its runtime.
 ORT_FILES = ("ort.wasm.min.mjs", "ort-wasm-simd-threaded.mjs", "ort-wasm-simd-threaded.wasm")
 ORT_MODULE = "ort.wasm.min.mjs"
+#: Files a hybrid site also ships precompressed (``NAME.gz``, and ``NAME.br`` when the
+#: ``brotli`` module is importable) for hosts that serve a precompressed sibling under the
+#: file's own URL (e.g. nginx ``gzip_static``/``brotli_static``); the bytes served decode to
+#: the listed file, so its sha256 check is unchanged.
+PRECOMPRESSED = ("ort/ort-wasm-simd-threaded.wasm", "models/minilm/model.onnx")
 #: Each kind of runtime file: (packaged folder, the checkout's folder, its files).
 _KINDS = {
     "web": ("web", CHECKOUT / "web", (*RUNTIME_FILES, *DEMO_FILES, PAGE_TEMPLATE)),
@@ -101,6 +106,24 @@ def runtime_dir(kind: str) -> Path:
     the wheel carries it, else the source checkout's (``web/``, ``node_modules/``)."""
     packaged, checkout, _ = _KINDS[kind]
     return PACKAGED / packaged if (PACKAGED / packaged).is_dir() else checkout
+
+
+def write_precompressed(path: Path) -> list[Path]:
+    """Write ``path``'s ``.gz`` (deterministic: no name, mtime 0) and, with the ``brotli``
+    module, ``.br`` siblings; → the files written."""
+    import gzip
+
+    data = path.read_bytes()
+    gz = path.with_name(path.name + ".gz")
+    gz.write_bytes(gzip.compress(data, compresslevel=9, mtime=0))
+    written = [gz]
+    try:
+        import brotli  # type: ignore[import-not-found,unused-ignore]
+    except ImportError:
+        return written
+    br = path.with_name(path.name + ".br")
+    br.write_bytes(brotli.compress(data))
+    return [*written, br]
 
 
 def copy_files(names: Sequence[str], src_dir: Path, dest_dir: Path, what: str) -> None:

@@ -8,6 +8,7 @@ from ragspine_lite.link.narrative_link import (
     NarrativeRetriever,
     OpenOnlyIndex,
     ProviderListwiseJudge,
+    VisibleFilter,
     build_narrative_retriever,
 )
 
@@ -17,5 +18,6 @@ __all__ = [
     "NarrativeRetriever",
     "OpenOnlyIndex",
     "ProviderListwiseJudge",
+    "VisibleFilter",
     "build_narrative_retriever",
 ]

@@ -1,7 +1,9 @@
 """The agent link: a :class:`NarrativeIndex` behind the agent's ``NarrativeRetriever`` contract.
 
 This is RESTRICTED exit #2: RESTRICTED chunks are dropped before any snippet dict is
-built, so nothing downstream (postprocessors, prompts, the agent) ever sees them.
+built, so nothing downstream (postprocessors, prompts, the agent) ever sees them. By default
+they are not even ranked (:class:`OpenOnlyIndex`): scores, top-k slots and the decision
+to retry without filters are what a store without them would give.
 
 >>> import pathlib, tempfile
 >>> from ragspine_lite.chunking.chunking import DocumentMeta
@@ -16,15 +18,17 @@ built, so nothing downstream (postprocessors, prompts, the agent) ever sees them
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from ragspine_lite.chunking.chunk_store import ChunkStore
 from ragspine_lite.common.glossary import Glossary
 from ragspine_lite.common.llm import LLMProvider, completion_text
-from ragspine_lite.common.sensitivity import is_restricted
-from ragspine_lite.link.filtered_index import OpenOnlyIndex
+from ragspine_lite.common.sensitivity import RESTRICTED, is_restricted
+from ragspine_lite.filtering.automatic import extract_filter
+from ragspine_lite.filtering.metadata_filter import MetadataFilter
 from ragspine_lite.pipeline.retrievers import (
     EmbeddingBackend,
     GlossaryQueryRewriter,
@@ -47,6 +51,7 @@ __all__ = [
     "NarrativeRetriever",
     "OpenOnlyIndex",
     "ProviderListwiseJudge",
+    "VisibleFilter",
     "build_narrative_retriever",
 ]
 
@@ -115,13 +120,62 @@ def _to_snippet(result: RetrievalResult) -> dict[str, object]:
     return snippet
 
 
+@dataclass(frozen=True)
+class VisibleFilter:
+    """A metadata filter passing what ``inner`` passes (everything when ``None``) minus the
+    chunks labelled RESTRICTED (:func:`is_restricted`; no label at all counts as RESTRICTED)."""
+
+    inner: MetadataFilter | None = None
+
+    def matches(self, obj: Any) -> bool:
+        if isinstance(obj, Mapping):
+            label = obj.get("sensitivity", RESTRICTED)
+        else:
+            label = getattr(obj, "sensitivity", RESTRICTED)
+        return not is_restricted(label) and (self.inner is None or self.inner.matches(obj))
+
+    def apply(self, objs: Iterable[Any]) -> list[Any]:
+        """The visible matching objects themselves, in input order."""
+        return [obj for obj in objs if self.matches(obj)]
+
+
+class OpenOnlyIndex:
+    """A :class:`RetrievableIndex` for an exit (the CLI, the endpoint, the agent link) that
+    ranks as if RESTRICTED chunks were absent.
+
+    Every search gets a :class:`VisibleFilter` over ``metadata_filter`` (fixed here), else
+    the caller's, else what ``index.filter_extractor`` makes of the query (what the index
+    would apply itself): BM25 statistics, dense candidates and top-k slots then come from the
+    visible chunks only, so nothing about a RESTRICTED chunk leaves, not even its number.
+    """
+
+    def __init__(self, index: RetrievableIndex, metadata_filter: MetadataFilter | None = None):
+        self.index = index
+        self.metadata_filter = metadata_filter
+
+    def retrieve(self, query: str, **kwargs: Any) -> list[RetrievalResult]:
+        chosen = self.metadata_filter or kwargs.get("metadata_filter")
+        if chosen is None:
+            chosen = extract_filter(getattr(self.index, "filter_extractor", None), query)
+        kwargs["metadata_filter"] = VisibleFilter(chosen)
+        return self.index.retrieve(query, **kwargs)
+
+
+def _visible(results: list[RetrievalResult]) -> list[RetrievalResult]:
+    return [r for r in results if not is_restricted(r.chunk.sensitivity)]
+
+
 class NarrativeIndexRetriever:
     """Adapts a :class:`RetrievableIndex` to the agent's ``NarrativeRetriever`` contract.
 
-    Only truthy ``topic/entity/geography/period/language`` filters are passed on; an empty
-    filtered result is retried once without filters (unless ``retry_without_filters``
-    is off). RESTRICTED results are dropped (case-insensitive) before snippets are built
-    and before the optional ``postprocessor`` runs.
+    Only truthy ``topic/entity/geography/period/language`` filters are passed on. The index
+    is searched through :class:`OpenOnlyIndex` (unless it is one already): it ranks as if
+    RESTRICTED chunks were absent. ``visible_only=False`` ranks every chunk — only for an
+    index known to hold none (a built site's bundle: its export leaves them out and checks
+    it), as a RESTRICTED chunk then takes scores and slots. Either way RESTRICTED results are
+    dropped before snippets are built, before the optional ``postprocessor`` runs and before
+    an empty filtered result is retried once without filters (unless
+    ``retry_without_filters`` is off), so the retry says nothing about hidden chunks.
     """
 
     def __init__(
@@ -130,19 +184,21 @@ class NarrativeIndexRetriever:
         *,
         retry_without_filters: bool = True,
         postprocessor: NodePostprocessor | None = None,
+        visible_only: bool = True,
     ) -> None:
         self.index = index
         self.retry_without_filters = retry_without_filters
         self.postprocessor = postprocessor
+        wrap = visible_only and not isinstance(index, OpenOnlyIndex)
+        self._ranked: RetrievableIndex = OpenOnlyIndex(index) if wrap else index
 
     def retrieve(
         self, query: str, *, filters: dict[str, str] | None = None, top_k: int = 50
     ) -> list[dict[str, object]]:
         kept = {k: filters[k] for k in _FILTER_KEYS if filters and filters.get(k)}
-        results = self.index.retrieve(query, top_k=top_k, **kept)
-        if not results and kept and self.retry_without_filters:
-            results = self.index.retrieve(query, top_k=top_k)
-        visible = [r for r in results if not is_restricted(r.chunk.sensitivity)]
+        visible = _visible(self._ranked.retrieve(query, top_k=top_k, **kept))
+        if not visible and kept and self.retry_without_filters:
+            visible = _visible(self._ranked.retrieve(query, top_k=top_k))
         snippets = [_to_snippet(r) for r in visible]
         if self.postprocessor is not None:
             snippets = self.postprocessor.postprocess(query, snippets)

@@ -156,9 +156,12 @@ class StoreLane:
 
     unique_keys = True
 
-    def __init__(self, store: Any, index: BM25Index) -> None:
+    def __init__(
+        self, store: Any, index: BM25Index, filtered: Callable[..., CandidateSet] | None = None
+    ) -> None:
         self.store = store
         self.bm25 = index
+        self.filtered = filtered  # (filters, metadata_filter) → candidates, e.g. cached
         self._rowid_of: dict[str, int] = {}
 
     def reading(self) -> Any:
@@ -167,6 +170,8 @@ class StoreLane:
     def candidates(
         self, filters: Mapping[str, str | None], metadata_filter: Any | None
     ) -> CandidateSet | None:
+        if metadata_filter is not None and self.filtered is not None:
+            return self.filtered(filters, metadata_filter)
         if metadata_filter is not None:
             rows = self.store.iter_chunk_rows(**filters)
             kept = filtered_positions([c for _, c in rows], {}, metadata_filter) or []

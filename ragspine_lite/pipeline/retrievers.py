@@ -59,6 +59,7 @@ from ragspine_lite.pipeline.stages import (
     QueryRewriter,
     RetrievalResult,
     equality_filters,
+    filtered_positions,
     index_text,
 )
 from ragspine_lite.rerank.listwise_rerank import ListwiseJudge, listwise_rerank
@@ -354,6 +355,9 @@ class NarrativeIndex:
         self._rows_cache: dict[tuple[Any, ...], ChunkListLane] = {}
         self._rows_generation: int | None = None
         self._rows_settings: tuple[Any, ...] = (None,) * 7
+        # _filtered_candidates: (filters, metadata filter) → its candidates, for one generation.
+        self._candidates_cache: dict[tuple[Any, ...], Any] = {}
+        self._candidates_generation: int | None = None
 
     def _persisted_bm25(self) -> StoreBM25Index | None:
         """The store's BM25 index, up to date, or ``None`` if it cannot be used."""
@@ -457,7 +461,10 @@ class NarrativeIndex:
         with bm25.reading() if bm25 is not None else no_read():
             lane: LexicalLane
             if bm25 is not None and dense is None and not bm25.has_duplicate_chunk_ids:
-                lane, lane_filters = StoreLane(self.store, bm25), filters
+                lane = StoreLane(
+                    self.store, bm25, lambda f, m: self._filtered_candidates(bm25, f, m)
+                )
+                lane_filters = filters
             else:  # the rows passing the equality filters are the lane: none left to apply
                 lane, lane_filters = self._rows_lane(bm25, filters), None
             results = pipeline.retrieve(
@@ -519,6 +526,31 @@ class NarrativeIndex:
                 del cached[next(iter(cached))]  # the oldest filter set
             cached[key] = lane
         return lane
+
+    def _filtered_candidates(
+        self, bm25: StoreBM25Index, filters: Mapping[str, str | None], mf: MetadataFilter
+    ) -> Any:
+        """The store index's candidates passing ``filters`` and ``mf``, kept per (hashable)
+        filter pair while the store's write counter stays (a filter on every search, such as
+        the link's RESTRICTED one, then costs one scan of the rows per store version)."""
+        generation = self.store.generation()
+        if generation != self._candidates_generation:
+            self._candidates_cache.clear()
+            self._candidates_generation = generation
+        try:
+            key: tuple[Any, ...] | None = (tuple(sorted(filters.items())), mf)
+            cand = self._candidates_cache.get(key)  # type: ignore[arg-type]
+        except TypeError:  # e.g. an "in" filter given a list: not cached
+            key, cand = None, None
+        if cand is None:
+            rows = self.store.iter_chunk_rows(**filters)
+            kept = filtered_positions([c for _, c in rows], {}, mf) or []
+            cand = bm25.candidates(rows[i][0] for i in kept)
+            if key is not None:
+                while len(self._candidates_cache) >= _ROWS_CACHE_SIZE:
+                    del self._candidates_cache[next(iter(self._candidates_cache))]
+                self._candidates_cache[key] = cand
+        return cand
 
 
 @dataclass(frozen=True)

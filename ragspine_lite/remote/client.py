@@ -410,9 +410,12 @@ class RemoteVisualEmbedder(_LabelledRemote):
     """A ``VisualEmbedder`` on the endpoint (ColPali-style multi-vectors) and its page index.
 
     ``embed_query`` → one vector per query token; ``embed_images`` → patch vectors per
-    image. ``register_pages`` uploads pages to the endpoint's index (RESTRICTED pages are
-    dropped here and refused there); ``search`` queries it.
+    image. ``register_pages`` uploads pages to this client's own index on the endpoint
+    (RESTRICTED pages are dropped here and refused there; the first upload makes the index,
+    ``index_id`` names it); ``search`` queries it (no pages registered: no hits).
     """
+
+    index_id: str | None = None
 
     def embed_query(self, query: str) -> list[list[float]]:
         def check(data: dict[str, Any]) -> list[list[float]]:
@@ -464,9 +467,16 @@ class RemoteVisualEmbedder(_LabelledRemote):
             count = data.get("registered")
             if isinstance(count, bool) or not isinstance(count, int) or count != len(wire):
                 raise WireError(f"registered must be {len(wire)}, got {count!r}")
+            index = data.get("index")
+            if not isinstance(index, str) or not index:
+                raise WireError(f"index must be a non-empty string, got {index!r}")
+            self.index_id = index
             return count
 
-        return self.client.call("POST", VISUAL_PAGES_PATH, {"pages": wire}, check)
+        payload: dict[str, Any] = {"pages": wire}
+        if self.index_id is not None:
+            payload["index"] = self.index_id
+        return self.client.call("POST", VISUAL_PAGES_PATH, payload, check)
 
     def search(self, query: str, *, top_k: int = 10) -> list[dict[str, Any]]:
         """Hits of the endpoint's page index: ``{doc_id, page_no, locator, title, score}``."""
@@ -485,9 +495,10 @@ class RemoteVisualEmbedder(_LabelledRemote):
                 out.append(dict(hit))
             return out
 
-        return self.client.call(
-            "POST", VISUAL_SEARCH_PATH, {"query": str(query), "top_k": int(top_k)}, check
-        )
+        if self.index_id is None:
+            return []
+        payload = {"query": str(query), "top_k": int(top_k), "index": self.index_id}
+        return self.client.call("POST", VISUAL_SEARCH_PATH, payload, check)
 
 
 def make_remote_embedding_backend(

@@ -22,9 +22,10 @@ Operations (all ``POST`` with a JSON object body, answers are JSON objects):
   per query token).
 - ``/v1/visual/embed_images`` ``{"images": [{"image_b64", "sensitivity"}]}`` →
   ``{"model", "embeddings": [[[float]]]}`` (patch vectors per image).
-- ``/v1/visual/pages`` ``{"pages": [page]}`` → ``{"registered", "total"}``; a page is
-  ``{"doc_id", "page_no", "sensitivity", "image_b64", "title"?, "source_locator"?}``.
-- ``/v1/visual/search`` ``{"query", "top_k"?}`` →
+- ``/v1/visual/pages`` ``{"pages": [page], "index"?}`` → ``{"registered", "total", "index"}``;
+  a page is ``{"doc_id", "page_no", "sensitivity", "image_b64", "title"?, "source_locator"?}``.
+  Without ``index`` a new index is made; its id comes back (the client's own: pass it on).
+- ``/v1/visual/search`` ``{"query", "index", "top_k"?}`` →
   ``{"model", "hits": [{"doc_id", "page_no", "locator", "title", "score"}]}``.
 
 ``GET /healthz``, ``GET /v1/models`` and ``GET /openapi.json`` describe the server. Errors

@@ -326,8 +326,29 @@ def test_a_dropped_restricted_file_is_held_back(fresh):
     )
     assert "RESTRICTED: never shown" in fresh.inner_text("#my-docs")
     assert search(fresh, "wombat") == []
-    assert "1 matching result(s) from your documents held back" in fresh.inner_text("#held-back")
+    assert "held back" not in fresh.inner_text("body")  # nothing depends on the query
     assert "confidential until the board signs" not in fresh.content()
+
+
+def _detailed(page, query: str) -> dict:
+    out = page.evaluate("(q) => window.ragspineDemo.rs.searchDetailed(q, {topK: 5})", query)
+    return {k: v for k, v in out.items() if k not in ("tookMs", "worker")}
+
+
+def test_nothing_the_page_api_answers_depends_on_a_restricted_document(fresh):
+    query = "wombat merger quokkas"
+    fresh.evaluate("(d) => window.ragspineDemo.rs.ingest([d])",
+                   {"name": "quokka_notes.md", "text": QUOKKA_DOC})
+    before = _detailed(fresh, query)
+    assert before["results"] and "heldBack" not in before
+    titled = "---\ntitle: Project Wombat\n" + SECRET_DOC.removeprefix("---\n")
+    fresh.evaluate("(d) => window.ragspineDemo.rs.ingest([d])",
+                   {"name": "secret.md", "text": titled})
+    assert _detailed(fresh, query) == before  # no count, score or slot moved
+    docs = fresh.evaluate("window.ragspineDemo.rs.documents()")
+    secret = next(d for d in docs if d["name"] == "secret.md")
+    assert secret["restricted"] and secret["title"] == ""
+    assert "Project Wombat" not in json.dumps(docs)
 
 
 def test_an_unsupported_dropped_file_shows_an_error(fresh):

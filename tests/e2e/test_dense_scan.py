@@ -96,11 +96,16 @@ def native(semantic, backend):
 
 @pytest.fixture(scope="module", params=[True, False], ids=["jspi", "no-jspi"])
 def browser_run(request, browser, semantic_url, native):
+    return _search_page(browser, semantic_url, native[1], request.param)
+
+
+def _search_page(browser, url: str, batches: list, jspi: bool) -> dict:
+    """SEARCH_JS's answer on the site at ``url`` (the console stays quiet)."""
     page = browser.new_page()
     console = Console(page)
     page.route("**/favicon.ico", lambda route: route.fulfill(status=204, body=""))
-    page.goto(semantic_url + "manifest.json")
-    got = page.evaluate(SEARCH_JS, [_queries(), native[1], request.param])
+    page.goto(url + "manifest.json")
+    got = page.evaluate(SEARCH_JS, [_queries(), batches, jspi])
     page.close()
     assert console.messages == []
     return got
@@ -205,3 +210,39 @@ def test_the_margin_holds_for_any_vectors_within_the_tolerance(semantic, backend
                         embedding_backend=ReplayedVectors(backend, nudged)) as searcher:
         got = _cpython(searcher, _queries())
     assert _assert_alike_within_tolerance(semantic, backend, native, nudged, got) > 0
+
+
+@pytest.fixture(scope="module")
+def coarse_semantic(semantic, tmp_path_factory):
+    """The MiniLM samples site with its vectors rewritten as coarse lists (every row count)."""
+    import shutil
+
+    from ragspine_lite.bundle.shards import write_shards
+    from ragspine_lite.bundle.site import _file_table
+
+    root = tmp_path_factory.mktemp("coarse-site") / "site"
+    shutil.copytree(semantic, root)
+    report = write_shards(kept_store(semantic), root, coarse_min_rows=1)
+    manifest = json.loads((root / "manifest.json").read_text("utf-8"))
+    manifest["entry"]["index"] = report.header
+    manifest["files"] = _file_table(root)
+    (root / "manifest.json").write_text(json.dumps(manifest), "utf-8")
+    return root
+
+
+@pytest.mark.parametrize("jspi", [True, False], ids=["jspi", "no-jspi"])
+def test_given_the_same_query_vector_the_js_coarse_scanner_gives_cpythons_hits(
+    browser, coarse_semantic, backend, native, jspi
+):
+    from _site import serving
+
+    with serving(coarse_semantic) as url:
+        got = _search_page(browser, url, native[1], jspi)
+    assert [p for p in got["read"] if p.startswith("data/lists/")]  # lists come by need
+    files = DirectoryFiles(coarse_semantic)
+    assert "lists" in (ShardedBundle(files).vectors or {})
+    same = ReplayedVectors(backend, got["vectors"])
+    with BundleSearcher.from_files(files, embedding_backend=same) as lazy:
+        want = _cpython(lazy, _queries())  # the Python CoarseScanner
+    assert got["out"] == want
+    assert {channel for channel, _ in want} == {"hybrid"}

@@ -1,31 +1,33 @@
 """The ASGI app of the remote endpoint (Starlette; ``[server]`` extra).
 
 ``create_app(config)`` builds it; :func:`build_models` maps the config to lazily loaded
-models. Every operation: bearer-token check (when a token is set; ``/healthz`` is open),
-body read with a size cap (413) and a deadline (408; the headers' deadline is
-:mod:`~ragspine_lite.remote.server.protocol`'s), one JSON object without repeated keys or
-runaway nesting (400), wire validation with the candidate
-cap and the RESTRICTED refusal (422), the model call in a worker thread under a
-concurrency limit and a per-request deadline (504). Errors are
-``{"error": {"code", "message"}}``; texts are never logged.
+models. Every request: ``Host``, ``Origin`` and ``Content-Type`` checks
+(:mod:`~ragspine_lite.remote.server.guard`). Every operation: bearer-token check (when a
+token is set; ``/healthz`` is open), body read with a size cap (413) and a deadline (408; the
+headers' deadline is :mod:`~ragspine_lite.remote.server.protocol`'s), one JSON object without
+repeated keys or runaway nesting (400), wire validation with the candidate cap and the
+RESTRICTED refusal (422), the model call on one of ``max_concurrency`` worker threads (a call
+keeps its thread until it ends, even after its request's deadline: 504). Errors are
+``{"error": {"code", "message"}}`` and close the connection (a client cannot keep trickling a
+body nobody reads); texts are never logged.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hmac
 import json
 import logging
 import os
-import threading
 from collections.abc import AsyncIterator, Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from ragspine_lite.remote.server.config import SERVER_EXTRA, ServerConfig
 
 try:
     import anyio
-    import anyio.to_thread
     from starlette.applications import Starlette
     from starlette.exceptions import HTTPException
     from starlette.middleware import Middleware
@@ -40,9 +42,11 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
     ) from exc
 
 from ragspine_lite.remote.errors import RemoteError
+from ragspine_lite.remote.server.guard import RequestGuard
 from ragspine_lite.remote.server.models import ModelSet, ModelUnavailable
 from ragspine_lite.remote.server.openapi import openapi_schema
 from ragspine_lite.remote.server.search import SearchService
+from ragspine_lite.remote.server.visual import VisualIndexes
 from ragspine_lite.remote.wire import (
     CHAT_PATH,
     EMBED_PATH,
@@ -81,8 +85,10 @@ class _HttpError(Exception):
 
 
 def _error(status: int, code: str, message: str, headers: dict | None = None) -> JSONResponse:
+    """A JSON error that closes the connection (whatever of the body is still coming)."""
     return JSONResponse(
-        {"error": {"code": code, "message": message}}, status_code=status, headers=headers
+        {"error": {"code": code, "message": message}}, status_code=status,
+        headers={**(headers or {}), "Connection": "close"},
     )
 
 
@@ -178,8 +184,7 @@ class _Service:
     def __init__(self, config: ServerConfig, models: ModelSet) -> None:
         self.config = config
         self.models = models
-        self._visual_index: Any = None
-        self._visual_lock = threading.Lock()
+        self.visual_indexes = VisualIndexes(self._new_visual_index, config.max_visual_pages)
 
     def rerank(self, payload: dict[str, Any]) -> dict[str, Any]:
         raw_method = read_str(payload, "method")
@@ -254,14 +259,11 @@ class _Service:
     def _visual(self) -> Any:
         return self.models.get("visual")
 
-    def _index(self) -> Any:
-        with self._visual_lock:
-            if self._visual_index is None:
-                from ragspine_lite.remote.server.models import numpy_maxsim
-                from ragspine_lite.vision.colpali import ColPaliVisualRetriever
+    def _new_visual_index(self) -> Any:
+        from ragspine_lite.remote.server.models import numpy_maxsim
+        from ragspine_lite.vision.colpali import ColPaliVisualRetriever
 
-                self._visual_index = ColPaliVisualRetriever(self._visual(), scorer=numpy_maxsim)
-            return self._visual_index
+        return ColPaliVisualRetriever(self._visual(), scorer=numpy_maxsim)
 
     def visual_query(self, payload: dict[str, Any]) -> dict[str, Any]:
         query = read_str(payload, "query")
@@ -283,17 +285,15 @@ class _Service:
                        p["source_locator"])
             for p in pages
         ]
-        index = self._index()
-        with self._visual_lock:
-            added = index.add_pages(built)
-            total = len(index)
-        return {"registered": added, "total": total}
+        index_id = read_str(payload, "index") if "index" in payload else None
+        index_id, added, total = self.visual_indexes.add(index_id, built)
+        return {"registered": added, "total": total, "index": index_id}
 
     def visual_search(self, payload: dict[str, Any]) -> dict[str, Any]:
         query = read_str(payload, "query")
         top_k = read_int(payload, "top_k", default=10, minimum=1,
                          maximum=self.config.max_candidates)
-        index = self._index()
+        index = self.visual_indexes.get(read_str(payload, "index"))
         hits = [
             {"doc_id": p.doc_id, "page_no": p.page_no, "locator": p.locator, "title": p.title,
              "score": score}
@@ -391,7 +391,9 @@ def create_app(config: ServerConfig | None = None, *, models: ModelSet | None = 
     models = models if models is not None else build_models(config)
     service = _Service(config, models)
     search = SearchService(config)  # a bad search setting stops the start-up here
-    limiter = anyio.CapacityLimiter(config.max_concurrency)
+    # max_concurrency model calls at once: a call whose request timed out keeps its thread
+    # (and so its slot) until it ends; a queued call whose request timed out never runs.
+    slots = ThreadPoolExecutor(config.max_concurrency, thread_name_prefix="ragspine-model")
     token = config.token
 
     def check_auth(request: Request) -> None:
@@ -414,9 +416,7 @@ def create_app(config: ServerConfig | None = None, *, models: ModelSet | None = 
                 body = await _read_body(request, config.max_body_bytes, config.read_timeout_s)
                 payload = _parse_json(body)
                 with anyio.fail_after(config.request_timeout_s):
-                    result = await anyio.to_thread.run_sync(
-                        fn, payload, limiter=limiter, abandon_on_cancel=True
-                    )
+                    result = await asyncio.wrap_future(slots.submit(fn, payload))
                 return JSONResponse(result)
             except _HttpError as exc:
                 return _error(exc.status, exc.code, exc.message, exc.headers)
@@ -487,7 +487,10 @@ def create_app(config: ServerConfig | None = None, *, models: ModelSet | None = 
         Route(VISUAL_SEARCH_PATH, operation(service.visual_search), methods=["POST"]),
         Route(SEARCH_PATH, operation(search.search), methods=["POST"]),
     ]
-    middleware = []
+    middleware = [Middleware(
+        RequestGuard, bound_host=config.host, allowed_hosts=config.allowed_hosts,
+        cors_origins=config.cors_origins,
+    )]
     if config.cors_origins:
         middleware.append(
             Middleware(

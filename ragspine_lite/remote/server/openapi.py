@@ -93,11 +93,14 @@ _SCHEMAS: dict[str, Any] = {
     "ImagesResponse": _obj(
         ["model", "embeddings"], model=_STR, embeddings={"type": "array", "items": _MULTI}
     ),
-    "PagesRequest": _obj(["pages"], pages={"type": "array", "items": _ref("Page")}),
+    "PagesRequest": _obj(["pages"], pages={"type": "array", "items": _ref("Page")},
+                         index=_STR),
     "PagesResponse": _obj(
-        ["registered", "total"], registered={"type": "integer"}, total={"type": "integer"}
+        ["registered", "total", "index"], registered={"type": "integer"},
+        total={"type": "integer"}, index=_STR,
     ),
-    "SearchRequest": _obj(["query"], query=_STR, top_k={"type": "integer", "minimum": 1}),
+    "SearchRequest": _obj(["query", "index"], query=_STR, index=_STR,
+                          top_k={"type": "integer", "minimum": 1}),
     "SearchResponse": _obj(
         ["model", "hits"],
         model=_STR,

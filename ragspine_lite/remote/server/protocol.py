@@ -4,7 +4,10 @@ uvicorn bounds the idle time between requests, not the time a client takes to se
 client that trickles its headers a byte at a time holds a connection forever. Here a
 connection that has not sent complete request headers ``read_timeout_s`` after it opened (or
 after its previous response) gets ``408 Request Timeout`` and is closed. The body has its own
-deadline in the app (:func:`ragspine_lite.remote.server.app.create_app`).
+deadline in the app (:func:`ragspine_lite.remote.server.app.create_app`), which reads only
+bodies it means to use: a connection whose response is complete while its request body is
+still coming (an early error, a GET with a body) is closed, so nobody can trickle a body
+that is never read.
 """
 
 from __future__ import annotations
@@ -79,7 +82,11 @@ class ReadDeadlineProtocol(H11Protocol):
 
     def on_response_complete(self) -> None:
         super().on_response_complete()
-        if not self.transport.is_closing() and self.conn.their_state is h11.IDLE:
+        if self.transport.is_closing():
+            return
+        if self.conn.their_state is h11.SEND_BODY:  # answered before the body came: no reader
+            self.transport.close()
+        elif self.conn.their_state is h11.IDLE:
             self._arm()  # the next request on this connection gets the same deadline
 
     def connection_lost(self, exc: Exception | None) -> None:

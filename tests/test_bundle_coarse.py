@@ -1,0 +1,239 @@
+"""Coarse (IVF) vector lists: built deterministically, probed, rescored to the exact integers."""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from pathlib import Path
+
+import pytest
+from test_bundle_dense import (
+    CalibratedHash,
+    Folder,
+    hybrid_queries,
+    int8_store,
+    run_dense_module,
+)
+from test_bundle_shards import _site
+
+from ragspine_lite.bundle import coarse
+from ragspine_lite.bundle.coarse import CoarseScanner, build_lists, open_scanner, write_vectors
+from ragspine_lite.bundle.dense import ShardScanner, stored_codes
+from ragspine_lite.bundle.manifest import BundleFormatError
+from ragspine_lite.bundle.runtime import BundleSearcher
+from ragspine_lite.bundle.shards import DirectoryFiles, ShardedBundle
+from ragspine_lite.vector.quantize import Int8Codec, numpy_or_none
+
+needs_numpy = pytest.mark.skipif(numpy_or_none() is None, reason="numpy not importable")
+SCANNERS = [False, pytest.param(True, marks=needs_numpy)]
+DIM = 16
+ROWS = 300
+
+
+def writer(root: Path):
+    """What the bundle writer does with a file: content-named under its folder."""
+
+    def write(folder: str, data: bytes) -> str:
+        path = f"{folder}/v-{hashlib.sha256(data).hexdigest()[:16]}.i8"
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_bytes(data)
+        return path
+
+    return write
+
+
+@pytest.fixture()
+def lists(tmp_path: Path) -> tuple[Path, dict, list[list[int]]]:
+    """300 rows (3 without a vector) in coarse lists; → (root, entry, rows as ints)."""
+    ids = [f"c{i:03d}" for i in range(ROWS)]
+    db = tmp_path / "chunks.db"
+    int8_store(db, [cid for cid in ids if cid not in ("c004", "c100", "c299")], seed=11)
+    root = tmp_path / "site"
+    entry = write_vectors(db, ids, writer(root), model_id="m", min_rows=0)
+    _codec, dim, flat, _missing = stored_codes(db, ids, "m")
+    rows = [[b - 256 if b > 127 else b for b in flat[i * dim : (i + 1) * dim]] for i in range(ROWS)]
+    return root, entry, rows
+
+
+def exact(rows: list[list[int]], q: list[int], threshold: int | None) -> list[tuple[int, int]]:
+    dots = [(i, sum(a * b for a, b in zip(q, r, strict=True))) for i, r in enumerate(rows)]
+    kept = [(i, d) for i, d in dots if i not in (4, 100, 299)]
+    return [(i, d) for i, d in kept if threshold is None or d > threshold]
+
+
+def signed(codes: bytes) -> list[int]:
+    return [b - 256 if b > 127 else b for b in codes]
+
+
+def test_small_bundles_keep_the_exact_shards(tmp_path: Path) -> None:
+    ids = [f"c{i}" for i in range(30)]
+    int8_store(tmp_path / "c.db", ids)
+    entry = write_vectors(tmp_path / "c.db", ids, writer(tmp_path), model_id="m", min_rows=31)
+    assert "shards" in entry and "lists" not in entry
+    assert isinstance(open_scanner(DirectoryFiles(tmp_path), entry), ShardScanner)
+
+
+def test_the_lists_partition_the_rows_and_the_build_is_deterministic(lists, tmp_path) -> None:
+    root, entry, rows = lists
+    assert entry["rows"] == ROWS and entry["missing"] == [4, 100, 299]
+    assert "shards" not in entry and len(entry["lists"]) == coarse.list_count(ROWS - 3)
+    assert 1 <= entry["probe"] < len(entry["lists"])
+    seen: list[int] = []
+    for count, path in entry["lists"]:
+        data = (root / path).read_bytes() if count else b""
+        docnos = [int.from_bytes(data[4 * i : 4 * i + 4], "little") for i in range(count)]
+        assert docnos == sorted(docnos)
+        assert [signed(data[4 * count + i * DIM : 4 * count + (i + 1) * DIM])
+                for i in range(count)] == [rows[d] for d in docnos]
+        seen += docnos
+    assert sorted(seen) == [d for d in range(ROWS) if d not in (4, 100, 299)]
+    again = write_vectors(root.parent / "chunks.db", [f"c{i:03d}" for i in range(ROWS)],
+                          writer(tmp_path / "again"), model_id="m", min_rows=0, numpy=False)
+    assert again == entry  # pure Python builds the same files
+
+
+@needs_numpy
+def test_numpy_and_pure_python_k_means_agree() -> None:
+    rnd = random.Random(2)
+    centers = [[rnd.gauss(0, 1) for _ in range(DIM)] for _ in range(9)]
+    codec = Int8Codec(60.0)
+    codes = b"".join(codec.encode([c + rnd.gauss(0, 0.5) for c in centers[i % 9]])
+                     for i in range(500))
+    fast = build_lists(codes, DIM, 20, codec, numpy=True)
+    assert fast == build_lists(codes, DIM, 20, codec, numpy=False)
+    assert len(set(fast[1])) > 9  # the rows spread over the lists
+
+
+@pytest.mark.parametrize("numpy", SCANNERS)
+def test_probing_every_list_is_the_exact_scan(lists, numpy) -> None:
+    root, entry, rows = lists
+    scanner = CoarseScanner(Folder(root), entry, probe=len(entry["lists"]), numpy=numpy)
+    rnd = random.Random(4)
+    for threshold in (None, 0, 200):
+        q = [rnd.randrange(-127, 128) for _ in range(DIM)]
+        query = bytes(b & 0xFF for b in q)
+        assert sorted(scanner.scan(query, threshold)) == exact(rows, q, threshold)
+
+
+@pytest.mark.parametrize("numpy", SCANNERS)
+def test_a_probe_reads_its_lists_once_and_scores_them_exactly(lists, numpy) -> None:
+    root, entry, rows = lists
+    files = Folder(root)
+    scanner = CoarseScanner(files, entry, numpy=numpy)
+    q = rows[17]
+    query = bytes(b & 0xFF for b in q)
+    probed = scanner.probed(query)
+    assert len(probed) == entry["probe"] and files.reads == [entry["centroids"]]
+    found = scanner.scan(query, None)
+    assert files.reads[1:] == [entry["lists"][j][1] for j in sorted(probed)]
+    want = dict(exact(rows, q, None))
+    assert found and all(want[d] == dot for d, dot in found)
+    assert (17, want[17]) in found  # a row is in the list of its nearest centroid
+    reads = len(files.reads)
+    assert scanner.scan(query, 0) == [h for h in found if h[1] > 0] and len(files.reads) == reads
+    # dots of any rows are exact: the docno → list map and their lists are read on need
+    picked = [3, 4, 250, 17, 299]
+    assert scanner.dots(query, picked) == [want.get(d, 0) for d in picked]
+    assert entry["assign"] in files.reads
+
+
+def test_a_damaged_list_or_entry_is_a_clear_error(lists) -> None:
+    root, entry, _rows = lists
+    _count, path = next(item for item in entry["lists"] if item[0])
+    (root / path).write_bytes((root / path).read_bytes()[:-1])
+    scanner = CoarseScanner(DirectoryFiles(root), {**entry, "probe": len(entry["lists"])})
+    with pytest.raises(BundleFormatError, match="rebuild"):
+        scanner.scan(bytes(DIM), None)
+    with pytest.raises(BundleFormatError, match="malformed"):
+        CoarseScanner(DirectoryFiles(root), {**entry, "probe": 0})
+    with pytest.raises(BundleFormatError, match="malformed"):
+        CoarseScanner(DirectoryFiles(root), {k: v for k, v in entry.items() if k != "centroids"})
+
+
+NODE_SCRIPT = r"""
+import { readFileSync } from "node:fs";
+import { CoarseScanner } from "%(module)s";
+const job = JSON.parse(readFileSync(0, "utf8"));
+const out = job.queries.map(({ query, threshold, docnos, probe }) => {
+  const scanner = new CoarseScanner(job.info, (p) => readFileSync(job.root + "/" + p), probe);
+  const q = Int8Array.from(query);
+  const scan = Array.from(scanner.scan(q, threshold));
+  return { scan, dots: Array.from(scanner.dots(q, docnos)) };
+});
+process.stdout.write(JSON.stringify(out));
+"""
+
+
+@pytest.mark.cpython_only
+@pytest.mark.parametrize("numpy", SCANNERS)
+def test_the_javascript_coarse_scanner_gives_the_python_pairs(lists, numpy) -> None:
+    root, entry, rows = lists
+    rnd = random.Random(6)
+    queries = [
+        {"query": rows[rnd.randrange(ROWS)] if t != -1 else [127] * DIM, "threshold": t,
+         "docnos": [*rnd.sample(range(ROWS), 7), 4, 299], "probe": probe}
+        for t, probe in ((None, None), (0, None), (150, 3), (-1, None), (None, 10**6))
+    ]
+    job = {"info": entry, "root": str(root), "queries": queries}
+    for q, got in zip(queries, run_dense_module(NODE_SCRIPT, job), strict=True):
+        scanner = CoarseScanner(Folder(root), entry, probe=q["probe"], numpy=numpy)
+        codes = bytes(b & 0xFF for b in q["query"])
+        pairs = [tuple(got["scan"][i : i + 2]) for i in range(0, len(got["scan"]), 2)]
+        assert pairs == scanner.scan(codes, q["threshold"])  # same pairs, same order
+        assert got["dots"] == scanner.dots(codes, q["docnos"]) and got["dots"][-2:] == [0, 0]
+
+
+# --- a coarse bundle end to end ---------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def coarse_site(tmp_path_factory):
+    backend = CalibratedHash(dim=48)
+    patch = pytest.MonkeyPatch()
+    patch.setattr(coarse, "COARSE_MIN_ROWS", 1)
+    try:
+        db, root = _site(tmp_path_factory.mktemp("coarse"), embedding_backend=backend)
+    finally:
+        patch.undo()
+    return db, root, backend
+
+
+def test_the_header_has_the_coarse_lists_and_the_worker_info(coarse_site) -> None:
+    _db, root, backend = coarse_site
+    bundle = ShardedBundle(DirectoryFiles(root))
+    entry = bundle.vectors
+    assert entry is not None and "lists" in entry and entry["rows"] == bundle.n_docs
+    with BundleSearcher.from_files(DirectoryFiles(root), embedding_backend=backend) as s:
+        info = s.vector_shards()
+    assert {"centroids", "probe", "lists", "assign", "dim", "scale", "missing"} <= set(info)
+
+
+@pytest.mark.parametrize("numpy", SCANNERS)
+def test_probing_every_list_equals_the_chunk_store_path(coarse_site, numpy) -> None:
+    db, root, backend = coarse_site
+    files = DirectoryFiles(root)
+    entry = ShardedBundle(files).vectors
+    scanner = CoarseScanner(files, entry, probe=len(entry["lists"]), numpy=numpy)
+    with BundleSearcher(db, embedding_backend=backend) as reference, \
+            BundleSearcher.from_files(files, embedding_backend=backend, scanner=scanner) as lazy:
+        for query in hybrid_queries():
+            for kwargs in ({}, {"top_k": 3}, {"filters": {"topic": "drama"}}):
+                assert lazy.search(query, **kwargs).as_dict()["hits"] == \
+                    reference.search(query, **kwargs).as_dict()["hits"], query
+
+
+def test_the_default_probe_scores_what_it_finds_exactly(coarse_site) -> None:
+    """A result's vector score is the best exact cosine among the query variants' rows found
+    (never above the exact path's best over all rows)."""
+    db, root, backend = coarse_site
+    files = Folder(root)
+    with BundleSearcher(db, embedding_backend=backend) as reference, \
+            BundleSearcher.from_files(files, embedding_backend=backend) as lazy:
+        for query in hybrid_queries()[:10]:
+            want = {h["chunk_id"]: h["scores"]["vector"] for h in
+                    reference.search(query, top_k=50).snippets}
+            got = lazy.search(query, top_k=10).snippets
+            assert got and all(h["scores"]["vector"] <= want.get(h["chunk_id"], 1.0)
+                               for h in got)
+    lists = {p for _, p in ShardedBundle(DirectoryFiles(root)).vectors["lists"]}
+    assert 0 < len(lists & set(files.reads)) <= len(lists)
