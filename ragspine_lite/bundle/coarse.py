@@ -32,7 +32,7 @@ from ragspine_lite.bundle.dense import (
     write_vector_shards,
 )
 from ragspine_lite.bundle.manifest import BundleFormatError
-from ragspine_lite.bundle.shards import BundleFiles, read_checked
+from ragspine_lite.bundle.packs import BundleFiles, read_checked
 from ragspine_lite.vector.quantize import Int8Codec, Int8Matrix, numpy_or_none
 
 __all__ = [
