@@ -821,7 +821,8 @@ export class RagSpineSearch extends HTMLElement {
     const s = best.snippet;
     const li = el("li", { class: "page", part: "result" });
     const title = el("span", { class: "title", text: s.title || s.doc_id });
-    li.append(this.#hit(best, title, best.section ? best.section.heading : null));
+    const heading = best.section ? best.section.heading : null;
+    li.append(this.#hit(best, title, heading && heading !== title.textContent ? heading : null));
     const subs = rest.slice(0, SUBS_PER_PAGE);
     if (subs.length) {
       li.append(el("ul", { class: "subs", "aria-label": this.#t("more.in", { title: s.title || s.doc_id }) },
