@@ -20,6 +20,7 @@ sections with anchors) into a chunk store through the normal ingest path, and as
     ragspine-search.mjs     the <ragspine-search> element (inline, or a Ctrl/Cmd-K modal)
     ragspine-dense.mjs      the worker's exact int8 scan of the chunk vectors
     ragspine-i18n.mjs       the element's words in English, Simplified and Traditional Chinese
+    ragspine-ui.mjs         the element's style sheet and DOM helpers
     index.html              the site's search page (--title, --examples; none with --no-page),
                             or with --demo the ACME demo page (+ demo.mjs, demo.css)
     pages/                  Markdown/text sources rendered as pages, so their results link too

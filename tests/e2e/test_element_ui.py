@@ -241,7 +241,7 @@ def test_sizes_follow_the_host_font_and_the_custom_property(page, served):
     )
     assert sizes[0] == pytest.approx([14, 14.7, 12.6])  # the page's 14 px, in em
     assert sizes[1] == pytest.approx([12, 12.6, 10.8])  # --ragspine-font-size: 12px
-    source = (REPO / "web" / "ragspine-search.mjs").read_text("utf-8")
+    source = (REPO / "web" / "ragspine-ui.mjs").read_text("utf-8")
     assert not re.search(r"\drem\b", source.split("const STYLE")[1].split("`;")[0])
 
 
