@@ -97,6 +97,13 @@ def test_hits_show_clean_titles_crumbs_and_excerpts(generated):
             assert not NOISE.search(hit["section"]["heading"])
 
 
+def test_in_page_links_keep_their_words_apart():
+    from ragspine_lite.chunking.sources import extract_html
+
+    markup = '<p><a href="#a"><b>first</b> <i>second</i></a> <a href="#n1">¶</a> tail</p>'
+    assert extract_html(markup).text == "first second tail"
+
+
 def test_a_shared_suffix_needs_two_pages_and_half_of_them():
     assert shared_title_suffix(["A | Site", "B | Site", "C"]) == " | Site"
     assert shared_title_suffix(["A | Site"]) == ""  # one page: the name cannot be told

@@ -492,8 +492,8 @@ class _TextExtractor(HTMLParser):
         if self._in_title:
             self._title_parts.append(data)
             return
-        if self._hash_links and _GLYPH_RE.fullmatch(data):
-            return
+        if self._hash_links and data.strip() and _GLYPH_RE.fullmatch(data):
+            return  # a permalink sign (a blank between words inside a link stays)
         if self._capturing and data:
             self._log.append(data)
             self._logged += len(data)

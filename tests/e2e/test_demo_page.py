@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 from _site import CANARY, browser_module, serving
+from test_site_search import axe_violations
 
 from ragspine_lite.bundle.export import load_corpus, restricted_needles
 from ragspine_lite.cli import samples_dir
@@ -505,6 +506,7 @@ def test_the_keyboard_opens_the_cited_page_and_the_url_follows_the_box(fresh):
     search(page, "")
     assert "q=" not in page.url  # an emptied box leaves no stale query behind
     search(page, "operating profit fell")
+    assert axe_violations(page) == []
     page.click("h1")
     page.keyboard.press("Control+k")
     assert _focused(page) == "q"
