@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The main job: build the in-browser search demo from the bundled English + Chinese sample
-# corpus (RESTRICTED samples excluded and checked for) and serve it on 127.0.0.1. The site
+# corpus (RESTRICTED samples excluded and checked for) and serve it on 127.0.0.1. The page is
+# the <ragspine-search> element (results link to the rendered pages; "/", Ctrl-K, ArrowDown/
+# Enter; ?q= follows the box; see docs/browser.md) with the drop zone and reranker panel. It
 # searches hybrid (BM25 + all-MiniLM-L6-v2 on onnxruntime-web); RAGSPINE_DEMO_EMBEDDINGS=none
 # builds a BM25-only site without the [embed-onnx] extra.
 #   bash scripts/demo.sh [--port N]        (the command-line search demo: ragspine-lite demo)

@@ -279,4 +279,35 @@ export class RagSpineLite {
   }
 }
 
+/** RRF's k, as Python's ragspine_lite.lexical.scoring.DEFAULT_RRF_K. */
+export const RRF_K = 60;
+
+/**
+ * Several sites' hits in one ranking, fused exactly as Python's MultiIndexRetriever fuses
+ * libraries: `sites` is [{libraryId, hits}] in search (and tie-break) order, each list best
+ * first; a hit scores 1 / (k + rank) in its site's list (a chunk listed twice keeps its first
+ * rank); ties go to the earlier site, then the site's own rank. Every hit comes back as a copy
+ * whose snippet (and the hit) carry `library_id`; at most `topK` of them.
+ */
+export function fuseSites(sites, { topK = 10, k = RRF_K } = {}) {
+  const fused = [];
+  const seen = new Set();
+  sites.forEach(({ libraryId, hits }, order) => {
+    const id = String(libraryId);
+    let rank = 0;
+    hits.forEach((hit, i) => {
+      const local = (hit.snippet && hit.snippet.chunk_id) || `idx${i}`;
+      const key = `${String(order).padStart(6, "0")}\x1f${id}\x1f${local}`;
+      if (seen.has(key)) return;
+      seen.add(key);
+      rank += 1;
+      fused.push({ key, score: 1 / (k + rank), hit: { ...hit, library_id: id, snippet: { ...hit.snippet, library_id: id } } });
+    });
+  });
+  // Python sorts by (-score, key); keys differ in their zero-padded site order first, so
+  // comparing UTF-16 code units orders them as Python's code points do.
+  fused.sort((a, b) => b.score - a.score || (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+  return fused.slice(0, topK).map(({ hit, score }) => ({ ...hit, fused: score }));
+}
+
 export default RagSpineLite;

@@ -3,16 +3,30 @@
 //   <script type="module" src="/_search/ragspine-search.mjs"></script>
 //   <ragspine-search bundle="/_search/"></ragspine-search>          inline: box + results
 //   <ragspine-search bundle="/_search/" modal></ragspine-search>    a button; Ctrl/⌘-K opens a dialog
+//   <ragspine-search bundle="/docs/_search/ /blog/_search/"></ragspine-search>   several sites
 //
-// Attributes: bundle (default: this file's folder), modal, sync-url (the query lives in ?q=,
-// updated with history.replaceState), examples (a JSON list of example queries), placeholder,
-// label, autofocus, debug (scores, sensitivity and locators; also ?debug=1 with sync-url).
+// Attributes: bundle (default: this file's folder; several space-separated URLs search several
+// sites, fused with RRF as Python's MultiIndexRetriever), libraries (the sites' library_id,
+// space-separated; default: their bundle URLs), lang (else the nearest lang, else the
+// document's), strings (JSON {key: template} overriding the words, see ragspine-i18n.mjs),
+// facets (the filters offered, comma-separated, or "none"; default: every facet with two or
+// more values), filters-open (the filter pane starts open), modal, sync-url (the query lives in ?q=, updated with history.replaceState),
+// examples (a JSON list of example queries), placeholder, label, autofocus, debug (scores,
+// sensitivity and locators; also ?debug=1 with sync-url).
 // Keyboard: "/" focuses the box (Ctrl/⌘-K opens a modal one), ArrowDown moves into the results,
 // ArrowUp/ArrowDown between them, Enter opens one, Escape clears the box (then closes a modal).
-// Styles: override the --ragspine-* custom properties (see STYLE below) or the ::part()s.
+// Styles: sizes are em of the host's font size (--ragspine-font-size sets it); override the
+// --ragspine-* custom properties (see STYLE below) or the ::part()s.
 // State for scripts and tests: data-state (idle | booting | ready | error), data-progress
-// (percent of the boot's bytes), data-searches, data-query; events ragspine-ready, ragspine-results.
-import { RagSpineLite } from "./ragspine-lite.mjs";
+// (percent of the boot's bytes), data-searches, data-query, data-results (hits shown),
+// data-channel, data-rerank; events ragspine-ready, ragspine-results {query, hits (best
+// first)}, ragspine-error {error}; methods open(), search(q), clear(), refresh() (read the
+// facets again after documents were added), properties runtime, sites, filters, strings.
+import { RagSpineLite, fuseSites } from "./ragspine-lite.mjs";
+import { translator } from "./ragspine-i18n.mjs";
+import { STYLE, el, groupByPage, marked } from "./ragspine-ui.mjs";
+
+export { groupByPage };
 
 const DEBOUNCE_MS = 120;
 // While typing, the shards of the words so far are fetched ahead (see RagSpineLite.prefetch).
@@ -20,72 +34,7 @@ const PREFETCH_MS = 40;
 const PAGES_STEP = 5; // result pages shown, then "More results" adds as many again
 const SUBS_PER_PAGE = 3; // sections listed under a page's best hit
 const MAX_TOP_K = 200;
-
-const STYLE = `
-:host {
-  --_font: var(--ragspine-font, system-ui, -apple-system, "Segoe UI", "Noto Sans", "Noto Sans CJK SC", sans-serif);
-  --_fg: var(--ragspine-fg, #1d2430);
-  --_muted: var(--ragspine-muted, #4f5968);
-  --_bg: var(--ragspine-bg, #ffffff);
-  --_accent: var(--ragspine-accent, #1f4fb8);
-  --_border: var(--ragspine-border, #c9d0db);
-  --_mark: var(--ragspine-mark, #ffe17a);
-  --_hover: var(--ragspine-hover, #eef3ff);
-  --_radius: var(--ragspine-radius, 0.5rem);
-  display: block; font-family: var(--_font); color: var(--_fg); line-height: 1.45;
-  max-width: var(--ragspine-max-width, 48rem); min-width: 0;
-}
-:host([hidden]) { display: none; }
-* { box-sizing: border-box; }
-.vh { position: absolute; width: 1px; height: 1px; margin: -1px; overflow: hidden; clip: rect(0 0 0 0); white-space: nowrap; border: 0; }
-form { display: flex; flex-wrap: wrap; gap: 0.5rem 0.8rem; align-items: center; margin: 0; }
-input[type=search] {
-  flex: 1 1 14rem; min-width: 0; width: 100%; font: inherit; font-size: 1.05rem; color: var(--_fg);
-  padding: 0.6rem 0.8rem; border: 1px solid var(--_border); border-radius: var(--_radius); background: var(--_bg);
-}
-input[type=search]:focus-visible { outline: 2px solid var(--_accent); outline-offset: 1px; }
-input[type=search][aria-busy=true] { background: repeating-linear-gradient(135deg, #f3f4f6 0 10px, #eceef2 10px 20px); color: var(--_muted); }
-fieldset.mode { display: inline-flex; gap: 0.7rem; border: 0; margin: 0; padding: 0; font-size: 0.9rem; white-space: nowrap; }
-fieldset.mode[hidden] { display: none; }
-fieldset.mode label { display: inline-flex; align-items: center; gap: 0.25rem; min-height: 1.5rem; cursor: pointer; }
-.progress { height: 0.35rem; margin-top: 0.4rem; background: #e4e7ec; border-radius: 0.2rem; overflow: hidden; }
-.progress[hidden] { display: none; }
-.bar { height: 100%; width: 0; background: var(--_accent); transition: width 0.2s ease; }
-.status { margin: 0.45rem 0; color: var(--_muted); font-size: 0.9rem; min-height: 1.3em; overflow-wrap: anywhere; }
-.status.error { color: #a1261b; }
-.examples { margin: 0.3rem 0 0.6rem; font-size: 0.9rem; color: var(--_muted); display: flex; flex-wrap: wrap; gap: 0.35rem; align-items: center; }
-.examples[hidden] { display: none; }
-.examples button { font: inherit; color: var(--_fg); border: 1px solid var(--_border); background: var(--_bg); border-radius: 1rem; padding: 0.15rem 0.7rem; cursor: pointer; max-width: 100%; overflow-wrap: anywhere; }
-.examples button:hover, .examples button:focus-visible { border-color: var(--_accent); }
-ol.results, ul.subs { list-style: none; margin: 0; padding: 0; }
-li.page { border-top: 1px solid var(--_border); padding: 0.55rem 0; }
-li.page:first-child { border-top: 0; }
-a.hit, div.hit { display: block; color: inherit; text-decoration: none; padding: 0.35rem 0.5rem; border-radius: var(--_radius); overflow-wrap: anywhere; }
-a.hit:hover, a.hit:focus-visible { background: var(--_hover); outline: 2px solid var(--_accent); outline-offset: -2px; }
-.title { display: block; color: var(--_accent); font-weight: 600; font-size: 1.05rem; text-decoration: underline; text-decoration-thickness: 1px; text-underline-offset: 2px; }
-.crumb { display: block; color: var(--_muted); font-size: 0.85rem; }
-.excerpt { display: block; margin: 0.15rem 0 0; font-size: 0.93rem; }
-mark { background: var(--_mark); color: inherit; padding: 0 0.05rem; border-radius: 0.15rem; }
-ul.subs { margin: 0.1rem 0 0 1rem; border-left: 2px solid var(--_border); }
-ul.subs .crumb { color: var(--_accent); font-size: 0.9rem; text-decoration: underline; text-decoration-thickness: 1px; }
-.debug { display: block; margin-top: 0.15rem; font: 0.75rem/1.3 ui-monospace, "DejaVu Sans Mono", monospace; color: var(--_muted); }
-button.more { font: inherit; margin: 0.5rem 0; padding: 0.4rem 0.9rem; border: 1px solid var(--_border); border-radius: var(--_radius); background: var(--_bg); color: var(--_accent); cursor: pointer; }
-button.more[hidden] { display: none; }
-button.trigger {
-  font: inherit; display: inline-flex; align-items: center; gap: 0.6rem; padding: 0.4rem 0.7rem; color: var(--_muted);
-  background: var(--_bg); border: 1px solid var(--_border); border-radius: var(--_radius); cursor: pointer; max-width: 100%;
-}
-button.trigger:hover, button.trigger:focus-visible { border-color: var(--_accent); color: var(--_fg); }
-kbd { font: 0.75rem ui-monospace, monospace; border: 1px solid var(--_border); border-radius: 0.25rem; padding: 0 0.3rem; }
-@media (pointer: coarse) { kbd { display: none; } }
-dialog {
-  width: min(44rem, calc(100vw - 1rem)); max-height: calc(100vh - 4rem); margin: 3rem auto auto; padding: 0.9rem;
-  border: 1px solid var(--_border); border-radius: var(--_radius); background: var(--_bg); color: var(--_fg); overflow-y: auto;
-}
-dialog::backdrop { background: rgba(20, 24, 32, 0.45); }
-.dialog-head { display: flex; justify-content: flex-end; margin: -0.3rem -0.3rem 0.3rem 0; }
-.close { font: inherit; font-size: 0.85rem; border: 0; background: none; color: var(--_muted); cursor: pointer; padding: 0.2rem 0.4rem; }
-`;
+const FACETS = ["language", "topic", "entity", "geography", "period"];
 
 // One runtime per bundle, shared by every element on the page.
 const runtimes = new Map();
@@ -107,47 +56,12 @@ function runtimeFor(bundle) {
   return entry;
 }
 
-function el(tag, attrs = {}, ...children) {
-  const node = document.createElement(tag);
-  for (const [key, value] of Object.entries(attrs)) {
-    if (value === null || value === undefined || value === false) continue;
-    if (key === "class") node.className = value;
-    else if (key === "text") node.textContent = value;
-    else node.setAttribute(key, value === true ? "" : value);
-  }
-  for (const child of children) if (child !== null && child !== undefined) node.append(child);
-  return node;
-}
-
-function marked(tag, cls, text, spans) {
-  const node = el(tag, { class: cls });
-  let at = 0;
-  for (const [start, end] of spans || []) {
-    if (start > at) node.append(text.slice(at, start));
-    node.append(el("mark", { text: text.slice(start, end) }));
-    at = end;
-  }
-  if (at < text.length) node.append(text.slice(at));
-  return node;
-}
-
-function pageKey(hit) {
-  return hit.url ? hit.url.split("#")[0] : `doc:${hit.snippet.doc_id}`;
-}
-
-/** Hits grouped by page, in the order of each page's best hit. */
-export function groupByPage(hits) {
-  const groups = new Map();
-  for (const hit of hits) {
-    const key = pageKey(hit);
-    if (!groups.has(key)) groups.set(key, []);
-    groups.get(key).push(hit);
-  }
-  return [...groups.values()];
-}
-
 function formatMB(bytes) {
   return (bytes / 1048576).toFixed(1);
+}
+
+function words(value) {
+  return String(value || "").split(/[\s,]+/).filter(Boolean);
 }
 
 const isMac = typeof navigator !== "undefined" && /Mac|iPhone|iPad/.test(navigator.platform || navigator.userAgent || "");
@@ -179,23 +93,37 @@ document.addEventListener("keydown", (event) => {
 });
 
 export class RagSpineSearch extends HTMLElement {
+  static get observedAttributes() {
+    return ["lang", "strings"];
+  }
+
   #root;
-  #rs = null;
+  #sites = []; // [{bundle, libraryId, rs, title}] once ready
+  #bundles = [];
   #input;
   #results;
   #status;
+  #statusSays = null; // [key, vars, error]: the status line, said again when the language changes
+  #held;
   #progress;
   #more;
   #examples;
   #modeSwitch;
+  #filters;
+  #facetBox;
   #dialog = null;
+  #labels = []; // (t) => void: every word shown, set again when the language changes
+  #facetLabels = new Set(); // those of the filter pane, which refresh() builds again
+  #t = translator("en");
+  #userStrings = null;
+  #observer = null;
+  #last = null; // the last search shown: {query, detailed, topK}
   #timer = 0;
   #prefetchTimer = 0;
   #sequence = 0;
   #pages = PAGES_STEP;
   #pending = false;
   #started = false;
-  #bundle = "";
 
   constructor() {
     super();
@@ -211,44 +139,56 @@ export class RagSpineSearch extends HTMLElement {
     return this.hasAttribute("sync-url") && new URLSearchParams(location.search).get("debug") === "1";
   }
 
-  /** The RagSpineLite instance, once ready (null before). */
+  /** The (first) site's RagSpineLite instance, once ready (null before). */
   get runtime() {
-    return this.#rs;
+    return this.#sites.length ? this.#sites[0].rs : null;
+  }
+
+  /** Every site searched, once ready: [{bundle, libraryId, rs, title}]. */
+  get sites() {
+    return this.#sites.map((site) => ({ ...site }));
   }
 
   get query() {
     return this.#input ? this.#input.value : "";
   }
 
+  /** The language of the element's words (a STRINGS key of ragspine-i18n.mjs). */
+  get language() {
+    return this.#t.lang;
+  }
+
+  /** Per-string overrides ({key: template}); setting them relabels the element. */
+  get strings() {
+    return { ...(this.#userStrings || this.#attributeStrings()) };
+  }
+
+  set strings(value) {
+    this.#userStrings = value && typeof value === "object" ? { ...value } : null;
+    this.#relabel();
+  }
+
+  attributeChangedCallback() {
+    if (this.#input) this.#relabel();
+  }
+
   connectedCallback() {
     if (this.#input) return;
     elements.add(this);
-    this.#bundle = new URL(this.getAttribute("bundle") || new URL("./", import.meta.url).href, location.href).href;
+    const here = new URL("./", import.meta.url).href;
+    this.#bundles = [...new Set(words(this.getAttribute("bundle") || here).map((b) => new URL(b, location.href).href))];
+    this.#t = translator(this.#lang(), this.strings);
     this.dataset.state = "idle";
     this.dataset.searches = "0";
     this.#root.append(el("style", { text: STYLE }));
     const panel = this.#panel();
-    if (this.modal) {
-      const shortcut = isMac ? "⌘ K" : "Ctrl K";
-      const trigger = el("button", { type: "button", class: "trigger", part: "trigger", "aria-haspopup": "dialog" },
-        el("span", { text: this.getAttribute("label") || "Search" }), el("kbd", { text: shortcut }));
-      trigger.addEventListener("click", () => this.open());
-      trigger.addEventListener("pointerenter", () => this.#start(), { once: true });
-      const close = el("button", { type: "button", class: "close", text: "Close (Esc)" });
-      close.addEventListener("click", () => this.#dialog.close());
-      this.#dialog = el("dialog", { part: "dialog", "aria-label": this.getAttribute("label") || "Search" },
-        el("div", { class: "dialog-head" }, close), panel);
-      this.#dialog.addEventListener("cancel", (event) => {
-        if (this.#input.value) { // Escape clears first, closes the second time
-          event.preventDefault();
-          this.clear();
-        }
-      });
-      this.#root.append(trigger, this.#dialog);
-    } else {
+    if (this.modal) this.#root.append(...this.#modalParts(panel));
+    else {
       this.#root.append(panel);
       this.#start();
     }
+    this.#observer = new MutationObserver(() => this.#relabel());
+    this.#observer.observe(document.documentElement, { attributes: true, attributeFilter: ["lang"] });
     if (this.hasAttribute("sync-url")) {
       const q = new URLSearchParams(location.search).get("q");
       if (q) {
@@ -262,6 +202,7 @@ export class RagSpineSearch extends HTMLElement {
 
   disconnectedCallback() {
     elements.delete(this);
+    if (this.#observer) this.#observer.disconnect();
   }
 
   /** Focus the box (opening the dialog of a modal element). */
@@ -286,44 +227,92 @@ export class RagSpineSearch extends HTMLElement {
     this.#request(true);
   }
 
+  // -- words ----------------------------------------------------------------------------
+
+  #lang() {
+    const own = this.closest("[lang]");
+    return (own && own.getAttribute("lang")) || document.documentElement.lang || "en";
+  }
+
+  #attributeStrings() {
+    try {
+      const parsed = JSON.parse(this.getAttribute("strings") || "{}");
+      return parsed && typeof parsed === "object" && !Array.isArray(parsed) ? parsed : {};
+    } catch {
+      return {};
+    }
+  }
+
+  /** Set `apply(t)` now and again whenever the language or the strings change. */
+  #say(apply) {
+    this.#labels.push(apply);
+    apply(this.#t);
+  }
+
+  #sayFacet(apply) {
+    this.#facetLabels.add(apply);
+    this.#say(apply);
+  }
+
+  #relabel() {
+    if (!this.#input) return;
+    this.#t = translator(this.#lang(), this.strings);
+    for (const apply of this.#labels) apply(this.#t);
+    if (this.#statusSays) this.#setStatus(...this.#statusSays);
+    if (this.#last) this.#render(this.#last.query, this.#last.detailed, this.#last.topK);
+  }
+
+  #label() {
+    return this.getAttribute("label") || this.#t("search");
+  }
+
+  // -- building -------------------------------------------------------------------------
+
+  #modalParts(panel) {
+    const shortcut = isMac ? "⌘ K" : "Ctrl K";
+    const name = el("span");
+    const trigger = el("button", { type: "button", class: "trigger", part: "trigger", "aria-haspopup": "dialog" },
+      name, el("kbd", { text: shortcut }));
+    trigger.addEventListener("click", () => this.open());
+    trigger.addEventListener("pointerenter", () => this.#start(), { once: true });
+    const close = el("button", { type: "button", class: "close" });
+    close.addEventListener("click", () => this.#dialog.close());
+    this.#dialog = el("dialog", { part: "dialog" }, el("div", { class: "dialog-head" }, close), panel);
+    this.#say((t) => {
+      name.textContent = this.#label();
+      close.textContent = t("close");
+      this.#dialog.setAttribute("aria-label", this.#label());
+    });
+    this.#dialog.addEventListener("cancel", (event) => {
+      if (this.#input.value) { // Escape clears first, closes the second time
+        event.preventDefault();
+        this.clear();
+      }
+    });
+    return [trigger, this.#dialog];
+  }
+
   #panel() {
-    const label = this.getAttribute("label") || "Search";
     this.#input = el("input", {
       type: "search", id: "q", name: "q", part: "input", autocomplete: "off", spellcheck: "false",
-      enterkeyhint: "search", "aria-describedby": "status", "aria-controls": "results",
-      placeholder: "Loading search…", "aria-busy": "true",
+      enterkeyhint: "search", "aria-describedby": "status", "aria-controls": "results", "aria-busy": "true",
     });
-    const hybrid = el("input", { type: "radio", name: "mode", value: "hybrid", checked: true });
-    const bm25 = el("input", { type: "radio", name: "mode", value: "bm25" });
-    this.#modeSwitch = el("fieldset", { class: "mode", hidden: true },
-      el("legend", { class: "vh", text: "Search mode" }),
-      el("label", { title: "Keywords and meaning (BM25 + embeddings)" }, hybrid, "hybrid"),
-      el("label", { title: "Keywords only (BM25)" }, bm25, "BM25"));
-    const form = el("form", { role: "search", part: "form" },
-      el("label", { for: "q", class: "vh", text: label }), this.#input, this.#modeSwitch);
-    this.#progress = el("div", {
-      class: "progress", role: "progressbar", "aria-label": "Loading the search", "aria-valuemin": "0",
-      "aria-valuemax": "100", "aria-valuenow": "0",
-    }, el("div", { class: "bar" }));
+    const label = el("label", { for: "q", class: "vh" });
+    this.#say(() => { label.textContent = this.#label(); });
+    this.#say((t) => this.#placeholder(t));
+    const form = el("form", { role: "search", part: "form" }, label, this.#input, this.#modePart());
+    const progressLabel = (t) => this.#progress.setAttribute("aria-label", t("loading.label"));
+    this.#progress = el("div", { class: "progress", role: "progressbar", "aria-valuemin": "0", "aria-valuemax": "100", "aria-valuenow": "0" },
+      el("div", { class: "bar" }));
+    this.#say(progressLabel);
     this.#status = el("p", { id: "status", class: "status", role: "status", "aria-live": "polite", part: "status" });
-    this.#examples = el("div", { class: "examples", hidden: true, part: "examples" });
-    let examples = [];
-    try {
-      examples = JSON.parse(this.getAttribute("examples") || "[]");
-    } catch {
-      examples = [];
-    }
-    if (Array.isArray(examples) && examples.length) {
-      this.#examples.append(el("span", { text: "Try:" }));
-      for (const example of examples.map(String)) {
-        const chip = el("button", { type: "button", text: example });
-        chip.addEventListener("click", () => this.search(example));
-        this.#examples.append(chip);
-      }
-      this.#examples.hidden = false;
-    }
-    this.#results = el("ol", { id: "results", class: "results", part: "results", "aria-label": "Search results" });
-    this.#more = el("button", { type: "button", class: "more", hidden: true, text: "More results" });
+    this.#held = el("p", { class: "note", hidden: true, part: "note" });
+    this.#filters = this.#filterPart();
+    this.#examples = this.#examplePart();
+    this.#results = el("ol", { id: "results", class: "results", part: "results" });
+    this.#say((t) => this.#results.setAttribute("aria-label", t("results.label")));
+    this.#more = el("button", { type: "button", class: "more", hidden: true });
+    this.#say((t) => { this.#more.textContent = t("more"); });
     this.#more.addEventListener("click", () => {
       this.#pages += PAGES_STEP;
       this.#run({ keepFocus: true });
@@ -338,9 +327,148 @@ export class RagSpineSearch extends HTMLElement {
     });
     this.#input.addEventListener("keydown", (event) => this.#onInputKey(event));
     this.#results.addEventListener("keydown", (event) => this.#onResultsKey(event));
-    for (const radio of [hybrid, bm25]) radio.addEventListener("change", () => this.#request(true));
-    return el("div", { class: "panel", part: "panel" }, form, this.#progress, this.#status, this.#examples, this.#results, this.#more);
+    return el("div", { class: "panel", part: "panel" },
+      form, this.#filters, this.#progress, this.#status, this.#held, this.#examples, this.#results, this.#more);
   }
+
+  #placeholder(t) {
+    const state = this.dataset.state;
+    if (state === "ready") this.#input.placeholder = this.getAttribute("placeholder") || t("placeholder");
+    else if (state === "error") this.#input.placeholder = t("unavailable");
+    else this.#input.placeholder = t("loading");
+  }
+
+  #modePart() {
+    const hybrid = el("input", { type: "radio", name: "mode", value: "hybrid", checked: true });
+    const bm25 = el("input", { type: "radio", name: "mode", value: "bm25" });
+    const legend = el("legend", { class: "vh" });
+    const hybridText = document.createTextNode("");
+    const bm25Text = document.createTextNode("");
+    const hybridLabel = el("label", {}, hybrid, hybridText);
+    const bm25Label = el("label", {}, bm25, bm25Text);
+    this.#modeSwitch = el("fieldset", { class: "mode", hidden: true }, legend, hybridLabel, bm25Label);
+    this.#say((t) => {
+      legend.textContent = t("mode");
+      hybridText.data = t("hybrid");
+      bm25Text.data = t("bm25");
+      hybridLabel.title = t("hybrid.title");
+      bm25Label.title = t("bm25.title");
+    });
+    for (const radio of [hybrid, bm25]) radio.addEventListener("change", () => this.#request(true));
+    return this.#modeSwitch;
+  }
+
+  #examplePart() {
+    const box = el("div", { class: "examples", hidden: true, part: "examples" });
+    let examples = [];
+    try {
+      examples = JSON.parse(this.getAttribute("examples") || "[]");
+    } catch {
+      examples = [];
+    }
+    if (!Array.isArray(examples) || !examples.length) return box;
+    const lead = el("span");
+    this.#say((t) => { lead.textContent = t("try"); });
+    box.append(lead);
+    for (const example of examples.map(String)) {
+      const chip = el("button", { type: "button", text: example });
+      chip.addEventListener("click", () => this.search(example));
+      box.append(chip);
+    }
+    box.hidden = false;
+    return box;
+  }
+
+  // -- filters --------------------------------------------------------------------------
+
+  #filterPart() {
+    const box = el("details", { class: "filters", hidden: true, part: "filters", open: this.hasAttribute("filters-open") });
+    const summary = el("summary");
+    this.#facetBox = el("div", { class: "facets" });
+    box.append(summary, this.#facetBox);
+    this.#say((t) => {
+      const active = Object.keys(this.filters).length;
+      summary.textContent = active ? t("filters.active", { count: active }) : t("filters");
+    });
+    return box;
+  }
+
+  /** The filters chosen in the pane: {field: value}. */
+  get filters() {
+    const chosen = {};
+    if (!this.#facetBox) return chosen;
+    for (const select of this.#facetBox.querySelectorAll("select")) {
+      if (select.value) chosen[select.dataset.field] = select.value;
+    }
+    return chosen;
+  }
+
+  #offered(facets) {
+    const asked = this.getAttribute("facets");
+    if (asked !== null && asked.trim().toLowerCase() === "none") return [];
+    const fields = asked === null ? FACETS : words(asked);
+    const least = asked === null ? 2 : 1;
+    return fields.filter((field) => (facets[field] || []).length >= least);
+  }
+
+  #facetName(field, value) {
+    if (field !== "language") return value;
+    try {
+      return new Intl.DisplayNames([this.#t.lang], { type: "language" }).of(value) || value;
+    } catch {
+      return value;
+    }
+  }
+
+  /** Read the facets again (after documents were added or removed) and search again. */
+  async refresh() {
+    if (!this.#sites.length) return;
+    const chosen = this.filters;
+    this.#buildFilters(await this.#facets());
+    for (const select of this.#facetBox.querySelectorAll("select")) {
+      const value = chosen[select.dataset.field];
+      if (value && [...select.options].some((o) => o.value === value)) select.value = value;
+    }
+    this.#relabel();
+    await this.#run();
+  }
+
+  #buildFilters(facets) {
+    const fields = this.#offered(facets);
+    this.#labels = this.#labels.filter((apply) => !this.#facetLabels.has(apply));
+    this.#facetLabels.clear();
+    this.#facetBox.replaceChildren();
+    this.#filters.hidden = fields.length === 0;
+    for (const field of fields) {
+      const select = el("select", { "data-field": field, id: `facet-${field}` });
+      const any = el("option", { value: "" });
+      const options = facets[field].map((value) => el("option", { value: String(value) }));
+      select.append(any, ...options);
+      const name = el("span");
+      this.#sayFacet((t) => {
+        name.textContent = t(`facet.${field}`);
+        any.textContent = t("any");
+        options.forEach((option) => { option.textContent = this.#facetName(field, option.value); });
+      });
+      select.addEventListener("change", () => this.#filtersChanged());
+      this.#facetBox.append(el("label", { class: "facet", for: `facet-${field}` }, name, select));
+    }
+    if (!fields.length) return;
+    const clear = el("button", { type: "button", class: "clear" });
+    this.#sayFacet((t) => { clear.textContent = t("filters.clear"); });
+    clear.addEventListener("click", () => {
+      for (const select of this.#facetBox.querySelectorAll("select")) select.value = "";
+      this.#filtersChanged();
+    });
+    this.#facetBox.append(clear);
+  }
+
+  #filtersChanged() {
+    this.#relabel();
+    this.#request(true);
+  }
+
+  // -- keyboard -------------------------------------------------------------------------
 
   #links() {
     return [...this.#results.querySelectorAll(".hit")];
@@ -375,73 +503,113 @@ export class RagSpineSearch extends HTMLElement {
     }
   }
 
+  // -- boot -----------------------------------------------------------------------------
+
   #start() {
     if (this.#started) return;
     this.#started = true;
     this.dataset.state = "booting";
-    this.#setStatus("Loading search…");  // said at once, before the first progress event
-    const entry = runtimeFor(this.#bundle);
-    const onProgress = (p) => this.#showProgress(p);
-    entry.listeners.add(onProgress);
-    if (entry.last) onProgress(entry.last);
-    entry.ready.then(
-      (rs) => {
-        entry.listeners.delete(onProgress);
-        this.#ready(rs);
-      },
-      (err) => {
-        entry.listeners.delete(onProgress);
-        this.dataset.state = "error";
-        this.#progress.hidden = true;
-        this.#input.removeAttribute("aria-busy");
-        this.#input.placeholder = "Search is unavailable";
-        this.#setStatus(`The search could not start: ${err.message}`, true);
-      },
-    );
+    this.#setStatus("loading"); // said at once, before the first progress event
+    const entries = this.#bundles.map((bundle) => ({ bundle, entry: runtimeFor(bundle) }));
+    const onProgress = () => this.#showProgress(entries.map(({ entry }) => entry.last).filter(Boolean));
+    for (const { entry } of entries) entry.listeners.add(onProgress);
+    onProgress();
+    Promise.allSettled(entries.map(({ entry }) => entry.ready)).then((settled) => {
+      for (const { entry } of entries) entry.listeners.delete(onProgress);
+      const ids = words(this.getAttribute("libraries"));
+      const sites = [];
+      const errors = [];
+      settled.forEach((outcome, i) => {
+        const bundle = entries[i].bundle;
+        if (outcome.status === "rejected") errors.push(outcome.reason);
+        else sites.push({ bundle, libraryId: ids[i] || bundle, rs: outcome.value, title: outcome.value.manifest?.title || bundle });
+      });
+      if (!sites.length) this.#failed(errors[0]);
+      else this.#ready(sites, errors);
+    });
   }
 
-  #showProgress({ phase, message, overall }) {
+  #failed(err) {
+    const error = err && err.message ? err.message : String(err);
+    this.dataset.state = "error";
+    this.#progress.hidden = true;
+    this.#input.removeAttribute("aria-busy");
+    this.#input.disabled = true;
+    this.#placeholder(this.#t);
+    this.#setStatus("start.failed", { error }, true);
+    this.dispatchEvent(new CustomEvent("ragspine-error", { detail: { error, phase: err && err.phase } }));
+  }
+
+  #showProgress(reports) {
+    if (!reports.length) return;
+    const loaded = reports.reduce((sum, p) => sum + ((p.overall && p.overall.loaded) || 0), 0);
+    const total = reports.reduce((sum, p) => sum + ((p.overall && p.overall.total) || 0), 0);
+    const booting = reports.find((p) => p.phase !== "ready") || reports[0];
     let percent = null;
-    if (phase === "ready") percent = 100;
-    else if (overall && overall.total) percent = Math.min(99, Math.round((95 * overall.loaded) / overall.total));
+    if (reports.every((p) => p.phase === "ready")) percent = 100;
+    else if (total) percent = Math.min(99, Math.round((95 * loaded) / total));
     if (percent !== null) {
       this.dataset.progress = String(percent);
       this.#progress.querySelector(".bar").style.width = `${percent}%`;
       this.#progress.setAttribute("aria-valuenow", String(percent));
     }
-    const size = overall && overall.total ? ` (${formatMB(overall.loaded)} of ${formatMB(overall.total)} MB)` : "";
-    if (this.dataset.state === "booting") this.#setStatus(`Loading search: ${message || phase}${size}…`);
+    if (this.dataset.state !== "booting") return;
+    const size = total ? { loaded: formatMB(loaded), total: formatMB(total) } : null;
+    this.#setStatus("loading.progress", { phase: booting.message || booting.phase, size });
   }
 
-  #setStatus(text, error = false) {
-    this.#status.textContent = text;
+  #setStatus(key, vars = {}, error = false) {
+    this.#statusSays = key ? [key, vars, error] : null;
+    const filled = { ...vars };
+    if ("size" in vars) filled.size = vars.size ? this.#t("loading.size", vars.size) : "";
+    this.#status.textContent = key ? this.#t(key, filled) : "";
     this.#status.classList.toggle("error", error);
   }
 
-  #ready(rs) {
-    this.#rs = rs;
-    this.dataset.state = "ready";
+  async #ready(sites, errors) {
+    this.#sites = sites;
     this.#progress.hidden = true;
     this.#input.removeAttribute("aria-busy");
-    this.#input.placeholder = this.getAttribute("placeholder") || "Search";
-    this.#modeSwitch.hidden = !(rs.info && rs.info.embeddings);
+    this.#modeSwitch.hidden = !sites.some((site) => site.rs.info && site.rs.info.embeddings);
     if (this.hasAttribute("sync-url") && new URLSearchParams(location.search).get("mode") === "bm25") {
       this.#modeSwitch.querySelector("input[value=bm25]").checked = true;
     }
-    this.#setStatus("");
-    this.dispatchEvent(new CustomEvent("ragspine-ready", { detail: { info: rs.info } }));
+    try {
+      this.#buildFilters(await this.#facets());
+    } catch {
+      this.#filters.hidden = true; // no facets: searching still works
+    }
+    this.dataset.state = "ready";
+    this.#placeholder(this.#t);
+    if (errors.length) this.#setStatus("sites.failed", { count: errors.length, error: errors[0].message }, true);
+    else this.#setStatus("");
+    this.dispatchEvent(new CustomEvent("ragspine-ready", { detail: { info: sites[0].rs.info, sites: this.sites } }));
     if (this.#pending || this.#input.value.trim()) this.#run();
   }
 
-  #mode() {
-    if (!this.#rs || !this.#rs.info || !this.#rs.info.embeddings) return null;
+  /** Every site's facet values, merged: {field: [value, …]}. */
+  async #facets() {
+    const all = await Promise.all(this.#sites.map((site) => site.rs.stats()));
+    const merged = {};
+    for (const stats of all) {
+      for (const [field, values] of Object.entries(stats.facets || {})) {
+        merged[field] = [...new Set([...(merged[field] || []), ...values])].sort();
+      }
+    }
+    return merged;
+  }
+
+  // -- searching ------------------------------------------------------------------------
+
+  #mode(site) {
+    if (!site.rs.info || !site.rs.info.embeddings) return null;
     const checked = this.#modeSwitch.querySelector("input:checked");
     return checked ? checked.value : "hybrid";
   }
 
   #request(now) {
     this.#pages = PAGES_STEP;
-    if (!this.#rs) {
+    if (!this.#sites.length) {
       this.#pending = true; // runs as soon as the runtime is ready
       return;
     }
@@ -450,14 +618,20 @@ export class RagSpineSearch extends HTMLElement {
     else this.#timer = setTimeout(() => this.#run(), DEBOUNCE_MS);
   }
 
+  #topK() {
+    return Math.min(MAX_TOP_K, this.#pages * (SUBS_PER_PAGE + 1) * 2);
+  }
+
   // Fetch what the words typed so far need, so the search that follows finds it in memory.
   #prefetch() {
     clearTimeout(this.#prefetchTimer);
-    if (!this.#rs) return;
+    if (!this.#sites.length) return;
     this.#prefetchTimer = setTimeout(() => {
       const query = this.#input.value;
-      const topK = Math.min(MAX_TOP_K, this.#pages * (SUBS_PER_PAGE + 1) * 2);
-      if (query.trim()) this.#rs.prefetch(query, { mode: this.#mode(), topK }).catch(() => {}); // the search reports failures
+      if (!query.trim()) return;
+      for (const site of this.#sites) { // the search reports failures
+        site.rs.prefetch(query, { mode: this.#mode(site), topK: this.#topK(), filters: this.filters }).catch(() => {});
+      }
     }, PREFETCH_MS);
   }
 
@@ -469,29 +643,49 @@ export class RagSpineSearch extends HTMLElement {
     if (url.href !== location.href) history.replaceState(history.state, "", url);
   }
 
+  /** One search over every site: a single site's hits as they come, several fused (RRF). */
+  async #searchSites(query, topK) {
+    const filters = this.filters;
+    const options = (site) => ({ topK, mode: this.#mode(site), filters: Object.keys(filters).length ? filters : null });
+    const outs = await Promise.all(this.#sites.map((site) => site.rs.searchDetailed(query, options(site))));
+    if (outs.length === 1) return outs[0];
+    const hits = fuseSites(outs.map((out, i) => ({ libraryId: this.#sites[i].libraryId, hits: out.hits })), { topK });
+    return {
+      query, hits, results: hits.map((hit) => hit.snippet),
+      heldBack: outs.reduce((sum, out) => sum + (Number(out.heldBack) || 0), 0),
+      tookMs: Math.max(...outs.map((out) => out.tookMs || 0)),
+      rerank: outs.map((out) => out.rerank).find(Boolean) ?? null,
+      semantic: outs.map((out) => out.semantic).find(Boolean) ?? null,
+    };
+  }
+
   async #run({ keepFocus = false } = {}) {
     const query = this.#input.value;
     this.#syncURL(query);
-    if (!this.#rs) return;
+    if (!this.#sites.length) return;
     this.#pending = false;
     const mine = ++this.#sequence;
     if (!query.trim()) {
+      this.#last = null;
       this.#results.replaceChildren();
       this.#more.hidden = true;
+      this.#held.hidden = true;
       this.#setStatus("");
+      this.dataset.results = "0";
       this.#done(query);
       return;
     }
-    const topK = Math.min(MAX_TOP_K, this.#pages * (SUBS_PER_PAGE + 1) * 2);
+    const topK = this.#topK();
     let detailed;
     try {
-      detailed = await this.#rs.searchDetailed(query, { topK, mode: this.#mode() });
+      detailed = await this.#searchSites(query, topK);
     } catch (err) {
-      if (mine === this.#sequence) this.#setStatus(`Search failed: ${err.message}`, true);
+      if (mine === this.#sequence) this.#setStatus("failed", { error: err.message }, true);
       return;
     }
     if (mine !== this.#sequence) return; // a newer search is on its way
     const focused = keepFocus ? this.#links().indexOf(this.#root.activeElement) : -1;
+    this.#last = { query, detailed, topK };
     this.#render(query, detailed, topK);
     if (focused >= 0) (this.#links()[focused + 1] || this.#links()[focused])?.focus();
     this.#done(query);
@@ -500,43 +694,81 @@ export class RagSpineSearch extends HTMLElement {
   #done(query) {
     this.dataset.query = query;
     this.dataset.searches = String(Number(this.dataset.searches || 0) + 1);
-    this.dispatchEvent(new CustomEvent("ragspine-results", { detail: { query } }));
+    this.dispatchEvent(new CustomEvent("ragspine-results", { detail: { query, hits: this.#last ? this.#last.detailed.hits : [] } }));
   }
+
+  // -- rendering ------------------------------------------------------------------------
 
   #render(query, detailed, topK) {
     const groups = groupByPage(detailed.hits);
     const shown = groups.slice(0, this.#pages);
     this.#results.replaceChildren(...shown.map((hits) => this.#page(hits)));
     this.#more.hidden = !(groups.length > shown.length || (detailed.hits.length >= topK && topK < MAX_TOP_K));
-    const pages = groups.length;
     const sem = detailed.semantic;
-    const channel = this.debug && sem ? ` · ${sem.channel}` : "";
-    this.#setStatus(pages
-      ? `${pages} page${pages === 1 ? "" : "s"} for “${query}”${this.debug ? ` · ${detailed.tookMs.toFixed(1)} ms` : ""}${channel}`
-      : `No results for “${query}”.`);
+    const rr = detailed.rerank;
+    this.dataset.results = String(detailed.hits.length);
+    this.dataset.channel = sem ? sem.channel : "bm25";
+    this.dataset.rerank = rr ? (rr.applied ? "applied" : "failed") : "off";
+    const held = Number(detailed.heldBack) || 0;
+    this.#held.hidden = !held;
+    this.#held.textContent = held ? this.#t("held", { count: held }) : "";
+    const filtered = Object.keys(this.filters).length > 0;
+    if (!groups.length) this.#setStatus(filtered ? "none.filtered" : "none", { query });
+    else this.#setStatus("results", { count: groups.length, query });
+    if (this.debug && groups.length) this.#status.textContent += this.#debugNote(detailed);
+  }
+
+  // Timing, channel and reranking of a search, for the debug status line (English).
+  #debugNote({ tookMs, semantic: sem, rerank: rr }) {
+    const info = this.#sites[0].rs.info || {};
+    const model = info.embeddings ? info.embeddings.name : "the model";
+    let channel = "";
+    if (sem) {
+      channel = {
+        hybrid: ` · hybrid: BM25 + ${model}`,
+        bm25: " · BM25",
+        "bm25:outside-vocabulary": ` · BM25 (the query is outside ${model}'s vocabulary)`,
+        "bm25:embedding-failed": ` · BM25 (the model failed: ${sem.error})`,
+      }[sem.channel] ?? ` · ${sem.channel}`;
+    }
+    let reranked = "";
+    if (rr) reranked = rr.applied ? ` · reranked by ${rr.spec} (${Math.round(rr.ms)} ms)` : ` · ${rr.spec} failed, fused order kept: ${rr.error}`;
+    return ` · ${tookMs.toFixed(1)} ms${channel}${reranked}`;
   }
 
   #page(hits) {
     const [best, ...rest] = hits;
     const s = best.snippet;
     const li = el("li", { class: "page", part: "result" });
-    li.append(this.#hit(best, el("span", { class: "title", text: s.title || s.doc_id }), best.section ? best.section.heading : null));
-    const subs = rest.filter((h) => h.url !== best.url).slice(0, SUBS_PER_PAGE);
+    const title = el("span", { class: "title", text: s.title || s.doc_id });
+    const heading = best.section ? best.section.heading : null;
+    li.append(this.#hit(best, title, heading && heading !== title.textContent ? heading : null));
+    const subs = rest.slice(0, SUBS_PER_PAGE);
     if (subs.length) {
-      li.append(el("ul", { class: "subs", "aria-label": `More in ${s.title || s.doc_id}` },
+      li.append(el("ul", { class: "subs", "aria-label": this.#t("more.in", { title: s.title || s.doc_id }) },
         ...subs.map((h) => el("li", {}, this.#hit(h, null, h.section ? h.section.heading : s.title || s.doc_id)))));
     }
     return li;
   }
 
+  #siteOf(hit) {
+    return this.#sites.find((site) => site.libraryId === hit.library_id) || this.#sites[0];
+  }
+
   #hit(hit, title, crumb) {
     const s = hit.snippet;
+    const site = this.#siteOf(hit);
     const ex = hit.excerpt || { text: s.text, highlights: hit.highlights };
     const node = hit.url
-      ? el("a", { class: "hit", href: new URL(hit.url, this.#bundle).href, part: "hit" })
+      ? el("a", { class: "hit", href: new URL(hit.url, site.bundle).href, part: "hit" })
       : el("div", { class: "hit", tabindex: "0", part: "hit" });
-    node.dataset.docId = s.doc_id;
+    Object.assign(node.dataset, {
+      docId: s.doc_id, locator: s.source_locator || "", library: s.library_id || "", language: s.language || "",
+      entity: s.entity || "",
+    });
+    if (title && this.#sites.length > 1) node.append(el("span", { class: "site", text: site.title }));
     if (title) node.append(title);
+    if (s.library_id === "page") node.append(el("span", { class: "badge", text: this.#t("mine") }));
     if (crumb) node.append(el("span", { class: "crumb", text: title ? crumb : `§ ${crumb}` }));
     node.append(marked("span", "excerpt", ex.text, ex.highlights));
     if (this.debug) {

@@ -104,6 +104,8 @@ def match_spans(query: str, text: str) -> list[list[int]]:
 # Markdown left in chunk text: heading/list/quote markers, emphasis, code ticks, links, images.
 _MD_LINE_RE = re.compile(r"^\s*(?:#{1,6}\s+|[-*+]\s+|\d{1,9}[.)]\s+|>\s?)", re.MULTILINE)
 _HEADING_LINE_RE = re.compile(r"^\s*#{1,6}\s")
+# A code fence line with its info string ("```javascript"): markup, not text of the excerpt.
+_FENCE_LINE_RE = re.compile(r"^\s*(?:`{3,}|~{3,})[^`]*$")
 _MD_IMAGE_RE = re.compile(r"!\[([^\]]*)\]\([^)]*\)")
 _MD_LINK_RE = re.compile(r"\[([^\]]+)\]\([^)]*\)")
 _MD_MARK_RE = re.compile(r"(\*\*|__|`)|(?<![\w*])[*_](?=\S)|(?<=\S)[*_](?![\w*])")
@@ -115,9 +117,10 @@ EXCERPT_WORDS = 30
 
 
 def _plain(text: str, query: str) -> str:
-    """Chunk text without Markdown/HTML markup, on one line; heading lines that do not match
-    ``query`` are left out (the result shows its section heading apart) unless nothing else
-    is left."""
+    """Chunk text without Markdown/HTML markup (code fences and their info strings too), on
+    one line; heading lines that do not match ``query`` are left out (the result shows its
+    section heading apart) unless nothing else is left."""
+    text = "\n".join(line for line in text.split("\n") if not _FENCE_LINE_RE.match(line))
     body = "\n".join(
         line for line in text.split("\n")
         if not _HEADING_LINE_RE.match(line) or match_spans(query, line)

@@ -68,6 +68,8 @@ __all__ = [
     "load_corpus",
     "restricted_needles",
     "scan_for_leaks",
+    "shared_title_suffix",
+    "strip_title_suffix",
     "verify_no_leaks",
     "write_pages",
     "write_sections",
@@ -173,7 +175,44 @@ def load_corpus(
         docs.append(SourceDocument(str(path), body, meta, load_sections(path), rel_path=rel))
         if progress is not None:
             progress(i, len(files), str(path))
+    strip_title_suffix(docs)
     return docs
+
+
+# What separates a page's title from the site's name in generated ``<title>``s.
+_TITLE_SEPARATORS = (" - ", " – ", " — ", " | ", " · ", " :: ", " « ", " » ")
+
+
+def shared_title_suffix(titles: Sequence[str]) -> str:
+    """The `` - Site name`` ending most titles share (MkDocs, Sphinx, Hugo, Docusaurus and
+    VitePress put the site's name there), or ``""`` when fewer than two titles or not half
+    of them end with it.
+
+    >>> shared_title_suffix(["Setup - Docs", "Colors - Docs", "Docs", "Blog - Docs"])
+    ' - Docs'
+    """
+    counts: dict[str, int] = {}
+    for title in titles:
+        cuts = {title[i:] for sep in _TITLE_SEPARATORS if (i := title.rfind(sep)) > 0}
+        for suffix in cuts:
+            counts[suffix] = counts.get(suffix, 0) + 1
+    if not counts:
+        return ""
+    best = max(counts, key=lambda suffix: (counts[suffix], -len(suffix)))
+    return best if counts[best] >= 2 and 2 * counts[best] >= len(titles) else ""
+
+
+def strip_title_suffix(docs: Sequence[SourceDocument]) -> str:
+    """Drop the site-name ending the exported HTML pages' titles share
+    (:func:`shared_title_suffix`: "Changing the colors - Material for MkDocs" → "Changing the
+    colors"); returns it. Markdown/text titles and RESTRICTED documents are left alone."""
+    pages = [d for d in docs if is_html_source(d.rel_path) and not d.restricted]
+    suffix = shared_title_suffix([d.meta.title for d in pages])
+    if suffix:
+        for doc in pages:
+            if doc.meta.title.endswith(suffix):
+                doc.meta.title = doc.meta.title[: -len(suffix)].rstrip()
+    return suffix
 
 
 def write_sections(conn: sqlite3.Connection, docs: Iterable[SourceDocument]) -> int:

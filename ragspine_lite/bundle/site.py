@@ -19,6 +19,8 @@ sections with anchors) into a chunk store through the normal ingest path, and as
     ragspine-lite.mjs/.d.ts the JS API; ragspine-worker.mjs the module Web Worker
     ragspine-search.mjs     the <ragspine-search> element (inline, or a Ctrl/Cmd-K modal)
     ragspine-dense.mjs      the worker's exact int8 scan of the chunk vectors
+    ragspine-i18n.mjs       the element's words in English, Simplified and Traditional Chinese
+    ragspine-ui.mjs         the element's style sheet and DOM helpers
     index.html              the site's search page (--title, --examples; none with --no-page),
                             or with --demo the ACME demo page (+ demo.mjs, demo.css)
     pages/                  Markdown/text sources rendered as pages, so their results link too
@@ -410,15 +412,30 @@ def default_title(docs: Sequence[str | Path], corpus: Sequence[Any]) -> str:
     return (first if first.is_dir() else first.parent).name or "Search"
 
 
-def render_search_page(template: str, *, title: str, examples: Sequence[str]) -> str:
-    """The default search page: ``template`` with the site's title and example queries."""
-    return template.replace("{{title}}", html.escape(title, quote=True)).replace(
-        "{{examples}}", html.escape(json.dumps(list(examples), ensure_ascii=False), quote=True)
+def render_search_page(
+    template: str, *, title: str, examples: Sequence[str], language: str = "en"
+) -> str:
+    """The default search page: ``template`` with the site's title, example queries and
+    language (``<html lang>`` and the page's words, see ragspine_lite.bundle.language)."""
+    from ragspine_lite.bundle.language import page_string
+
+    values = {
+        "title": title,
+        "lang": language,
+        "search": page_string(language, "search"),
+        "examples": json.dumps(list(examples), ensure_ascii=False),
+    }
+    return re.sub(
+        r"\{\{(\w+)\}\}", lambda m: html.escape(values[m.group(1)], quote=True), template
     )
 
 
-def _write_pages(staging: Path, to_render: dict[str, Any], *, page: bool) -> None:
-    """Render every Markdown/text source into ``staging`` (see ragspine_lite.bundle.pages)."""
+def _write_pages(
+    staging: Path, to_render: dict[str, Any], *, page: bool, language: str = "en"
+) -> None:
+    """Render every Markdown/text source into ``staging`` (see ragspine_lite.bundle.pages);
+    ``language`` is the site's (a page without its own is in it)."""
+    from ragspine_lite.bundle.language import page_string
     from ragspine_lite.bundle.pages import render_page
 
     for rel, doc in to_render.items():
@@ -430,7 +447,8 @@ def _write_pages(staging: Path, to_render: dict[str, Any], *, page: bool) -> Non
         target.write_text(
             render_page(
                 title=doc.meta.title, body=doc.body, sections=doc.sections, markdown=markdown,
-                language=doc.meta.language, home=home,
+                language=doc.meta.language or language, home=home,
+                home_label=page_string(language, "search"),
             ),
             "utf-8",
         )
@@ -617,6 +635,9 @@ def _build(
         warn(message)
     if title is None:
         title = default_title(docs, corpus)
+    from ragspine_lite.bundle.language import site_language
+
+    site_lang = site_language(corpus, language)
 
     the_chunker = make_chunker(chunker) if chunker else None
     staging = scratch_dir(target, "staging")
@@ -683,7 +704,7 @@ def _build(
 
         copy_files(PYODIDE_FILES, pyodide_dir, staging / "pyodide", "the Pyodide runtime")
         copy_files(RUNTIME_FILES, web_dir, staging, "the web runtime")
-        _write_pages(staging, to_render, page=page or demo)
+        _write_pages(staging, to_render, page=page or demo, language=site_lang)
         if to_render:
             log(f"rendered {len(to_render)} Markdown/text page(s) into pages/")
         if demo:
@@ -692,7 +713,10 @@ def _build(
             copy_files((PAGE_TEMPLATE,), web_dir, staging, "the search page")
             template = staging / PAGE_TEMPLATE
             (staging / "index.html").write_text(
-                render_search_page(template.read_text("utf-8"), title=title, examples=examples),
+                render_search_page(
+                    template.read_text("utf-8"), title=title, examples=examples,
+                    language=site_lang,
+                ),
                 "utf-8",
             )
             template.unlink()
@@ -732,7 +756,9 @@ def _build(
                 "chunker": chunker or "default",
                 **({"index_text": "contextual"} if contextual else {}),
             },
-            "site": {"base_url": base_url, "rendered_pages": len(to_render)},
+            "site": {
+                "base_url": base_url, "rendered_pages": len(to_render), "language": site_lang,
+            },
             "counts": report.as_dict(),
             "index": shards.as_dict(),
             "restricted_check": {"passed": False},

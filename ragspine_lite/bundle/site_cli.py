@@ -186,7 +186,8 @@ def _add_build_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--chunker", metavar="NAME", help="chunking strategy (default: paragraphs)")
     p.add_argument("--sensitivity", default="INTERNAL",
                    help="sensitivity of documents without one (default INTERNAL)")
-    p.add_argument("--language", default="", help="language of documents without one")
+    p.add_argument("--language", default="", help="language of documents without one, and "
+                   "of the site's pages and search UI (default: detected from the documents)")
     p.add_argument("--force", action="store_true", help="replace a non-bundle --out folder")
     p.add_argument("--quiet", action="store_true", help="no progress output")
 

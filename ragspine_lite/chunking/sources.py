@@ -171,6 +171,23 @@ _VOID_TAGS = frozenset(
 )
 _HEADING_TAGS = {f"h{n}": n for n in range(1, 7)}
 _SPACE_RE = re.compile(r"\s+")
+# Generators' heading self-links (MkDocs/Sphinx "headerlink", Docusaurus "hash-link",
+# VitePress "header-anchor", Hugo themes' "anchor"/"self-link"): a class token with one of
+# these names; such a link's ``href="#x"`` is the heading's anchor when it has no ``id``.
+_PERMALINK_CLASSES = (
+    "headerlink", "hash-link", "header-anchor", "anchor", "permalink", "self-link",
+)
+# The text of an in-page link that is only a permalink sign ("¶", "#", "§", "🔗", a
+# zero-width space): never text of the document.
+_GLYPH_RE = re.compile("[\\s¶§#\U0001f517\ufe0e\ufe0f\u200b-\u200d\u2060\ufeff]*")
+# Generated noise around the text, by class token: line-number gutters of highlighted code
+# (Pygments/Sphinx/MkDocs, Hugo's Chroma, Prism), VitePress' code-language label, and the
+# in-page tables of contents (Docusaurus) that repeat the headings.
+_NOISE_CLASSES = frozenset(
+    "linenos linenodiv lineno lnt ln line-numbers-rows lang table-of-contents toc".split()
+)
+# ARIA landmarks of page chrome (Sphinx's sidebars and "related" bars are divs with a role).
+_CHROME_ROLES = frozenset(("navigation", "banner", "contentinfo", "search"))
 
 
 @dataclass(frozen=True)
@@ -220,6 +237,10 @@ def _label_problem(tag: str, closed_by: str, size: int) -> str:
     )
 
 
+def _is_permalink(classes: list[str]) -> bool:
+    return any(name in token for token in classes for name in _PERMALINK_CLASSES)
+
+
 @dataclass
 class _Open:
     """An open element: its tag, ``id``, and what it switches on for its content."""
@@ -231,6 +252,7 @@ class _Open:
     capture: str = ""  # a data-ragspine-meta key that takes this element's text
     log_at: int = 0  # where its text starts in the parser's capture log …
     chars_at: int = 0  # … and how many characters the log had taken in by then
+    hash_link: bool = False  # an ``<a href="#…">``: a text of only a permalink sign is dropped
 
 
 class _TextExtractor(HTMLParser):
@@ -264,6 +286,7 @@ class _TextExtractor(HTMLParser):
         self._heading_id = ""
         self._heading_fallback = ""  # the nearest id around the heading, if it has none
         self._last_id = ""  # id of an element just before, with no text since (<a id> <h2>)
+        self._hash_links = 0  # open <a href="#…"> elements
 
     # -- helpers ------------------------------------------------------------------------
     def _collecting(self) -> bool:
@@ -288,6 +311,25 @@ class _TextExtractor(HTMLParser):
             text = _SPACE_RE.sub(" ", piece).strip()
             if text:
                 self.lines.append(text)
+
+    def _skips(
+        self, tag: str, values: Mapping[str, str], classes: list[str], *, body: bool
+    ) -> bool:
+        """Whether an element's content is not text of the document: scripts and the like,
+        ignored parts, page chrome (unless marked as the body) and generated noise."""
+        role = values.get("role", "").strip().lower()
+        chrome = (tag in _CHROME_TAGS and not self._in_content(tag)) or role in _CHROME_ROLES
+        return (
+            tag in _SKIP_TAGS
+            or IGNORE_ATTR in values
+            or (chrome and not body)
+            or not _NOISE_CLASSES.isdisjoint(classes)
+        )
+
+    def _in_content(self, tag: str) -> bool:
+        """A ``<header>`` inside an article, main or section heads the content (Docusaurus
+        puts a page's ``<h1>`` there): it is not page chrome."""
+        return tag == "header" and any(o.tag in ("article", "main", "section") for o in self._open)
 
     def _nearest_id(self) -> str:
         if self._last_id:
@@ -355,6 +397,7 @@ class _TextExtractor(HTMLParser):
         self._open.append(entry)
         self._skip += entry.skip
         self._body += entry.body
+        self._hash_links += entry.hash_link
 
     def _pop_to(self, tag: str) -> bool:
         """Close ``tag`` and every element opened inside it; ``False`` if it is not open."""
@@ -368,6 +411,7 @@ class _TextExtractor(HTMLParser):
             entry = self._open.pop()
             self._skip -= entry.skip
             self._body -= entry.body
+            self._hash_links -= entry.hash_link
             if entry.capture:
                 self._end_capture(entry, closed_by=tag)
         return True
@@ -396,11 +440,9 @@ class _TextExtractor(HTMLParser):
                 self._last_id = element_id
             return
         entry.body = BODY_ATTR in values
-        entry.skip = (
-            tag in _SKIP_TAGS
-            or IGNORE_ATTR in values
-            or (tag in _CHROME_TAGS and not entry.body)
-        )
+        classes = values.get("class", "").split()
+        entry.hash_link = tag == "a" and values.get("href", "").startswith("#")
+        entry.skip = self._skips(tag, values, classes, body=entry.body)
         was_collecting = self._collecting()
         if entry.body and not self._skip:
             self.saw_body = True
@@ -412,6 +454,8 @@ class _TextExtractor(HTMLParser):
             self._last_id = ""
         elif self._heading_level and tag == "a" and not self._heading_id:
             self._heading_id = (element_id or values.get("name") or "").strip()
+            if not self._heading_id and entry.hash_link and _is_permalink(classes):
+                self._heading_id = values["href"][1:].strip()
         elif tag in _BLOCK_TAGS and was_collecting:
             self._flush()
             if tag == "pre":
@@ -448,6 +492,8 @@ class _TextExtractor(HTMLParser):
         if self._in_title:
             self._title_parts.append(data)
             return
+        if self._hash_links and data.strip() and _GLYPH_RE.fullmatch(data):
+            return  # a permalink sign (a blank between words inside a link stays)
         if self._capturing and data:
             self._log.append(data)
             self._logged += len(data)

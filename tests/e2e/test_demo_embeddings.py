@@ -16,7 +16,16 @@ from pathlib import Path
 
 import pytest
 from _site import browser_module, kept_store, with_page_vectors
-from test_demo_page import Console, drop_file, search, wait_ready
+from test_demo_page import (
+    HITS,
+    LAST_HITS,
+    TOP_K,
+    Console,
+    drop_file,
+    search,
+    status_text,
+    wait_ready,
+)
 
 from ragspine_lite.bundle.runtime import BundleSearcher
 
@@ -104,7 +113,7 @@ def test_use_multilingual_searches_chinese_queries_hybrid(browser, use_url):
     page.goto(use_url)
     wait_ready(page)
     hits = search(page, "中国内地营运利润")
-    assert page.get_attribute("#results", "data-channel") == "hybrid"
+    assert page.get_attribute("ragspine-search", "data-channel") == "hybrid"
     assert hits[0]["docId"].startswith("zh/")
     page.close()
     assert console.messages == []
@@ -112,7 +121,7 @@ def test_use_multilingual_searches_chinese_queries_hybrid(browser, use_url):
 
 def _cpython_locators(site: Path, query: str, backend, mode: str | None) -> list[str]:
     with BundleSearcher(kept_store(site), embedding_backend=backend) as s:
-        return [h["source_locator"] for h in s.search(query, top_k=10, mode=mode).snippets]
+        return [h["source_locator"] for h in s.search(query, top_k=TOP_K, mode=mode).snippets]
 
 
 def test_the_demo_searches_hybrid_with_a_switch_to_bm25(browser, semantic_url, semantic, cpython):
@@ -122,17 +131,17 @@ def test_the_demo_searches_hybrid_with_a_switch_to_bm25(browser, semantic_url, s
     page.goto(semantic_url)
     wait_ready(page)
     assert "hybrid search with minilm" in page.inner_text("#bundle-info")
-    assert page.is_visible("#mode-switch")
+    assert page.is_visible("ragspine-search fieldset.mode")
 
     query = "why did operating profit fall"
     hybrid = search(page, query)
-    assert page.get_attribute("#results", "data-channel") == "hybrid"
-    assert "hybrid: BM25 + minilm" in page.inner_text("#result-info")
+    assert page.get_attribute("ragspine-search", "data-channel") == "hybrid"
+    assert "hybrid: BM25 + minilm" in status_text(page)
     # CPython with the page's own query vector (onnxruntime-web's, not bit-equal to native
     # onnxruntime's on every CPU): the same ranking.
     same = with_page_vectors(page, cpython, lambda b: _cpython_locators(site, query, b, None))
     assert [h["locator"] for h in hybrid] == same
-    scores = page.locator("#results li.hit .scores").all_inner_texts()
+    scores = page.locator(f"{HITS} .debug").all_inner_texts()
     assert any("vector 0.000" not in s for s in scores)
     # The vector shards came with the boot and are scanned in JavaScript: Python reads none.
     booted = page.evaluate("ragspineDemo.info.cache.fetched")
@@ -144,17 +153,17 @@ def test_the_demo_searches_hybrid_with_a_switch_to_bm25(browser, semantic_url, s
     assert other["semantic"]["channel"] == "hybrid"
     assert not [f for f in other["worker"]["files"] if f["path"].startswith("data/vectors/")]
 
-    page.check("#mode-switch input[value=bm25]")
-    page.wait_for_function("document.querySelector('#results').dataset.channel === 'bm25'")
-    bm25 = page.eval_on_selector_all("#results li.hit", "els => els.map(e => e.dataset.locator)")
+    page.check("ragspine-search fieldset.mode input[value=bm25]")
+    page.wait_for_function("document.querySelector('ragspine-search').dataset.channel === 'bm25'")
+    bm25 = [h["locator"] for h in page.evaluate(LAST_HITS)]
     assert bm25 == _cpython_locators(site, query, None, None)
-    assert bm25 != [h["locator"] for h in hybrid] or "vector 0.000" in page.inner_text("#results")
+    assert bm25 != [h["locator"] for h in hybrid]
 
-    page.check("#mode-switch input[value=hybrid]")
+    page.check("ragspine-search fieldset.mode input[value=hybrid]")
     hits = search(page, "中国内地营运利润")
-    assert page.get_attribute("#results", "data-channel") == "bm25:outside-vocabulary"
+    assert page.get_attribute("ragspine-search", "data-channel") == "bm25:outside-vocabulary"
     assert hits[0]["docId"] == "zh/acme_cn_2024_profit_zh.md"
-    assert "outside minilm's vocabulary" in page.inner_text("#result-info")
+    assert "outside minilm's vocabulary" in status_text(page)
     page.close()
     assert console.messages == []
 
@@ -163,10 +172,10 @@ def test_a_bundle_without_vectors_shows_no_switch(browser, base_url):
     page = browser.new_page()
     page.goto(base_url)
     wait_ready(page)
-    assert page.is_hidden("#mode-switch")
+    assert page.is_hidden("ragspine-search fieldset.mode")
     assert page.evaluate("window.ragspineDemo.info.embeddings") is None
     search(page, "operating profit")
-    assert page.get_attribute("#results", "data-channel") == "bm25"
+    assert page.get_attribute("ragspine-search", "data-channel") == "bm25"
     page.close()
 
 
@@ -178,11 +187,11 @@ def test_a_model_that_cannot_load_leaves_bm25_search_working(browser, semantic_u
     note = page.inner_text("#semantic-note")
     assert note.startswith("Semantic search is unavailable"), note
     assert page.evaluate("window.ragspineDemo.info.embeddings") is None
-    assert page.is_hidden("#mode-switch")
+    assert page.is_hidden("ragspine-search fieldset.mode")
     query = "why did operating profit fall"
     hits = search(page, query)
     assert [h["locator"] for h in hits] == _cpython_locators(semantic, query, None, None)
-    assert page.get_attribute("#results", "data-channel") == "bm25"
+    assert page.get_attribute("ragspine-search", "data-channel") == "bm25"
     page.close()
 
 
@@ -209,7 +218,7 @@ STORED_JS = """async () => {
 
 
 def _first_scores(page) -> str:
-    return page.locator("#results li.hit .scores").first.inner_text()
+    return page.locator(f"{HITS} .debug").first.inner_text()
 
 
 def test_a_dropped_document_is_found_by_a_paraphrase_and_by_its_rare_word(browser, semantic_url):
@@ -229,7 +238,7 @@ def test_a_dropped_document_is_found_by_a_paraphrase_and_by_its_rare_word(browse
         assert "bm25 0.000" in scores and "vector 0.000" not in scores
         assert search(page, "zorblax")[0]["docId"] == "cat_notes.md"
         assert search(page, "xyzzyplugh frobnicate") == []
-        assert page.is_visible("#empty")
+        assert status_text(page).startswith("No results for")
         stored = page.evaluate(STORED_JS)
         assert stored == [{"name": "cat_notes.md", "model": stored[0]["model"], "items": 1}]
         assert stored[0]["model"].startswith("sentence-transformers/all-MiniLM-L6-v2")

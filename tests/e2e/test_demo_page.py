@@ -1,5 +1,6 @@
 """End to end: the built demo site in headless Chromium, served from 127.0.0.1.
 
+The demo searches with the <ragspine-search> element (in debug mode: locators and scores).
 Boot, English and Chinese search with locators and highlights, filters, drag-and-drop ingest
 that survives reloads (also one in the middle of an ingest), boot failures shown instead of
 hanging, no RESTRICTED text in the DOM nor in any byte the browser fetched, and a clean
@@ -18,6 +19,7 @@ from pathlib import Path
 
 import pytest
 from _site import CANARY, browser_module, serving
+from test_site_search import axe_violations
 
 from ragspine_lite.bundle.export import load_corpus, restricted_needles
 from ragspine_lite.cli import samples_dir
@@ -67,20 +69,49 @@ def wait_ready(page):
     assert state == "ready", page.inner_text("#error")
 
 
+BOX = "ragspine-search #q"
+TOP_K = 40  # the element's first search: 5 pages x (1 + 3 sections) x 2 hits
+HITS = "ragspine-search .hit"  # Playwright's CSS reaches into the element's shadow root
+LAST_HITS = (
+    "window.ragspineDemo.lastHits.map((h) => ({docId: h.snippet.doc_id,"
+    " locator: h.snippet.source_locator, library: h.snippet.library_id,"
+    " language: h.snippet.language, entity: h.snippet.entity}))"
+)
+
+
 def search(page, query: str, *, typed: bool = False) -> list[dict[str, str]]:
-    """Run a query through the search box and return the rendered hits' data attributes."""
+    """Run a query through the search box; the hits of the search, best first."""
     before = int(page.evaluate("document.body.dataset.searches || '0'"))
     if typed:
-        page.fill("#q", "")
-        page.type("#q", query, delay=15)
+        page.fill(BOX, "")
+        page.type(BOX, query, delay=15)
     else:
-        page.fill("#q", query)
+        page.fill(BOX, query)
     page.wait_for_function(
         "([n, q]) => Number(document.body.dataset.searches || 0) > n"
         " && window.ragspineDemo.lastQuery === q",
         arg=[before, query],
     )
-    return page.eval_on_selector_all("#results li.hit", "els => els.map(e => ({...e.dataset}))")
+    return page.evaluate(LAST_HITS)
+
+
+def status_text(page) -> str:
+    return page.eval_on_selector(
+        "ragspine-search", "e => e.shadowRoot.querySelector('.status').textContent"
+    )
+
+
+def every_hit(page, condition: str) -> None:
+    """Wait until the last search's hits (at least one) all meet ``condition`` (JS on h)."""
+    page.wait_for_function(
+        f"(() => {{ const hits = ({LAST_HITS}); return hits.length > 0"
+        f" && hits.every((h) => {condition}); }})()"
+    )
+
+
+# The page's HTML with every shadow root's (what the visitor's DOM holds).
+SHADOW_HTML = """() => [document.documentElement.outerHTML, ...[...document.querySelectorAll('*')]
+    .filter((e) => e.shadowRoot).map((e) => e.shadowRoot.innerHTML)].join('\\n')"""
 
 
 def drop_file(page, name: str, text: str):
@@ -118,7 +149,7 @@ def shared(browser, base_url):
 @pytest.fixture
 def demo(shared):
     page, console, _ = shared
-    page.click("#clear-filters")
+    page.click("ragspine-search button.clear")
     yield page
     assert console.messages == []
 
@@ -137,15 +168,14 @@ def fresh(browser, base_url):
 
 
 def test_boot_shows_the_bundle_and_the_restricted_rule_without_a_count(demo):
-    assert demo.is_hidden("#boot")
-    assert demo.is_enabled("#q")
+    assert demo.is_enabled(BOX)
     info = demo.inner_text("#bundle-info")
     assert "8 documents" in info and "Python 3.14" in info
     note = demo.inner_text("#restricted-note")
     assert note.startswith("RESTRICTED documents are never part of a bundle")
     assert not any(ch.isdigit() for ch in note)  # nothing about what this build withheld
     options = demo.eval_on_selector_all(
-        "#filters select[data-field=language] option", "els => els.map(e => e.value)"
+        "ragspine-search select[data-field=language] option", "els => els.map(e => e.value)"
     )
     assert options == ["", "en", "zh"]
 
@@ -157,12 +187,15 @@ def test_english_results_appear_as_you_type_with_locators_and_highlights(demo, t
     assert 1 <= searches <= 4  # debounced: not one search per keystroke
     assert hits[0]["docId"] == "en/acme_cn_2023_profit.md"
     assert re.fullmatch(r"en/acme_cn_2023_profit\.md#para\d+(-\d+)?", hits[0]["locator"])
-    first = demo.locator("#results li.hit").first
-    assert first.locator(".locator").inner_text() == hits[0]["locator"]
+    first = demo.locator(HITS).first
+    assert first.locator(".debug").inner_text().startswith(f"{hits[0]['locator']} · ")
     marks = {m.lower() for m in first.locator("mark").all_inner_texts()}
     assert {"operating", "profit"} <= marks
-    assert "fused" in first.locator(".scores").inner_text()
-    assert "§ ACME China 2023 operating profit commentary" in first.inner_text()
+    assert "fused" in first.locator(".debug").inner_text()
+    assert first.locator(".title").inner_text() == "ACME China 2023 operating profit commentary"
+    href = first.get_attribute("href")  # a link to the rendered page, at the cited section
+    assert "/pages/en/acme_cn_2023_profit.html#" in href
+    assert demo.request.get(href.split("#")[0]).ok
     shot = tmp_path / "demo.png"
     demo.screenshot(path=str(shot))
     assert shot.stat().st_size > 10_000
@@ -172,30 +205,21 @@ def test_chinese_search_finds_the_chinese_document(demo):
     hits = search(demo, "中国内地营运利润")
     assert hits[0]["docId"] == "zh/acme_cn_2024_profit_zh.md"
     assert hits[0]["locator"].startswith("zh/acme_cn_2024_profit_zh.md#para")
-    marks = demo.locator("#results li.hit").first.locator("mark").all_inner_texts()
+    marks = demo.locator(HITS).first.locator("mark").all_inner_texts()
     assert any("营运" in m or "利润" in m for m in marks)
 
 
 def test_filters_restrict_results_and_clear_again(demo):
     hits = search(demo, "ACME 2024 revenue")
     assert {h["language"] for h in hits} == {"en", "zh"}
-    demo.select_option("#filters select[data-field=language]", "zh")
-    demo.wait_for_function(
-        "[...document.querySelectorAll('#results li.hit')].every(e => e.dataset.language === 'zh')"
-    )
-    demo.select_option("#filters select[data-field=entity]", "ACME_HK")
-    demo.wait_for_function(
-        "[...document.querySelectorAll('#results li.hit')]"
-        ".every(e => e.dataset.entity === 'ACME_HK')"
-        " && document.querySelectorAll('#results li.hit').length > 0"
-    )
-    hits = demo.eval_on_selector_all("#results li.hit", "els => els.map(e => ({...e.dataset}))")
+    demo.select_option("ragspine-search select[data-field=language]", "zh")
+    every_hit(demo, "h.language === 'zh'")
+    demo.select_option("ragspine-search select[data-field=entity]", "ACME_HK")
+    every_hit(demo, "h.entity === 'ACME_HK'")
+    hits = demo.eval_on_selector_all(HITS, "els => els.map(e => ({...e.dataset}))")
     assert hits and {(h["language"], h["entity"]) for h in hits} == {("zh", "ACME_HK")}
-    demo.click("#clear-filters")
-    demo.wait_for_function(
-        "new Set([...document.querySelectorAll('#results li.hit')].map(e => e.dataset.language))"
-        ".size === 2"
-    )
+    demo.click("ragspine-search button.clear")
+    demo.wait_for_function(f"new Set(({LAST_HITS}).map((h) => h.language)).size === 2")
 
 
 def test_the_js_api_returns_python_snippets_and_clear_errors(demo):
@@ -243,10 +267,12 @@ def test_the_js_api_postprocesses_like_the_cpython_runtime(demo):
 
 def test_no_results_state_is_shown(demo):
     assert search(demo, "xylophone quasar") == []
-    assert demo.is_visible("#empty")
-    assert "No results for “xylophone quasar”" in demo.inner_text("#empty")
-    demo.select_option("#filters select[data-field=language]", "zh")
-    demo.wait_for_function("document.querySelector('#empty').textContent.includes('clear them')")
+    assert status_text(demo) == "No results for “xylophone quasar”."
+    demo.select_option("ragspine-search select[data-field=language]", "zh")
+    demo.wait_for_function(
+        "document.querySelector('ragspine-search').shadowRoot.querySelector('.status')"
+        ".textContent.includes('with these filters')"
+    )
 
 
 def test_restricted_content_never_reaches_the_dom(demo, needles):
@@ -255,7 +281,7 @@ def test_restricted_content_never_reaches_the_dom(demo, needles):
         hits = search(demo, query)
         assert all(not h["docId"].startswith("restricted/") for h in hits)
     search(demo, "ACME revenue")  # the box and the result list no longer echo the queries
-    html = demo.content().lower()
+    html = demo.evaluate(SHADOW_HTML).lower()
     for needle in needles:
         assert needle.lower() not in html, needle
 
@@ -293,7 +319,7 @@ def test_a_dropped_file_is_found_and_found_again_after_reload(fresh):
     assert hits[0]["docId"] == "quokka_notes.md"
     assert hits[0]["library"] == "page"
     assert hits[0]["locator"].startswith("quokka_notes.md#para")
-    assert "your document" in fresh.locator("#results li.hit").first.inner_text()
+    assert "your document" in fresh.locator(HITS).first.inner_text()
 
     fresh.reload()
     wait_ready(fresh)
@@ -326,8 +352,8 @@ def test_a_dropped_restricted_file_is_held_back(fresh):
     )
     assert "RESTRICTED: never shown" in fresh.inner_text("#my-docs")
     assert search(fresh, "wombat") == []
-    assert "held back" not in fresh.inner_text("body")  # nothing depends on the query
-    assert "confidential until the board signs" not in fresh.content()
+    assert "held back" not in fresh.evaluate(SHADOW_HTML)  # nothing depends on the query
+    assert "confidential until the board signs" not in fresh.evaluate(SHADOW_HTML)
 
 
 def _detailed(page, query: str) -> dict:
@@ -371,7 +397,7 @@ def _boot_failure(browser, site: Path, tmp_path: Path, mutate) -> tuple[str, lis
             "document.body.dataset.state !== 'booting'", timeout=BOOT_TIMEOUT_MS
         )
         assert page.evaluate("document.body.dataset.state") == "error"
-        assert page.is_disabled("#q")
+        assert page.is_disabled(BOX)
         text = page.inner_text("#error")
         context.close()
     return text, console.messages
@@ -419,7 +445,8 @@ def test_a_host_that_gzips_every_file_works(browser, site):
         console = Console(page)
         page.goto(url + "?q=中国内地营运利润")
         wait_ready(page)
-        hits = page.eval_on_selector_all("#results li.hit", "els => els.map(e => e.dataset.docId)")
+        page.wait_for_function("Number(document.body.dataset.searches || 0) > 0")
+        hits = page.eval_on_selector_all(HITS, "els => els.map(e => e.dataset.docId)")
         context.close()
     assert hits and hits[0].startswith("zh/")
     assert console.messages == []
@@ -448,12 +475,51 @@ def test_an_example_clicked_while_booting_runs_when_ready(browser, base_url):
     page = context.new_page()
     console = Console(page)
     page.goto(base_url)
-    assert page.get_attribute("#q", "placeholder") == "Loading the search…"
-    page.click(".example[data-q='why did operating profit fall']")
+    assert page.get_attribute(BOX, "placeholder") == "Loading search…"
+    page.click("ragspine-search .examples button:text-is('why did operating profit fall')")
     wait_ready(page)
     page.wait_for_function("Number(document.body.dataset.searches || 0) > 0")
-    assert page.input_value("#q") == "why did operating profit fall"
+    assert page.input_value(BOX) == "why did operating profit fall"
     assert page.is_hidden("#error")
-    assert page.eval_on_selector_all("#results li.hit", "els => els.length") > 0
+    assert page.eval_on_selector_all(HITS, "els => els.length") > 0
+    assert "q=why+did+operating+profit+fall" in page.url  # the URL follows the box
     context.close()
     assert console.messages == []
+
+
+def _focused(page) -> str:
+    """What has the keyboard focus: an id or tag, looking into the element's shadow root."""
+    return page.evaluate(
+        "() => { const a = document.activeElement;"
+        " const inner = a && a.shadowRoot ? a.shadowRoot.activeElement : null;"
+        " const e = inner || a; return e ? (e.id || e.className || e.tagName) : ''; }"
+    )
+
+
+def test_the_keyboard_opens_the_cited_page_and_the_url_follows_the_box(fresh):
+    page = fresh
+    page.click("h1")  # the focus leaves the box
+    page.keyboard.press("/")
+    assert _focused(page) == "q"
+    search(page, "operating profit fell", typed=True)
+    assert "q=operating+profit+fell" in page.url
+    search(page, "")
+    assert "q=" not in page.url  # an emptied box leaves no stale query behind
+    search(page, "operating profit fell")
+    assert axe_violations(page) == []
+    page.click("h1")
+    page.keyboard.press("Control+k")
+    assert _focused(page) == "q"
+    page.keyboard.press("ArrowDown")
+    assert _focused(page) == "hit"
+    href = page.evaluate(
+        "document.querySelector('ragspine-search').shadowRoot.activeElement.href"
+    )
+    assert "/pages/" in href and "#" in href
+    page.keyboard.press("Enter")
+    page.wait_for_url(href)
+    anchor = href.split("#", 1)[1]
+    assert page.locator(f"[id='{anchor}']").count() == 1  # the rendered page has the section
+    page.go_back()
+    wait_ready(page)
+    assert page.input_value(BOX) == "operating profit fell"  # ?q= brings the search back

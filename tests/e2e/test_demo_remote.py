@@ -18,7 +18,17 @@ from pathlib import Path
 import pytest
 from _remote_server import RecordingRelay, free_port, wait_healthy
 from _site import CANARY, browser_module, kept_store, with_page_vectors
-from test_demo_page import BOOT_TIMEOUT_MS, Console, drop_file, search, wait_ready
+from test_demo_page import (
+    BOOT_TIMEOUT_MS,
+    HITS,
+    LAST_HITS,
+    TOP_K,
+    Console,
+    drop_file,
+    search,
+    status_text,
+    wait_ready,
+)
 
 from ragspine_lite.bundle.runtime import BundleSearcher
 from ragspine_lite.vector.onnx_backend import minilm_packages_available
@@ -90,7 +100,7 @@ def _cpython_order(site: Path, url: str | None, backend=None) -> list[str]:
         if url:
             info = searcher.configure_reranker("remote:colbert", url=url, token=TOKEN)
             assert "error" not in info, info
-        outcome = searcher.search(QUERY, top_k=10)
+        outcome = searcher.search(QUERY, top_k=TOP_K)
         if url:
             assert outcome.rerank["applied"], outcome.rerank
         return [s["source_locator"] for s in outcome.snippets]
@@ -111,12 +121,13 @@ def test_the_demo_reranks_with_the_remote_endpoint_and_sends_no_restricted_text(
     status = _configure(page, relay.url, "colbert", TOKEN)
     assert status.startswith("On: remote:colbert"), status
     assert page.evaluate("document.body.dataset.reranker") == "remote:colbert"
-    page.wait_for_function("document.querySelector('#results').dataset.rerank === 'applied'",
-                           timeout=BOOT_TIMEOUT_MS)
-    reranked = page.eval_on_selector_all(
-        "#results li.hit", "els => els.map(e => e.dataset.locator)"
+    page.wait_for_function(
+        "document.querySelector('ragspine-search').dataset.rerank === 'applied'",
+        timeout=BOOT_TIMEOUT_MS,
     )
-    assert "reranked by remote:colbert" in page.inner_text("#result-info")
+    reranked = [h["locator"] for h in page.evaluate(LAST_HITS)]
+    assert page.locator(HITS).count() > 0
+    assert "reranked by remote:colbert" in status_text(page)
     expected = _cpython_order(site, endpoint["url"])
     assert reranked == expected
     assert sorted(reranked) == sorted(fused) and reranked != fused
@@ -142,7 +153,7 @@ def test_a_wrong_token_or_a_dead_endpoint_keeps_the_fused_order(browser, base_ur
     assert "check failed" in status and "403: wrong bearer token" in status, status
     hits = search(page, QUERY + " ")
     assert [h["locator"] for h in hits] == fused
-    assert "remote:colbert failed, fused order kept" in page.inner_text("#result-info")
+    assert "remote:colbert failed, fused order kept" in status_text(page)
 
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -150,14 +161,14 @@ def test_a_wrong_token_or_a_dead_endpoint_keeps_the_fused_order(browser, base_ur
     _configure(page, dead, "colbert", TOKEN)
     hits = search(page, QUERY)
     assert [h["locator"] for h in hits] == fused
-    assert page.get_attribute("#results", "data-rerank") == "failed"
+    assert page.get_attribute("ragspine-search", "data-rerank") == "failed"
     assert page.inner_text("#error") == ""
 
     status = _configure(page, "", "none", "")
     assert status.startswith("Off"), status
     hits = search(page, QUERY + "  ")
     assert [h["locator"] for h in hits] == fused
-    assert page.get_attribute("#results", "data-rerank") == "off"
+    assert page.get_attribute("ragspine-search", "data-rerank") == "off"
     context.close()
 
 
@@ -176,8 +187,8 @@ def test_the_hybrid_demo_reranks_through_fetch_under_jspi(
     status = _configure(page, endpoint["url"], "colbert", TOKEN)
     assert status.startswith("On: remote:colbert"), status
     hits = search(page, QUERY)
-    assert page.get_attribute("#results", "data-rerank") == "applied"
-    assert page.get_attribute("#results", "data-channel") == "hybrid"
+    assert page.get_attribute("ragspine-search", "data-rerank") == "applied"
+    assert page.get_attribute("ragspine-search", "data-channel") == "hybrid"
     expected = with_page_vectors(  # the page's query vector (not bit-equal to native ORT's)
         page, OnnxEmbeddingBackend(), lambda b: _cpython_order(semantic, endpoint["url"], b)
     )

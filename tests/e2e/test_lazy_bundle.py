@@ -159,7 +159,7 @@ def test_after_a_prefetch_the_search_reads_nothing_synchronously(visit, wide):
     before = visit.page.evaluate("ragspineDemo.rs.stats()")["files"]
     typed = f"{vocabulary[12]} {vocabulary[1500]}"
     searches = int(visit.page.evaluate("document.body.dataset.searches || '0'"))
-    visit.page.type("#q", typed, delay=60)
+    visit.page.type("ragspine-search #q", typed, delay=60)
     visit.page.wait_for_function(
         "([n, q]) => Number(document.body.dataset.searches || 0) > n"
         " && ragspineDemo.lastQuery === q",
@@ -170,7 +170,7 @@ def test_after_a_prefetch_the_search_reads_nothing_synchronously(visit, wide):
     assert after["network"] > before["network"] and after["sync"] == before["sync"]
     assert after["prefetched"] - before["prefetched"] == after["files"] - before["files"], (
         before, after)
-    assert visit.page.locator("#results li.hit").count() > 0
+    assert visit.page.locator("ragspine-search .hit").count() > 0
 
 
 def test_typing_in_the_search_element_prefetches_too(browser, wide, tmp_path):

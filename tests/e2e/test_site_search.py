@@ -360,8 +360,8 @@ def test_the_hybrid_switch_is_reachable_on_a_phone(browser, semantic_url):
         page.fill("#q", "operating profit")
         page.wait_for_function("Number(document.body.dataset.searches || 0) > 0")
         assert no_sideways_scroll(page)
-        page.check("#mode-switch input[value=bm25]")
-        assert page.is_checked("#mode-switch input[value=bm25]")
+        page.check(f"{ELEMENT} fieldset.mode input[value=bm25]")  # the demo's element
+        assert page.is_checked(f"{ELEMENT} fieldset.mode input[value=bm25]")
         assert axe_violations(page) == []
         # The element on a host page of the same origin, served by the route below.
         host = semantic_url + "host.html"
