@@ -52,6 +52,18 @@ def raw_contents(kind: str, location: Path, store=None, url=None, table=None) ->
     return "\n".join(p.read_bytes().decode("utf-8", "replace") for p in files)
 
 
+def drop_pg_table(url: str, table: str) -> None:
+    """Empty the shared Postgres of ``table`` (another test of the session may have filled it)."""
+    import pg8000.dbapi
+
+    conn = pg8000.dbapi.connect(**pg_connect_args(url))
+    try:
+        conn.cursor().execute(f"DROP TABLE IF EXISTS {table}")
+        conn.commit()
+    finally:
+        conn.close()
+
+
 def chunk(cid: str, text: str, sensitivity: str = "INTERNAL", doc: str = "d") -> SimpleNamespace:
     return SimpleNamespace(chunk_id=cid, doc_id=doc, text=text, sensitivity=sensitivity,
                            topic="", entity="", geography="", period="", language="en")
@@ -204,7 +216,9 @@ def test_the_cli_keeps_vectors_in_the_store_the_environment_names(
     monkeypatch.setenv("RAGSPINE_VECTOR_STORE", kind.replace("_", "-"))
     monkeypatch.setenv("RAGSPINE_PERSISTENCE_POLICY", "persist-everything")
     if kind == "pgvector":
-        monkeypatch.setenv("RAGSPINE_PG_URL", request.getfixturevalue("pg_url"))
+        pg_url = request.getfixturevalue("pg_url")
+        monkeypatch.setenv("RAGSPINE_PG_URL", pg_url)
+        drop_pg_table(pg_url, model_table("DeterministicEmbeddingBackend/256"))
     code, out, err = run(capsys, "ingest", samples, "--db", "x.db", *emb)
     assert code == 0, err
     assert "embedded 12 chunk(s)" in out  # 14 chunks, the 2 RESTRICTED ones withheld
