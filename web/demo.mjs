@@ -46,6 +46,7 @@ function searchElement(params) {
   };
   for (const [key, value] of Object.entries(attrs)) search.setAttribute(key, value);
   search.addEventListener("ragspine-results", (event) => {
+    showError("");
     demo.searches += 1;
     demo.lastQuery = event.detail.query;
     demo.lastHits = event.detail.hits;
@@ -53,6 +54,10 @@ function searchElement(params) {
     document.body.dataset.searches = String(demo.searches);
   });
   search.addEventListener("ragspine-error", (event) => {
+    if (event.detail.phase === "search") { // the element stays usable: say what failed
+      showError(`The search failed: ${event.detail.error}`);
+      return;
+    }
     setState("error");
     showError(`Could not start the search: ${event.detail.error}`);
   });

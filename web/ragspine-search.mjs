@@ -20,7 +20,7 @@
 // State for scripts and tests: data-state (idle | booting | ready | error), data-progress
 // (percent of the boot's bytes), data-searches, data-query, data-results (hits shown),
 // data-channel, data-rerank; events ragspine-ready, ragspine-results {query, hits (best
-// first)}, ragspine-error {error}; methods open(), search(q), clear(), refresh() (read the
+// first)}, ragspine-error {error, phase} (phase "search" for a failed search); methods open(), search(q), clear(), refresh() (read the
 // facets again after documents were added), properties runtime, sites, filters, strings.
 import { RagSpineLite, fuseSites } from "./ragspine-lite.mjs";
 import { translator } from "./ragspine-i18n.mjs";
@@ -680,7 +680,10 @@ export class RagSpineSearch extends HTMLElement {
     try {
       detailed = await this.#searchSites(query, topK);
     } catch (err) {
-      if (mine === this.#sequence) this.#setStatus("failed", { error: err.message }, true);
+      if (mine === this.#sequence) {
+        this.#setStatus("failed", { error: err.message }, true);
+        this.dispatchEvent(new CustomEvent("ragspine-error", { detail: { error: err.message, phase: "search" } }));
+      }
       return;
     }
     if (mine !== this.#sequence) return; // a newer search is on its way
