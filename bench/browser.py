@@ -51,6 +51,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -315,7 +316,16 @@ def print_startup(result: dict[str, Any], sites: list[str], repeats: int) -> Non
 
 # ---------------------------------------------------------------- bytes and time (--bytes)
 
-BYTES_ENGINES = ("ragspine_lite", "Pagefind", "MiniSearch", "FlexSearch")
+# ragspine_lite answers its first query from the worker's instant lane (JavaScript) while
+# Pyodide boots behind it; "ragspine_lite:full" waits for Pyodide (open({instant: false})).
+BYTES_ENGINES = ("ragspine_lite", "ragspine_lite:full", "Pagefind", "MiniSearch", "FlexSearch")
+# A site page embedding <ragspine-search> that the visitor never searches (boot on intent).
+IDLE_HTML = """<!doctype html><html><head><meta charset="utf-8"><title>idle</title>
+<link rel="icon" href="data:,"><script type="module" src="../bytes/{n}/rs/ragspine-search.mjs">
+</script></head><body><h1>A page</h1><ragspine-search bundle="../bytes/{n}/rs/"></ragspine-search>
+</body></html>
+"""
+IDLE_MS = 2000
 BYTES_HTML = """<!doctype html><html><head><meta charset="utf-8"><title>bytes</title>
 <link rel="icon" href="data:,"><script type="module" src="browser_bytes.mjs"></script></head>
 <body>bytes</body></html>
@@ -381,7 +391,7 @@ def build_bytes_site(site: Path, pages: list[dict], wheels: tuple, engines: list
         (site / "pages" / f".{stamp}").touch()
     n = len(pages)
     stale = not (_current(site / "rs", wheels[0], demo=False) and (site / STORE).is_file())
-    if "ragspine_lite" in engines and stale:
+    if any(e.startswith("ragspine_lite") for e in engines) and stale:
         print(f"building the ragspine_lite bundle of {n:,} pages…", file=sys.stderr, flush=True)
         build_wasm.build_site(
             [site / "pages"], site / "rs", title=f"{n} pages", base_url="../pages/", page=False,
@@ -410,7 +420,8 @@ def build_bytes_site(site: Path, pages: list[dict], wheels: tuple, engines: list
 
 class CountingHandler(build_wasm.BundleRequestHandler):
     """The bundle server, gzipping text on the fly like a static host, logging every GET
-    as ``(path, status, bytes on the wire: status line + headers + body)``."""
+    as ``(path, status, bytes on the wire: status line + headers + body, started at: epoch
+    ms)``."""
 
     quiet = True
 
@@ -418,8 +429,9 @@ class CountingHandler(build_wasm.BundleRequestHandler):
         self._gz: bytes | None = None
         self._wire = 0
         self._status = 0
+        started = time.time() * 1000
         super().do_GET()
-        self.server.log.append((urlsplit(self.path).path, self._status, self._wire))
+        self.server.log.append((urlsplit(self.path).path, self._status, self._wire, started))
 
     def send_head(self) -> Any:
         path = Path(self.translate_path(self.path))
@@ -485,7 +497,7 @@ def byte_kind(engine: str, path: str) -> str:
 
 def tally(engine: str, log: list[tuple[str, int, int]]) -> dict[str, Any]:
     out: dict[str, Any] = {"runtime": 0, "corpus": 0, "requests": 0, "files": {}}
-    for path, _status, wire in log:
+    for path, _status, wire, _started in log:
         kind = byte_kind(engine, path)
         if kind == "harness":
             continue
@@ -504,14 +516,21 @@ def bytes_visit(playwright: Any, server: CountingServer, base: str, n: int, engi
     texts = [q["text"] for q in queries]
 
     def visit(context: Any, q: str) -> tuple[Any, dict[str, Any]]:
+        """Bytes of the requests started before the first result; for ragspine_lite, also
+        when the full engine was ready and the bytes until then (``full``)."""
         page = context.new_page()
         server.take()
-        page.goto(f"{base}bench/bytes.html?engine={engine}&n={n}&q={quote_plus(q)}")
+        page.goto(f"{base}bench/bytes.html?engine={quote_plus(engine)}&n={n}&q={quote_plus(q)}")
         page.wait_for_function("window.first", timeout=TIMEOUT_MS)
         first = page.evaluate("window.first")
         if "error" in first:
             raise RuntimeError(f"{engine} on {n} pages: {first['error']}")
-        return page, {"ms": first["ms"], **tally(engine, server.take())}
+        page.wait_for_function("window.full", timeout=TIMEOUT_MS)
+        log = server.take()
+        out = {"ms": first["ms"], "lane": first.get("lane"),
+               **tally(engine, [r for r in log if r[3] <= first["at"]])}
+        out["full"] = {"ms": page.evaluate("window.full"), **tally(engine, log)}
+        return page, out
 
     with tempfile.TemporaryDirectory(prefix="ragspine-profile-") as profile:
         def browser() -> Any:
@@ -538,6 +557,20 @@ def bytes_visit(playwright: Any, server: CountingServer, base: str, n: int, engi
         "top5": sum(r is not None and r <= 5 for r in ranks) / len(ranks),
         "top10": sum(r is not None for r in ranks) / len(ranks), "ranked": ranked,
     }
+
+
+def idle_visit(playwright: Any, server: CountingServer, base: str, n: int) -> dict[str, Any]:
+    """A cold page view that embeds ``<ragspine-search>`` and never searches: what it moves."""
+    browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+    try:
+        page = browser.new_page()
+        server.take()
+        page.goto(f"{base}bench/idle-{n}.html")
+        page.wait_for_timeout(IDLE_MS)
+        state = page.eval_on_selector("ragspine-search", "e => e.dataset.state")
+        return {"state": state, **tally("ragspine_lite", server.take())}
+    finally:
+        browser.close()
 
 
 def sqlite_pages(store: Path, texts: list[str]) -> list[list[str]]:
@@ -569,14 +602,16 @@ def print_bytes(results: dict[int, dict[str, dict]], n_queries: int) -> None:
           "(ms from navigation), one run per engine and size")
     print("  corpus = files that grow with the documents (index shards, fragments, manifest, "
           "whole indexes); runtime = the same for any site (Pyodide, wheel, JS, wasm)")
-    head = (f"  {'pages':>7} {'engine':13} | {'cold: corpus':>12} {'runtime':>8} {'ms':>6} | "
+    head = (f"  {'pages':>7} {'engine':18} | {'cold: corpus':>12} {'runtime':>8} {'ms':>6} | "
             f"{'+10 q: corpus':>13} {'all':>7} | {'warm: bytes':>11} {'ms':>6} {'warm/cold':>9} | "
             f"{'top5':>5} {'top10':>5}")
     print(head)
     for n, engines in results.items():
         for engine, r in engines.items():
+            if engine == "idle":
+                continue
             c, m, w = r["cold"], r["more"], r["warm"]
-            print(f"  {n:7,} {engine:13} | {_kb(c['corpus']):>12} {_kb(c['runtime']):>8} "
+            print(f"  {n:7,} {engine:18} | {_kb(c['corpus']):>12} {_kb(c['runtime']):>8} "
                   f"{c['ms']:6.0f} | {_kb(m['corpus']):>13} {_kb(m['corpus'] + m['runtime']):>7}"
                   f" | {_kb(w['corpus'] + w['runtime']):>11} {w['ms']:6.0f} "
                   f"{w['ms'] / c['ms']:9.2f} | {r['top5']:5.2f} {r['top10']:5.2f}")
@@ -595,6 +630,20 @@ def print_bytes(results: dict[int, dict[str, dict]], n_queries: int) -> None:
         for phase, label in (("cold", "first query"), ("more", "ten more")):
             print(f"  ragspine_lite at {n:,} pages, corpus kB of the {label}: "
                   f"{corpus_groups(r[phase]['files'])}")
+    for n, engines in results.items():
+        for engine in ("ragspine_lite", "ragspine_lite:full"):
+            r = engines.get(engine)
+            if r:
+                c = r["cold"]
+                print(f"  {engine} at {n:,} pages, cold: first result after {c['ms']:,.0f} ms "
+                      f"and {_kb(c['corpus'] + c['runtime'])} kB in all ({c['lane']} lane); "
+                      f"full engine ready after {c['full']['ms']:,.0f} ms and "
+                      f"{_kb(c['full']['corpus'] + c['full']['runtime'])} kB")
+        idle = engines.get("idle")
+        if idle:
+            print(f"  a page view at {n:,} pages that never searches: {idle['requests']} "
+                  f"request(s), {_kb(idle['runtime'] + idle['corpus'])} kB of ours "
+                  f"(goal ≤ 30), element {idle['state']}")
     print()
 
 
@@ -623,7 +672,7 @@ def plot_bytes(results: dict[int, dict[str, dict]], png: Path) -> None:
     fig, axes = plt.subplots(1, 3, figsize=(14, 4.2))
     for ax, (title, solid, dashed, unit) in zip(axes, panels, strict=True):
         for colour, engine in enumerate(BYTES_ENGINES):
-            xs = [n for n in sizes if engine in results[n]]
+            xs = [n for n in sizes if engine in results[n] and "cold" in results[n][engine]]
             if not xs:
                 continue
             rows = [results[n][engine] for n in xs]
@@ -659,6 +708,7 @@ def bytes_main(args: argparse.Namespace, work: Path, wheels: tuple) -> int:
     for n in args.sizes:
         pages, queries = make_corpus(args.data, n, n_queries)
         build_bytes_site(root / "bytes" / str(n), pages, wheels, args.engines)
+        (root / "bench" / f"idle-{n}.html").write_text(IDLE_HTML.format(n=n), "utf-8")
     if args.build_only:
         return 0
     from playwright.sync_api import sync_playwright
@@ -674,6 +724,8 @@ def bytes_main(args: argparse.Namespace, work: Path, wheels: tuple) -> int:
                     print(f"measuring {engine} on {n:,} pages…", file=sys.stderr, flush=True)
                     results.setdefault(n, {})[engine] = bytes_visit(
                         p, server, base, n, engine, queries)
+                if "ragspine_lite" in args.engines:
+                    results[n]["idle"] = idle_visit(p, server, base, n)
     finally:
         server.shutdown()
     for n, engines in results.items():

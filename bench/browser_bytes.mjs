@@ -3,8 +3,10 @@
 //   bytes.html?engine=ENGINE&n=N&q=QUERY
 //
 // Opens ENGINE on the N-document site, runs QUERY and sets `window.first` to
-// `{ms, ids}` (ms from navigation to the first result list, ids = page names of the top 10)
-// or `{error}`. `window.run(queries)` then runs more queries in the same page and returns
+// `{ms, at, ids, lane}` (ms from navigation to the first result list, `at` the same moment in
+// epoch ms, ids = page names of the top 10, lane = ragspine_lite's answering lane) or `{error}`,
+// and `window.full` to the ms when ragspine_lite's full engine (Pyodide) was ready (other
+// engines: the first result's). `window.run(queries)` then runs more queries in the same page and returns
 // their page-name lists. Every engine returns the top 10 with what a result list shows
 // (ragspine_lite: hits with excerpts; Pagefind: `result.data()`; MiniSearch/FlexSearch: the page list).
 const params = new URLSearchParams(location.search);
@@ -18,12 +20,23 @@ const pageOf = (url) => decodeURIComponent(String(url).split("#")[0].split("/").
 const json = async (path) => (await fetch(site + path)).json();
 const text = async (path) => (await fetch(site + path)).text();
 
+let lane = null;
+let fullEngine = null;
+
+async function ours(instant) {
+  const { RagSpineLite } = await import(`${site}rs/ragspine-lite.mjs`);
+  const rs = await RagSpineLite.open({ bundle: `${site}rs/`, instant });
+  fullEngine = () => rs.fullEngine();
+  return async (q) => {
+    const found = await rs.searchDetailed(q, { topK: K });
+    lane = found.lane;
+    return found.hits.map((h) => pageOf(h.url));
+  };
+}
+
 const ENGINES = {
-  async ragspine_lite() {
-    const { RagSpineLite } = await import(`${site}rs/ragspine-lite.mjs`);
-    const rs = await RagSpineLite.open({ bundle: `${site}rs/` });
-    return async (q) => (await rs.searchDetailed(q, { topK: K })).hits.map((h) => pageOf(h.url));
-  },
+  ragspine_lite: () => ours(true),
+  "ragspine_lite:full": () => ours(false),
   async Pagefind() {
     const pagefind = await import(`${site}pages/pagefind/pagefind.js`);
     await pagefind.init();
@@ -55,7 +68,9 @@ const ENGINES = {
 try {
   const search = await ENGINES[params.get("engine")]();
   const ids = await search(params.get("q"));
-  window.first = { ms: performance.now(), ids };
+  window.first = { ms: performance.now(), at: performance.timeOrigin + performance.now(), ids, lane };
+  if (fullEngine) fullEngine().then(() => { window.full = performance.now(); }, (err) => { window.first = { error: String(err) }; });
+  else window.full = window.first.ms;
   window.run = async (queries) => {
     const out = [];
     for (const q of queries) out.push(await search(q));

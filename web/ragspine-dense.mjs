@@ -1,6 +1,6 @@
 // Exact int8 dense scan of a bundle's chunk vectors (the worker's DenseScanner).
 //
-// A format-2 bundle keeps its chunk vectors as raw int8 shards (data/vectors/v-<hash>.i8, dim
+// A bundle keeps its chunk vectors as raw int8 shards (data/vectors/v-<hash>.i8, dim
 // bytes per row, consecutive docnos). `DenseScanner.fromShards(info, buffers)` lays them out in
 // one Int8Array; `scan(query, threshold)` and `dots(query, docnos)` compute exact integer dot
 // products (each |dot| <= 127² · dim fits an Int32), so the results equal the Python scanners'

@@ -70,7 +70,12 @@ export interface DetailedResults {
     path?: "jspi" | "primed";
     totalMs?: number;
     modelMs?: number;
+    /** "instant" when the instant lane answered (absent: the full engine). */
+    lane?: "instant";
   } | null;
+  /** Which lane answered: "instant" (JavaScript, before Pyodide is up; the same results as the
+   * full engine's) or "full" (Pyodide). */
+  lane: "instant" | "full";
 }
 
 /** A bundle file (index shard, text fragment, vectors) the worker loaded for a request. */
@@ -247,6 +252,10 @@ export interface OpenOptions {
    * restore it on the next visit instead of starting Python afresh (default true; needs
    * `cache`). Experimental in Pyodide; any failure falls back to a plain boot. */
   snapshot?: boolean;
+  /** Answer plain BM25 searches from the instant lane (JavaScript) until Pyodide is up, so
+   * open() resolves after the manifest and the index header (default true). false: open()
+   * waits for the full engine. Bundles searched hybrid by default always wait for it. */
+  instant?: boolean;
 }
 
 export interface Manifest {
@@ -286,15 +295,18 @@ export interface Manifest {
 }
 
 export interface OpenInfo {
+  /** "instant": open() resolved on the instant lane (the other fields are filled by the full
+   * engine's info, see RagSpineLite.fullEngine()); "full": Pyodide is up. */
+  engine: "instant" | "full";
   manifest: Manifest;
   /** Milliseconds per phase: manifest, boot, install, index, restore, total; and
    * bootEndedAt, when Pyodide was up (epoch milliseconds, comparable across realms). */
   timings: Record<string, number>;
-  /** Whether page documents are stored in IndexedDB. */
-  persistence: boolean;
+  /** Whether page documents are stored in IndexedDB (null before the full engine is up). */
+  persistence: boolean | null;
   restored: number;
   restoreErrors: string[];
-  versions: { python: string; pyodide: string; ragspine_lite: string };
+  versions: { python: string; pyodide: string; ragspine_lite: string } | null;
   /** The loaded embedding model (null: a BM25-only bundle or embeddings: false). */
   embeddings: { name: string; modelId: string; dim: number; jspi: boolean; loadMs: number } | null;
   /** Why the bundle's embedding model could not be loaded (search then runs BM25 only). */
@@ -305,7 +317,7 @@ export interface OpenInfo {
   cache: {
     enabled: boolean; cached: string[]; fetched: string[]; errors: string[];
     snapshot: "restored" | "taken" | "none";
-  };
+  } | null;
 }
 
 export interface PageDocument {
@@ -354,7 +366,13 @@ export declare class RagSpineLiteError extends Error {
 export declare class RagSpineLite {
   static open(options?: OpenOptions): Promise<RagSpineLite>;
   readonly manifest: Manifest;
+  /** open()'s info; replaced by the full engine's once Pyodide is up. */
   readonly info: OpenInfo;
+  /** "instant" until the full engine (Pyodide) is up, then "full". */
+  readonly engine: "instant" | "full";
+  /** Resolves to the full engine's info once Pyodide is up (and starts its boot now, if the
+   * instant lane had deferred it); rejects if it cannot start. */
+  fullEngine(): Promise<OpenInfo>;
   search(query: string, options?: SearchOptions): Promise<Snippet[]>;
   searchDetailed(query: string, options?: DetailedSearchOptions): Promise<DetailedResults>;
   /** Fetch what a search for `query` will read, while the visitor types (debounce it). */

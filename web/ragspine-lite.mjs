@@ -8,13 +8,18 @@
 // default; pass { mode: "bm25" } to a search for BM25 alone.
 //
 // Everything runs in a module Web Worker (ragspine-worker.mjs, next to this file): Pyodide,
-// the ragspine_lite wheel and the bundle's index. Opening downloads only the index header; a
+// the ragspine_lite wheel and the bundle's index. open() resolves as soon as the worker's
+// instant lane (ragspine-instant.mjs: the index read in JavaScript) can answer: plain BM25
+// searches (no filters, no page documents, no reranker, LLM layers or postprocessing) get
+// exactly the Python path's results from it while Pyodide boots in the background; anything
+// else waits for the full engine (`await rs.fullEngine()`; `rs.engine` says which is up).
+// Opening downloads only the manifest and the index header; a
 // search fetches the term shards and text fragments it needs (call prefetch(query) while the
 // visitor types to have them before the search runs). Results are the snippet dicts of
 // Python's agent link (text, doc_id, title, source_locator, chunk_id, metadata, sensitivity,
 // scores) plus library_id ("bundle" or "page"). Types: ragspine-lite.d.ts.
 
-export const FORMAT_VERSION = 3; // bundle format this runtime reads (= manifest.format_version)
+export const FORMAT_VERSION = 4; // bundle format this runtime reads (= manifest.format_version)
 export const VERSION = "0.1.0";
 const DEFAULT_OPEN_TIMEOUT_MS = 180000;
 
@@ -69,6 +74,7 @@ export class RagSpineLite {
     cache = true,
     install = "unpack",
     snapshot = true,
+    instant = true,
   } = {}) {
     const url = workerURL ? new URL(workerURL, bundleURLOf("./")) : new URL("./ragspine-worker.mjs", import.meta.url);
     let worker;
@@ -78,12 +84,14 @@ export class RagSpineLite {
       throw new RagSpineLiteError(`could not start the search worker ${url}: ${err && err.message ? err.message : err}`, { phase: "worker" });
     }
     const rs = new RagSpineLite(worker, { onProgress, onLog, workerURL: String(url) });
+    rs.#timeoutMs = timeoutMs;
     try {
       const info = await rs.#call(
-        "open", { bundle: bundleURLOf(bundle), formatVersion: FORMAT_VERSION, embeddings, jspi, cache, install, snapshot }, timeoutMs,
+        "open", { bundle: bundleURLOf(bundle), formatVersion: FORMAT_VERSION, embeddings, jspi, cache, install, snapshot, instant },
+        timeoutMs,
       );
       rs.manifest = info.manifest;
-      rs.info = info;
+      rs.#engineUp(info);
       return rs;
     } catch (err) {
       rs.close();
@@ -99,6 +107,8 @@ export class RagSpineLite {
   #phase = "worker";
   #onProgress;
   #onLog;
+  #timeoutMs = 0;
+  #full = null; // the full engine's open info, once ready
 
   constructor(worker, { onProgress, onLog, workerURL }) {
     this.#worker = worker;
@@ -133,6 +143,10 @@ export class RagSpineLite {
           // a failing progress callback must not break the runtime
         }
       }
+      return;
+    }
+    if (message.type === "engine") {
+      if (message.engine === "full") this.#engineUp(message.info);
       return;
     }
     if (message.type === "log") {
@@ -181,6 +195,24 @@ export class RagSpineLite {
     });
   }
 
+  #engineUp(info) {
+    this.info = info;
+    if (info.engine === "full") this.#full = info;
+  }
+
+  /** Which engine answers plain searches now: "instant" (JavaScript) until the full one is up. */
+  get engine() {
+    return this.#full ? "full" : "instant";
+  }
+
+  /** Resolves to the full engine's open info once Pyodide is up (starts its boot now). */
+  async fullEngine() {
+    if (this.#full) return this.#full;
+    const info = await this.#call("ready", {}, this.#timeoutMs);
+    this.#engineUp(info);
+    return info;
+  }
+
   /** Search with everything the demo page shows: hits with sections and highlight spans. */
   async searchDetailed(query, { filters = null, topK = 10, highlight = true, rerank = true, mode = null, queryLayers = true, postprocess = null } = {}) {
     if (typeof query !== "string") throw new RagSpineLiteError(`query must be a string, got ${typeof query}`);
@@ -194,6 +226,7 @@ export class RagSpineLite {
       semantic: out.semantic ?? null,
       queryLayers: out.query_layers ?? null,
       worker: out.worker ?? null,
+      lane: out.worker && out.worker.lane === "instant" ? "instant" : "full",
     };
   }
 

@@ -22,7 +22,10 @@
 // data-channel, data-rerank; events ragspine-ready, ragspine-results {query, hits (best
 // first)}, ragspine-error {error, phase} (phase "search" for a failed search); methods open(), search(q), clear(), refresh() (read the
 // facets again after documents were added), properties runtime, sites, filters, strings.
-import { RagSpineLite, fuseSites } from "./ragspine-lite.mjs";
+// Boot on intent: until the visitor points at the box, focuses it, presses "/" or Ctrl/⌘-K, or
+// the page opens with ?q= (sync-url), only the element's own files are loaded; then the runtime
+// opens, the worker's instant lane answers plain searches and Pyodide boots in the background
+// (data-engine: instant | full, once ready).
 import { translator } from "./ragspine-i18n.mjs";
 import { STYLE, el, groupByPage, marked } from "./ragspine-ui.mjs";
 
@@ -38,18 +41,25 @@ const FACETS = ["language", "topic", "entity", "geography", "period"];
 
 // One runtime per bundle, shared by every element on the page.
 const runtimes = new Map();
+let runtime = null;
+
+/** The JS API module, imported on the first intent (a page view that never searches skips it). */
+function runtimeModule() {
+  runtime ??= import("./ragspine-lite.mjs");
+  return runtime;
+}
 
 function runtimeFor(bundle) {
   let entry = runtimes.get(bundle);
   if (!entry) {
     entry = { listeners: new Set(), last: null, ready: null };
-    entry.ready = RagSpineLite.open({
+    entry.ready = runtimeModule().then(({ RagSpineLite }) => RagSpineLite.open({
       bundle,
       onProgress: (p) => {
         entry.last = p;
         for (const listener of entry.listeners) listener(p);
       },
-    });
+    }));
     entry.ready.catch(() => {});
     runtimes.set(bundle, entry);
   }
@@ -185,7 +195,8 @@ export class RagSpineSearch extends HTMLElement {
     if (this.modal) this.#root.append(...this.#modalParts(panel));
     else {
       this.#root.append(panel);
-      this.#start();
+      panel.addEventListener("pointerenter", () => this.#start(), { once: true });
+      this.#input.addEventListener("focus", () => this.#start(), { once: true });
     }
     this.#observer = new MutationObserver(() => this.#relabel());
     this.#observer.observe(document.documentElement, { attributes: true, attributeFilter: ["lang"] });
@@ -195,6 +206,7 @@ export class RagSpineSearch extends HTMLElement {
         this.#input.value = q;
         this.#pending = true;
         if (this.modal) this.open();
+        else this.#start();
       }
     }
     if (this.hasAttribute("autofocus") && !this.modal) this.#input.focus();
@@ -295,7 +307,7 @@ export class RagSpineSearch extends HTMLElement {
   #panel() {
     this.#input = el("input", {
       type: "search", id: "q", name: "q", part: "input", autocomplete: "off", spellcheck: "false",
-      enterkeyhint: "search", "aria-describedby": "status", "aria-controls": "results", "aria-busy": "true",
+      enterkeyhint: "search", "aria-describedby": "status", "aria-controls": "results",
     });
     const label = el("label", { for: "q", class: "vh" });
     this.#say(() => { label.textContent = this.#label(); });
@@ -333,7 +345,7 @@ export class RagSpineSearch extends HTMLElement {
 
   #placeholder(t) {
     const state = this.dataset.state;
-    if (state === "ready") this.#input.placeholder = this.getAttribute("placeholder") || t("placeholder");
+    if (state === "ready" || state === "idle") this.#input.placeholder = this.getAttribute("placeholder") || t("placeholder");
     else if (state === "error") this.#input.placeholder = t("unavailable");
     else this.#input.placeholder = t("loading");
   }
@@ -509,13 +521,25 @@ export class RagSpineSearch extends HTMLElement {
     if (this.#started) return;
     this.#started = true;
     this.dataset.state = "booting";
+    this.#input.setAttribute("aria-busy", "true");
+    this.#placeholder(this.#t);
     this.#setStatus("loading"); // said at once, before the first progress event
     const entries = this.#bundles.map((bundle) => ({ bundle, entry: runtimeFor(bundle) }));
-    const onProgress = () => this.#showProgress(entries.map(({ entry }) => entry.last).filter(Boolean));
+    // Followed until every full engine is up (after the instant lane, it boots in the background).
+    const onProgress = () => {
+      const reports = entries.map(({ entry }) => entry.last).filter(Boolean);
+      this.#showProgress(reports);
+      if (reports.length === entries.length && reports.every((p) => p.phase === "ready")) {
+        for (const { entry } of entries) entry.listeners.delete(onProgress);
+        if (this.dataset.state === "ready") {
+          this.dataset.engine = "full";
+          this.#loadFacets();
+        }
+      }
+    };
     for (const { entry } of entries) entry.listeners.add(onProgress);
     onProgress();
     Promise.allSettled(entries.map(({ entry }) => entry.ready)).then((settled) => {
-      for (const { entry } of entries) entry.listeners.delete(onProgress);
       const ids = words(this.getAttribute("libraries"));
       const sites = [];
       const errors = [];
@@ -566,7 +590,7 @@ export class RagSpineSearch extends HTMLElement {
     this.#status.classList.toggle("error", error);
   }
 
-  async #ready(sites, errors) {
+  #ready(sites, errors) {
     this.#sites = sites;
     this.#progress.hidden = true;
     this.#input.removeAttribute("aria-busy");
@@ -574,17 +598,22 @@ export class RagSpineSearch extends HTMLElement {
     if (this.hasAttribute("sync-url") && new URLSearchParams(location.search).get("mode") === "bm25") {
       this.#modeSwitch.querySelector("input[value=bm25]").checked = true;
     }
-    try {
-      this.#buildFilters(await this.#facets());
-    } catch {
-      this.#filters.hidden = true; // no facets: searching still works
-    }
     this.dataset.state = "ready";
+    this.dataset.engine = sites.every((site) => site.rs.engine === "full") ? "full" : "instant";
+    if (this.dataset.engine === "full") this.#loadFacets();
     this.#placeholder(this.#t);
     if (errors.length) this.#setStatus("sites.failed", { count: errors.length, error: errors[0].message }, true);
     else this.#setStatus("");
     this.dispatchEvent(new CustomEvent("ragspine-ready", { detail: { info: sites[0].rs.info, sites: this.sites } }));
     if (this.#pending || this.#input.value.trim()) this.#run();
+  }
+
+  /** Build the filter pane. The facets come from the full engine (the worker answers in
+   * order), so this waits until it is up: asking earlier would hold back the instant lane. */
+  #loadFacets() {
+    this.#facets().then((facets) => this.#buildFilters(facets), () => {
+      this.#filters.hidden = true; // no facets: searching still works
+    });
   }
 
   /** Every site's facet values, merged: {field: [value, …]}. */
@@ -649,10 +678,10 @@ export class RagSpineSearch extends HTMLElement {
     const options = (site) => ({ topK, mode: this.#mode(site), filters: Object.keys(filters).length ? filters : null });
     const outs = await Promise.all(this.#sites.map((site) => site.rs.searchDetailed(query, options(site))));
     if (outs.length === 1) return outs[0];
+    const { fuseSites } = await runtimeModule();
     const hits = fuseSites(outs.map((out, i) => ({ libraryId: this.#sites[i].libraryId, hits: out.hits })), { topK });
     return {
       query, hits, results: hits.map((hit) => hit.snippet),
-      heldBack: outs.reduce((sum, out) => sum + (Number(out.heldBack) || 0), 0),
       tookMs: Math.max(...outs.map((out) => out.tookMs || 0)),
       rerank: outs.map((out) => out.rerank).find(Boolean) ?? null,
       semantic: outs.map((out) => out.semantic).find(Boolean) ?? null,

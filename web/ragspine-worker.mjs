@@ -14,8 +14,9 @@
 // Every request is answered; failures come back as {ok: false, error: {message, name}}.
 
 import { CoarseScanner, DenseScanner } from "./ragspine-dense.mjs";
+import { InstantLane, declines } from "./ragspine-instant.mjs";
 
-const FORMAT_VERSION = 3; // = BUNDLE_FORMAT_VERSION in ragspine_lite.bundle.manifest
+const FORMAT_VERSION = 4; // = BUNDLE_FORMAT_VERSION in ragspine_lite.bundle.manifest
 const VECTORS_DIR = "data/vectors/"; // the int8 vector shards of a hybrid bundle
 // = CONTENT_NAMED_DIRS in ragspine_lite.bundle.manifest: index files the header lists, named
 // `<kind>-<first 16 hex digits of their sha256>.bin`; manifest.json does not list them.
@@ -29,6 +30,13 @@ let state = null; // {py, dispatch, manifest, bundleURL, idb, timings, ...}
 let tracker = null; // the boot's byte counter (trackBytes)
 let openError = null;
 let queue = Promise.resolve();
+// The full engine (Pyodide): {start(), promise, ready, info}; `instant` answers plain BM25
+// searches until it is ready (ragspine-instant.mjs: {lane, pageDocuments}).
+let engine = null;
+let instant = null;
+// With an instant lane, the full engine's downloads start after its first answer (they would
+// compete for the link) or this long after open, whichever comes first; or when asked for.
+const BOOT_DELAY_MS = 2000;
 
 const post = (message) => self.postMessage(message);
 function progress(phase, message, extra = {}) {
@@ -121,11 +129,24 @@ self.addEventListener("unhandledrejection", (event) => {
 async function handle(op, args) {
   if (op === "open") return open(args);
   if (op === "close") return close();
-  if (!state) {
+  if (!engine) {
     throw new BundleError(
       openError ? `the search runtime failed to open: ${openError}` : "the search runtime is not open",
     );
   }
+  if (op === "ready") return fullEngine();
+  if (!engine.ready && instant) {
+    const plain = declines(args, instant) === null;
+    if (op === "search" && plain) {
+      try {
+        return await instantSearch(args);
+      } catch (err) { // e.g. a rebuilt site's gone file: the full engine retries on the new index
+        log("warn", `the instant lane could not answer (${describe(err).message}); the full engine will`);
+      }
+    }
+    if (op === "prefetch") return plain ? instantPrefetch(args) : { paths: [], files: [], rounds: 0, ms: 0 };
+  }
+  await fullEngine();
   switch (op) {
     case "search":
       return searchOrRetry(args);
@@ -370,7 +391,7 @@ function bundleFiles(manifest, bundleURL, cache) {
   const toStore = []; // [path, bytes] read synchronously, for the cache
   let loads = []; // what this request loaded: {path, bytes, from}
   const totals = { files: 0, bytes: 0, cache: 0, network: 0, sync: 0, prefetched: 0 };
-  const note = (path, bytes, from) => {
+  const record = (path, bytes, from) => {
     loads.push({ path, bytes: bytes.length, from });
     totals.files += 1;
     totals.bytes += bytes.length;
@@ -398,13 +419,15 @@ function bundleFiles(manifest, bundleURL, cache) {
         } catch (err) {
           throw gone(path, err);
         }
-        note(path, bytes, "sync");
+        record(path, bytes, "sync");
         if (cache) toStore.push([path, bytes]);
         return bytes;
       },
     },
-    // Bytes of `path`: the Cache API's copy when it has this sha256, else the network's (checked).
-    async fetch(path) {
+    // Bytes of `path`: the Cache API's copy when it has this sha256, else the network's (checked);
+    // `counted: false` leaves it out of the loads a search reports (the header).
+    async fetch(path, { counted = true } = {}) {
+      const note = counted ? record : () => {};
       const sha = expectedSha(manifest, path);
       const url = bundleURL + path;
       if (cache) {
@@ -865,8 +888,11 @@ async function idbAll(db) {
 
 // ------------------------------------------------------------------ open / close
 
-async function open({ bundle, formatVersion, embeddings = true, jspi = true, cache = true, install = "unpack", snapshot = true }) {
-  if (state) throw new BundleError("the search runtime is already open");
+async function open({
+  bundle, formatVersion, embeddings = true, jspi = true, cache = true, install = "unpack", snapshot = true,
+  instant: withInstant = true,
+}) {
+  if (engine) throw new BundleError("the search runtime is already open");
   if (formatVersion !== undefined && formatVersion !== FORMAT_VERSION) {
     throw new BundleError(
       `ragspine-lite.mjs speaks bundle format ${formatVersion} but ragspine-worker.mjs speaks ${FORMAT_VERSION}: ` +
@@ -878,9 +904,50 @@ async function open({ bundle, formatVersion, embeddings = true, jspi = true, cac
     if (install !== "unpack" && install !== "micropip") {
       throw new BundleError(`install must be "unpack" or "micropip", got ${JSON.stringify(install)}`);
     }
-    state = await boot(bundle, { embeddings, jspi, cache, install, snapshot });
-    openError = null;
+    const options = { embeddings, jspi, cache, install, snapshot };
+    const prepared = await prepare(bundle, options);
+    instant = withInstant ? await openInstant(prepared, options) : null;
+    engine = deferredBoot(prepared, options);
+    if (!instant) return await fullEngine();
+    setTimeout(() => engine && engine.start(), BOOT_DELAY_MS);
     return {
+      engine: "instant", manifest: prepared.manifest, timings: prepared.timings, persistence: null, restored: 0,
+      restoreErrors: [], versions: null, embeddings: null, embeddingsError: null, cache: null,
+    };
+  } catch (err) {
+    openError = describe(err).message;
+    engine = null;
+    instant = null;
+    if (tracker) tracker.stop();
+    tracker = null;
+    throw err;
+  }
+}
+
+// The Pyodide boot, started once (engine.start()); its promise resolves to open()'s info.
+function deferredBoot(prepared, options) {
+  let run = null;
+  const boot = {
+    ready: false,
+    info: null,
+    start() {
+      if (!run) run = bootFrom(prepared, options).then((info) => Object.assign(boot, { ready: true, info }).info);
+      return run;
+    },
+  };
+  return boot;
+}
+
+async function fullEngine() {
+  return engine.start();
+}
+
+async function bootFrom(prepared, options) {
+  try {
+    state = await boot(prepared, options);
+    openError = null;
+    const info = {
+      engine: "full",
       manifest: state.manifest,
       timings: state.timings,
       persistence: Boolean(state.idb),
@@ -894,11 +961,17 @@ async function open({ bundle, formatVersion, embeddings = true, jspi = true, cac
       embeddingsError: state.embeddingsError,
       cache: state.cache,
     };
+    if (instant) post({ type: "engine", engine: "full", info });
+    return info;
   } catch (err) {
     openError = describe(err).message;
     if (tracker) tracker.stop();
     tracker = null;
-    throw err;
+    if (instant) {
+      log("error", `the full search engine failed to start (plain searches still work): ${openError}`);
+      post({ type: "engine", engine: "failed", error: describe(err) });
+    }
+    throw new BundleError(`the search runtime failed to open: ${openError}`, describe(err).name);
   }
 }
 
@@ -917,7 +990,48 @@ async function readManifest(bundleURL) {
   return manifest;
 }
 
-async function boot(bundle, options = {}) {
+
+// ------------------------------------------------------------------ the instant lane
+
+// The lane over the bundle's header (null: this bundle is searched hybrid by default, or the
+// lane cannot read it). A visitor with stored documents gets the full engine's answers only.
+async function openInstant(prepared, options) {
+  const entry = prepared.manifest.entry;
+  if (entry.embeddings && options.embeddings !== false) return null;
+  try {
+    const lane = await InstantLane.open((path) => (path === entry.index ? prepared.header : prepared.files.fetch(path)), entry.index);
+    let pageDocuments = 0;
+    try {
+      const db = await idbOpen(`ragspine-lite:${prepared.bundleURL}`);
+      pageDocuments = (await idbAll(db)).length;
+      db.close();
+    } catch {
+      // no IndexedDB: the full engine will have no stored documents either
+    }
+    prepared.timings.instant = Math.round(performance.now() - prepared.t0);
+    return { lane, pageDocuments, files: prepared.files };
+  } catch (err) {
+    log("warn", `searches wait for the full engine: the instant lane could not open (${describe(err).message})`);
+    return null;
+  }
+}
+
+async function instantSearch(args) {
+  const result = await instant.lane.search(args.query, { topK: args.topK ?? 10, highlight: args.highlight !== false });
+  engine.start();
+  return withFiles({ ...result, worker: { lane: "instant" } }, instant.files.report());
+}
+
+async function instantPrefetch({ query = "", topK = 10 } = {}) {
+  const started = performance.now();
+  const paths = typeof query === "string" && query.trim() ? await instant.lane.prefetch(query, topK) : [];
+  const files = instant.files.report();
+  instant.files.totals.prefetched += files.length;
+  return { paths, files, rounds: paths.length ? 2 : 0, ms: Math.round((performance.now() - started) * 100) / 100 };
+}
+
+// The manifest, the runtime cache and the index header: what both lanes start from.
+async function prepare(bundle, options) {
   const t0 = performance.now();
   const timings = {};
   const mark = (name, since) => {
@@ -929,8 +1043,18 @@ async function boot(bundle, options = {}) {
 
   progress("manifest", "Reading the bundle manifest");
   const manifest = await readManifest(bundleURL);
-  const entry = manifest.entry;
   mark("manifest", t0);
+  const { cache, reason } = await openRuntimeCache(bundleURL, options.cache !== false);
+  if (!cache) log(options.cache === false ? "info" : "warn", `runtime files come from the network: ${reason}`);
+  const files = bundleFiles(manifest, bundleURL, cache);
+  const header = files.fetch(manifest.entry.index, { counted: false });
+  header.catch(() => {});
+  return { t0, timings, mark, bundleURL, manifest, cache, files, header };
+}
+
+async function boot(prepared, options = {}) {
+  const { manifest, bundleURL, cache } = prepared;
+  const entry = manifest.entry;
   const withModel = Boolean(entry.embeddings && options.embeddings !== false);
   const withMicropip = options.install === "micropip";
   const downloads = Object.keys(manifest.files || {}).filter((path) =>
@@ -940,11 +1064,10 @@ async function boot(bundle, options = {}) {
     (withModel && entry.embeddings.ort && path.startsWith(entry.embeddings.ort.dir)) ||
     (withModel && path.startsWith(VECTORS_DIR)));
   tracker = trackBytes(manifest, bundleURL, downloads);
-  const { cache, reason } = await openRuntimeCache(bundleURL, options.cache !== false);
-  if (!cache) log(options.cache === false ? "info" : "warn", `runtime files come from the network: ${reason}`);
+  tracker.credit(bundleURL + entry.index, manifest.files[entry.index].bytes); // read by prepare()
   const cached = cacheRuntimeFiles(cache, manifest, bundleURL, downloads);
   try {
-    return await bootPython(manifest, bundleURL, cached, { ...options, t0, timings, mark, withModel, runtimeCache: cache });
+    return await bootPython(manifest, bundleURL, cached, { ...options, ...prepared, withModel, runtimeCache: cache });
   } finally {
     cached.restore();
   }
@@ -957,9 +1080,8 @@ async function bootPython(manifest, bundleURL, cached, options) {
 
   // Start the downloads and their sha256 checks now; they overlap with the Pyodide boot.
   const fetchChecked = (path, what, phase) => fetchVerified(manifest, bundleURL, path, what, phase);
-  const headerBytes = fetchChecked(entry.index, "the search index header", "index");
+  const headerBytes = options.header;
   const wheelBytes = fetchChecked(entry.wheels.ragspine_lite, "the ragspine_lite wheel", null);
-  headerBytes.catch(() => {});
   wheelBytes.catch(() => {});
   // JSPI (WebAssembly.Suspending): Python can then block on onnxruntime-web's promises.
   const useJspi = options.jspi !== false && typeof WebAssembly.Suspending === "function";
@@ -1024,7 +1146,7 @@ async function bootPython(manifest, bundleURL, cached, options) {
   }
 
   progress("index", "Opening the search index");
-  const files = bundleFiles(manifest, bundleURL, options.runtimeCache);
+  const files = options.files;
   files.held.set(entry.index, await headerBytes);
   const searcher = openSearcher(py, files, entry.index, embeddings);
   const dispatch = searcher.dispatch;
@@ -1147,6 +1269,8 @@ function close() {
     if (state.idb) state.idb.close();
   }
   state = null;
+  engine = null;
+  instant = null;
   return true;
 }
 

@@ -1,4 +1,4 @@
-"""A format-2 bundle's chunk vectors: raw int8 shards by docno range, scanned exactly.
+"""A format-4 bundle's chunk vectors: raw int8 shards by docno range, scanned exactly.
 
 The export keeps chunk vectors int8 (:class:`~ragspine_lite.vector.quantize.Int8Codec`
 codes in the chunk store); :func:`write_vector_shards` copies those codes, row-major, into

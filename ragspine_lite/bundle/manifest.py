@@ -22,18 +22,23 @@ __all__ = [
     "MANIFEST_NAME",
     "PAGE_TABLE",
     "SECTION_TABLE",
+    "UNLISTED_DIRS",
     "BundleFormatError",
     "check_format_version",
     "check_manifest",
 ]
 
 #: Version of the bundle layout; the web runtime (``ragspine-lite.mjs``) carries the same number.
-BUNDLE_FORMAT_VERSION = 3
+BUNDLE_FORMAT_VERSION = 4
 MANIFEST_NAME = "manifest.json"
 #: Folders of index files that the header lists and whose names carry their sha256 (term
 #: shards, text fragments, the filter file, coarse vector lists): ``manifest.json`` does not
 #: list them, so it stays small however big the corpus (the web runtime has the same list).
 CONTENT_NAMED_DIRS = ("data/terms/", "data/text/", "data/lists/")
+#: Folders ``manifest.json`` does not list because they grow with the corpus and the runtime
+#: never reads them: the index files above, and the pages rendered from Markdown/text sources
+#: (``pages/``, what results link to). The manifest stays the same size for 10 or 100,000 pages.
+UNLISTED_DIRS = (*CONTENT_NAMED_DIRS, "pages/")
 #: Per-document heading sections (doc_id, para_start, para_end, level, heading, anchor).
 SECTION_TABLE = "ragspine_bundle_section"
 #: Result URL per document (doc_id, url): the page a hit links to, before its ``#anchor``.
@@ -59,8 +64,8 @@ def check_format_version(found: object, *, supported: int = BUNDLE_FORMAT_VERSIO
 
     An older bundle → rebuild the bundle; a newer one → update the runtime.
 
-    >>> check_format_version(3)
-    3
+    >>> check_format_version(4)
+    4
     """
     if isinstance(found, bool) or not isinstance(found, (int, str)):
         raise BundleFormatError(

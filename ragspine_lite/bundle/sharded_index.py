@@ -1,4 +1,4 @@
-"""The retrieval pipeline over a format-2 bundle, reading only the files a query needs.
+"""The retrieval pipeline over a format-4 bundle, reading only the files a query needs.
 
 :class:`ShardedIndex` answers ``retrieve`` like
 :class:`~ragspine_lite.lexical.retrieval.NarrativeIndex` over the exported chunk store: the

@@ -1,12 +1,15 @@
-"""Bundle format 2: the chunk store split into small files a browser fetches per query.
+"""Bundle format 4: the chunk store split into small files a browser fetches per query.
 
 A visitor should pay for what a query reads, not for the whole corpus. :func:`write_shards`
 turns an exported chunk store into files under the bundle's ``data/`` folder:
 
 - ``header-<h>.bin``: the bundle facts, the BM25 statistics (``n_docs``, ``total_length``,
-  token count per document), and directories: the first term of every postings shard, the
-  first document of every text fragment, the filter-metadata file and the vector shards;
-- ``terms/t-<h>.bin``: the postings of a sorted range of terms (docnos delta-coded);
+  token count per document), the query rewriter's glossary, and directories: the first
+  term of every postings shard, the first document of every text fragment, the
+  filter-metadata file and the vector shards;
+- ``terms/t-<h>.bin``: the postings of a sorted range of terms (docnos delta-coded) and
+  each term's BM25 IDF as a float64, computed once at build time (every reader, Python or
+  the worker's JavaScript lane, uses that very value: no two ``log`` implementations);
 - ``text/f-<h>.bin``: the chunks of a range of documents, with their pages' URLs and sections;
 - ``text/m-<h>.bin``: what metadata filters test, per chunk (read only when a search filters);
 - ``vectors/v-<h>.i8``: int8 chunk vectors (:mod:`ragspine_lite.bundle.dense`).
@@ -55,8 +58,10 @@ from ragspine_lite.bundle.packs import (
     unpack,
 )
 from ragspine_lite.chunking.chunk_store import ChunkStore, ChunkStoreError, StoredChunk
+from ragspine_lite.common.glossary import DEFAULT_GLOSSARY, Glossary
 from ragspine_lite.common.sensitivity import is_restricted
 from ragspine_lite.lexical.inverted_index import BM25Index, Postings
+from ragspine_lite.lexical.scoring import bm25_idf
 from ragspine_lite.pipeline.stages import index_text
 from ragspine_lite.text.words import tokenize
 
@@ -70,6 +75,7 @@ __all__ = [
     "bundle_facts",
     "content_path",
     "docno_key",
+    "glossary_lists",
     "index_text_fn_of",
     "pack",
     "page_urls",
@@ -105,13 +111,14 @@ def _smallest_unsigned(values: Sequence[int]) -> array:
 
 
 class _TermShard:
-    """One postings shard: term → (df, max_tf, min_len, offset, count), decoded per term."""
+    """One postings shard: term → (df, max_tf, min_len, offset, count, idf), decoded per term."""
 
     def __init__(self, meta: dict[str, Any], arrays: dict[str, array]) -> None:
-        self.entries: dict[str, tuple[int, int, int, int, int]] = {}
+        self.entries: dict[str, tuple[int, int, int, int, int, float]] = {}
         offset = 0
-        for term, df, max_tf, min_len, count in meta["terms"]:
-            self.entries[term] = (df, max_tf, min_len, offset, count)
+        idfs = arrays["idf"]
+        for i, (term, df, max_tf, min_len, count) in enumerate(meta["terms"]):
+            self.entries[term] = (df, max_tf, min_len, offset, count, idfs[i])
             offset += count
         self.docs = arrays["docs"]
         self.tfs = arrays["tfs"]
@@ -125,10 +132,10 @@ class _TermShard:
         entry = self.entries.get(term)
         if entry is None:
             return None
-        df, max_tf, min_len, offset, count = entry
+        df, max_tf, min_len, offset, count, idf = entry
         docs = array("I", accumulate(self.docs[offset : offset + count]))
         tfs = array("I", self.tfs[offset : offset + count])
-        found = self.decoded[term] = Postings(docs, tfs, df, max_tf, min_len)
+        found = self.decoded[term] = Postings(docs, tfs, df, max_tf, min_len, idf)
         return found
 
 
@@ -209,7 +216,7 @@ def index_text_fn_of(facts: Mapping[str, Any], where: str) -> Any:
 
 
 class ShardedBundle:
-    """A format-2 bundle read file by file through ``files``, decoded files kept in an LRU.
+    """A format-4 bundle read file by file through ``files``, decoded files kept in an LRU.
 
     ``header`` is the header's path (default: ``entry.index`` of the bundle's manifest).
     Raises :class:`BundleFormatError` for a bundle of another format or a damaged file.
@@ -473,13 +480,15 @@ def _write_terms(
     sizes = [len(t.encode("utf-8")) + 16 + 5 * len(postings[t][0]) for t in terms]
     first_terms, paths = [], []
     for start, end in _groups(sizes, _target(sum(sizes), TERM_SHARD_BYTES)):
-        entries, docs, tfs = [], [], []
+        entries, docs, tfs, idfs = [], [], [], array("d")
         for term in terms[start:end]:
             d, f = postings[term]
             entries.append([term, len(d), max(f), min(lengths[x] for x in d), len(d)])
             docs.extend([d[0], *(b - a for a, b in pairwise(d))])
             tfs.extend(f)
-        data = pack({"terms": entries}, {"docs": array("I", docs), "tfs": _smallest_unsigned(tfs)})
+            idfs.append(bm25_idf(len(lengths), len(d)))
+        arrays = {"docs": array("I", docs), "tfs": _smallest_unsigned(tfs), "idf": idfs}
+        data = pack({"terms": entries}, arrays)
         first_terms.append(terms[start])
         paths.append(out.write("data/terms", "t", data))
     return {"first_terms": first_terms, "paths": paths}
@@ -543,6 +552,15 @@ def _write_filters(out: _Writer, chunks: list[StoredChunk]) -> str:
     return out.write("data/text", "m", data)
 
 
+def glossary_lists(glossary: Glossary = DEFAULT_GLOSSARY) -> dict[str, list[list[str]]]:
+    """The query rewriter's glossary as the header keeps it, ``{"metric", "entity"}`` →
+    ``[[term, code], …]`` in dict order: what a reader outside Python expands queries with."""
+    return {
+        "metric": [[t, c] for t, c in glossary.metric_synonyms.items()],
+        "entity": [[t, c] for t, c in glossary.entity_synonyms.items()],
+    }
+
+
 def write_shards(
     db_path: str | Path,
     bundle_root: str | Path,
@@ -585,6 +603,7 @@ def write_shards(
     meta: dict[str, Any] = {
         "facts": {k: json.dumps(v, ensure_ascii=False, sort_keys=True) for k, v in facts.items()},
         "bm25": bm25,
+        "glossary": glossary_lists(),
         "fragments": fragment_paths,
         "filters": filters,
     }

@@ -19,6 +19,8 @@ sections with anchors) into a chunk store through the normal ingest path, and as
     ragspine-lite.mjs/.d.ts the JS API; ragspine-worker.mjs the module Web Worker
     ragspine-search.mjs     the <ragspine-search> element (inline, or a Ctrl/Cmd-K modal)
     ragspine-dense.mjs      the worker's exact int8 scan of the chunk vectors
+    ragspine-instant.mjs    the worker's instant lane: plain BM25 searches in JavaScript,
+                            equal to the Python path's, answered before Pyodide is up
     ragspine-i18n.mjs       the element's words in English, Simplified and Traditional Chinese
     ragspine-ui.mjs         the element's style sheet and DOM helpers
     index.html              the site's search page (--title, --examples; none with --no-page),
@@ -300,13 +302,14 @@ def shard_summary(index: dict[str, Any]) -> str:
 
 
 def _file_table(root: Path) -> dict[str, dict[str, Any]]:
-    """sha256 and size of every file but the manifest and the content-named index files."""
-    from ragspine_lite.bundle.manifest import CONTENT_NAMED_DIRS
+    """sha256 and size of every file but the manifest, the content-named index files and the
+    rendered pages (:data:`~ragspine_lite.bundle.manifest.UNLISTED_DIRS`)."""
+    from ragspine_lite.bundle.manifest import UNLISTED_DIRS
 
     table = {}
     for path in sorted(p for p in root.rglob("*") if p.is_file()):
         rel = path.relative_to(root).as_posix()
-        if rel == "manifest.json" or rel.startswith(CONTENT_NAMED_DIRS):
+        if rel == "manifest.json" or rel.startswith(UNLISTED_DIRS):
             continue
         table[rel] = {"sha256": sha256_file(path), "bytes": path.stat().st_size}
     return table

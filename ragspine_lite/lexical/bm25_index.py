@@ -15,7 +15,7 @@ from itertools import compress
 from operator import itemgetter
 from typing import Any
 
-from ragspine_lite.lexical.scoring import DEFAULT_BM25_B, DEFAULT_BM25_K1
+from ragspine_lite.lexical.scoring import DEFAULT_BM25_B, DEFAULT_BM25_K1, bm25_idf
 from ragspine_lite.text.words import tokenize
 
 __all__ = ["LOOKUP_CACHE_POSTINGS", "UINT", "BM25Index", "CandidateSet", "Hit", "Postings"]
@@ -44,11 +44,17 @@ class Postings:
 
     ``docs`` may hold retired documents (skipped at query time); ``max_tf`` and ``min_len``
     bound every posting ever held, so they stay valid upper-bound inputs after retirements.
+    ``idf``: the stored IDF under every live document (a bundle's, written at build time),
+    else ``None`` (computed per query).
     """
 
-    __slots__ = ("df", "docs", "max_tf", "min_len", "tf_by_doc", "tfs")
+    __slots__ = ("df", "docs", "idf", "max_tf", "min_len", "tf_by_doc", "tfs")
 
-    def __init__(self, docs: array, tfs: array, df: int, max_tf: int, min_len: int) -> None:
+    def __init__(
+        self, docs: array, tfs: array, df: int, max_tf: int, min_len: int,
+        idf: float | None = None,
+    ) -> None:
+        self.idf = idf
         self.docs = docs
         self.tfs = tfs
         self.df = df
@@ -283,7 +289,8 @@ class BM25Index:
             df = postings.df if cand is None else cand.count_in(postings.docs)
             if df == 0:
                 continue
-            idf = math.log(1.0 + (n - df + 0.5) / (df + 0.5))
+            stored = postings.idf if cand is None else None
+            idf = bm25_idf(n, df) if stored is None else stored
             terms.append(_Term(qtf * idf, postings))
         return avgdl, terms
 

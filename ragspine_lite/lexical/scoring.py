@@ -10,6 +10,7 @@ __all__ = [
     "DEFAULT_BM25_B",
     "DEFAULT_BM25_K1",
     "DEFAULT_RRF_K",
+    "bm25_idf",
     "bm25_scores",
     "cosine_similarity",
     "rank_scores",
@@ -19,6 +20,12 @@ __all__ = [
 DEFAULT_BM25_K1 = 1.5
 DEFAULT_BM25_B = 0.75
 DEFAULT_RRF_K = 60
+
+
+def bm25_idf(n: int, df: int) -> float:
+    """``ln(1 + (N - df + 0.5) / (df + 0.5))``: the IDF every BM25 path uses (a bundle
+    stores it per term as a float64, so readers in other languages need no ``log``)."""
+    return math.log(1.0 + (n - df + 0.5) / (df + 0.5))
 
 
 def bm25_scores(
@@ -53,7 +60,7 @@ def bm25_scores(
         d = df[term]
         if d == 0:
             continue
-        idf = math.log(1.0 + (n - d + 0.5) / (d + 0.5))
+        idf = bm25_idf(n, d)
         for i, tf in enumerate(tfs):
             f = tf.get(term, 0)
             if f:

@@ -85,9 +85,16 @@ def page(browser):
 
 
 def ready(page, url: str, selector: str = ELEMENT) -> None:
+    """Open ``url``, show intent on every element (focus) and wait for the full engine (the
+    filter pane is built from its facets)."""
     page.goto(url)
+    page.wait_for_function("customElements.get('ragspine-search') !== undefined")
+    page.eval_on_selector_all(
+        selector, "els => els.forEach(e => e.shadowRoot.querySelector('#q').focus())"
+    )
     page.wait_for_function(
-        "(sel) => [...document.querySelectorAll(sel)].every(e => e.dataset.state === 'ready')",
+        "(sel) => [...document.querySelectorAll(sel)]"
+        ".every(e => e.dataset.state === 'ready' && e.dataset.engine === 'full')",
         arg=selector, timeout=BOOT_TIMEOUT_MS,
     )
 

@@ -186,6 +186,7 @@ def test_typing_in_the_search_element_prefetches_too(browser, wide, tmp_path):
         try:
             page = visit.page
             page.goto(base + "embed.html")
+            page.locator("ragspine-search input[type=search]").focus()  # intent: boot now
             page.wait_for_function(
                 "document.querySelector('ragspine-search').dataset.state === 'ready'",
                 timeout=BOOT_TIMEOUT_MS,
