@@ -16,6 +16,7 @@ PUBLIC_MODULES = [
     "ragspine_lite.chunking.chunk_store",
     "ragspine_lite.chunking.chunker",
     "ragspine_lite.chunking.sources",
+    "ragspine_lite.chunking.html_text",
     "ragspine_lite.lexical.retrieval",
     "ragspine_lite.filtering.metadata_filter",
     "ragspine_lite.filtering.automatic",

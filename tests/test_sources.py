@@ -518,11 +518,11 @@ def test_html_with_150_kb_of_unclosed_tags_is_extracted_quickly():
 
 
 def _lines_run(markup: str) -> int:
-    """Lines of ``sources.py`` that ``extract_html(markup)`` executes: a deterministic count
+    """Lines of ``html_text.py`` that ``extract_html(markup)`` executes: a deterministic count
     of the work done (no clock involved)."""
     import sys
 
-    from ragspine_lite.chunking import sources
+    from ragspine_lite.chunking import html_text
 
     count = 0
 
@@ -532,7 +532,7 @@ def _lines_run(markup: str) -> int:
         return local
 
     def tracer(frame, event, arg):
-        return local if frame.f_code.co_filename == sources.__file__ else None
+        return local if frame.f_code.co_filename == html_text.__file__ else None
 
     previous = sys.gettrace()
     sys.settrace(tracer)
