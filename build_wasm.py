@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Build and serve static search sites from a checkout: ``python build_wasm.py build|serve``.
 
-A thin entry over the package (``ragspine_lite.bundle.site``, ``site_files``, ``site_cli``);
+A thin entry over the package (``ragspine_lite.bundle.site``, ``site_files``, ``site_server``
+and the options in ``ragspine_lite.cli.site``);
 an installed wheel does the same with ``ragspine-lite build-site``. The names below are
 re-exported for the scripts and tests that load this file.
 """
@@ -26,15 +27,6 @@ from ragspine_lite.bundle.site import (  # noqa: F401
     render_search_page,
     scratch_dir,
 )
-from ragspine_lite.bundle.site_cli import (  # noqa: F401
-    MIME_TYPES,
-    BundleRequestHandler,
-    build_main,
-    build_parser,
-    main,
-    make_server,
-    serve,
-)
 from ragspine_lite.bundle.site_files import (  # noqa: F401
     DEMO_FILES,
     ORT_FILES,
@@ -44,6 +36,15 @@ from ragspine_lite.bundle.site_files import (  # noqa: F401
     find_micropip,
     pack_wheel,
 )
+from ragspine_lite.bundle.site_server import (  # noqa: F401
+    MIME_TYPES,
+    BundleRequestHandler,
+    make_server,
+    serve,
+)
+from ragspine_lite.cli.site import build_main  # noqa: F401
+from ragspine_lite.cli.site import site_main as main
+from ragspine_lite.cli.site import site_parser as build_parser  # noqa: F401
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -8,6 +8,7 @@ import pytest
 from _cli import clean_edge_env, run
 
 from ragspine_lite import cli
+from ragspine_lite.cli import search as cli_search
 from ragspine_lite.common.sensitivity import is_restricted
 
 QUERY = "Hong Kong revenue growth in 2024"
@@ -38,7 +39,7 @@ class ReverseJudge:
 
 def test_reranker_option_reorders_and_keeps_top_k(capsys, db, monkeypatch):
     judge = ReverseJudge()
-    monkeypatch.setattr(cli, "_make_reranker", lambda spec: judge if spec == "mine" else None)
+    monkeypatch.setattr(cli_search, "_make_reranker", lambda s: judge if s == "mine" else None)
     code, out, _ = run(capsys, "search", QUERY, "--db", db, "--json", "--top-k", "12")
     fused = json.loads(out)
     code, out, _ = run(capsys, "search", QUERY, "--db", db, "--json", "--top-k", "12",

@@ -21,15 +21,9 @@ __all__ = [
     "extract_html",
 ]
 
+#: The metadata keys a document may set (front matter, ``<meta>``, ``data-ragspine-meta``).
 FRONT_MATTER_KEYS: tuple[str, ...] = (
-    "doc_id",
-    "title",
-    "topic",
-    "entity",
-    "geography",
-    "period",
-    "language",
-    "sensitivity",
+    "doc_id", "title", "topic", "entity", "geography", "period", "language", "sensitivity",
 )
 
 # Elements whose start or end closes the current line of text.
