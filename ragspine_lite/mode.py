@@ -10,11 +10,11 @@ constructs one.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import Any
 
 from ragspine_lite.common.registry import normalize_spec
+from ragspine_lite.common.settings import env_value
 
 __all__ = [
     "ECONOMY",
@@ -59,7 +59,7 @@ def make_retrieval_mode(spec: str | None = None) -> RetrievalMode:
     ``none``/``auto``/``hybrid``/``vector``/``dense`` → :data:`HYBRID`; ``-`` counts as ``_``.
     """
     if spec is None:
-        spec = os.environ.get(RETRIEVAL_MODE_ENV, "auto")
+        spec = env_value(RETRIEVAL_MODE_ENV, "auto")
     mode = _MODES.get(normalize_spec(spec, spaces=False))
     if mode is None:
         raise ValueError(

@@ -20,7 +20,6 @@ Everything is deterministic and off by default: ``make_postprocessor(None)`` wit
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, runtime_checkable
@@ -32,6 +31,7 @@ from ragspine_lite.common.groundedness import (
 )
 from ragspine_lite.common.registry import Registry
 from ragspine_lite.common.sensitivity import is_restricted
+from ragspine_lite.common.settings import env_value
 
 __all__ = [
     "DEFAULT_COMPRESSION_THRESHOLD",
@@ -205,7 +205,7 @@ def make_postprocessor(spec: str | None = None, **kwargs: Any) -> NodePostproces
     Unknown names → ``ValueError`` listing the valid ones.
     """
     if spec is None:
-        spec = os.environ.get(POSTPROCESSOR_ENV, "")
+        spec = env_value(POSTPROCESSOR_ENV, "")
     normalized = str(spec).strip().lower()
     if normalized in ("", "none"):
         return None

@@ -30,7 +30,6 @@ reaches any granularity: leaves (detail), summaries (themes) or both.
 from __future__ import annotations
 
 import logging
-import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -45,6 +44,7 @@ from ragspine_lite.common.sensitivity import (
     effective_sensitivity,
     is_restricted,
 )
+from ragspine_lite.common.settings import env_value
 from ragspine_lite.vector.embedding_backends import EmbeddingBackend, embed_query_texts
 
 __all__ = [
@@ -430,7 +430,7 @@ def make_raptor_summarizer(
     :class:`LLMRaptorSummarizer` over ``provider`` (``None`` without one). ``spec=None``
     reads ``$RAGSPINE_RAPTOR_SUMMARIZER``."""
     if spec is None:
-        spec = os.environ.get(RAPTOR_SUMMARIZER_ENV, "none")
+        spec = env_value(RAPTOR_SUMMARIZER_ENV, "none")
     key = normalize_spec(spec, spaces=False)
     if key in ("", "none"):
         return None

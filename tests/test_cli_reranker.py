@@ -39,7 +39,7 @@ class ReverseJudge:
 
 def test_reranker_option_reorders_and_keeps_top_k(capsys, db, monkeypatch):
     judge = ReverseJudge()
-    monkeypatch.setattr(cli_search, "_make_reranker", lambda s: judge if s == "mine" else None)
+    monkeypatch.setattr(cli_search, "_make_reranker", lambda s, _: judge if s == "mine" else None)
     code, out, _ = run(capsys, "search", QUERY, "--db", db, "--json", "--top-k", "12")
     fused = json.loads(out)
     code, out, _ = run(capsys, "search", QUERY, "--db", db, "--json", "--top-k", "12",

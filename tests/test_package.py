@@ -45,6 +45,8 @@ PUBLIC_MODULES = [
     "ragspine_lite.common.groundedness",
     "ragspine_lite.common.llm",
     "ragspine_lite.common.registry",
+    "ragspine_lite.common.settings",
+    "ragspine_lite.common.validators",
     "ragspine_lite.common.observability",
     "ragspine_lite.common.sensitivity",
     "ragspine_lite.common.sqlite",

@@ -7,6 +7,7 @@ import argparse
 import pytest
 
 from ragspine_lite.cli import main
+from ragspine_lite.common.settings import Settings
 from ragspine_lite.remote import wire
 from ragspine_lite.remote.server import (
     SERVER_ENV,
@@ -77,7 +78,8 @@ def _args(*argv):
 def test_options_beat_the_environment():
     env = {"RAGSPINE_REMOTE_TOKEN": "env-tok", "RAGSPINE_REMOTE_MAX_CANDIDATES": "9"}
     config = config_from_args(
-        _args("--port", "0", "--token", "cli-tok", "--cors-origin", "http://x:1"), env
+        _args("--port", "0", "--token", "cli-tok", "--cors-origin", "http://x:1"),
+        Settings.from_env(env),
     )
     assert config.token == "cli-tok" and config.max_candidates == 9 and config.port == 0
     assert config.cors_origins == ("http://x:1",)

@@ -20,13 +20,14 @@ import base64
 import functools
 import hashlib
 import json
-import os
 import shutil
 import subprocess
 import sys
 import zipfile
 from collections.abc import Sequence
 from pathlib import Path
+
+from ragspine_lite.common.settings import env_value
 
 __all__ = [
     "DEMO_FILES",
@@ -54,7 +55,7 @@ PACKAGE_DIR = Path(__file__).resolve().parents[1]
 PACKAGED = Path(__file__).resolve().parent / "site_runtime"
 #: The source checkout this module sits in, if it is one.
 CHECKOUT = PACKAGE_DIR.parent
-USER_CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ragspine-lite"
+USER_CACHE = Path(env_value("XDG_CACHE_HOME") or Path.home() / ".cache") / "ragspine-lite"
 
 PYODIDE_VERSION = "314.0.8"
 MICROPIP_VERSION = "0.11.1"

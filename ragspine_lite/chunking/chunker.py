@@ -14,7 +14,6 @@ True
 from __future__ import annotations
 
 import importlib.metadata
-import os
 from typing import Any, Protocol, runtime_checkable
 
 from ragspine_lite.chunking.chunking import (
@@ -33,6 +32,7 @@ from ragspine_lite.chunking.domain_presets import (
 from ragspine_lite.chunking.layout_chunker import LayoutAwareChunker
 from ragspine_lite.chunking.semantic_chunker import SemanticChunker
 from ragspine_lite.chunking.sentence_window_chunker import SentenceWindowChunker
+from ragspine_lite.common.settings import env_value
 
 __all__ = [
     "CHUNKER_ENTRY_POINT_GROUP",
@@ -117,7 +117,7 @@ def make_chunker(spec: str | None = None, **kwargs: Any) -> Chunker | None:
     to their class, e.g. ``make_chunker("sentence_window", window_size=2)``; then entry
     points of ``ragspine.chunkers`` are tried. Unknown → ``ValueError`` listing valid names.
     """
-    raw = os.environ.get(CHUNKER_ENV, _OFF) if spec is None else spec
+    raw = env_value(CHUNKER_ENV, _OFF) if spec is None else spec
     if not isinstance(raw, str):
         raise TypeError(f"chunker spec must be a str or None, got {raw!r}")
     name = raw.strip().lower()

@@ -60,6 +60,7 @@ from ragspine_lite.cli.common import (
     UsageError,
     err,
     one_line,
+    read_settings,
     samples_dir,
     silence_stdout,
 )
@@ -92,6 +93,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     try:
         args = parser.parse_args(None if argv is None else list(argv))
+        args.settings = read_settings()  # the environment, read once for the command
         return int(args.handler(args))
     except UsageError as exc:
         err(f"error: {exc}")

@@ -18,11 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from ragspine_lite.chunking.chunk_store import StoredChunk
+from ragspine_lite.common.settings import Settings
+from ragspine_lite.common.validators import arg_type
 
 PROG = "ragspine-lite"
 DEFAULT_CLI_TOP_K = 10
 EXIT_OK, EXIT_RUNTIME, EXIT_USAGE = 0, 1, 2
-_EMBEDDING_ENVS = ("RAGSPINE_EMBEDDING_BACKEND", "RAGSPINE_EMBEDDING")
 _DEFAULT_EMBEDDING = "auto"
 _TEXT_PREVIEW_CHARS = 240
 
@@ -43,26 +44,9 @@ def samples_dir() -> Path:
     return Path(__file__).resolve().parent.parent / "samples"
 
 
-def positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
-
-
-def non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected a non-negative integer, got {text!r}"
-        ) from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}")
-    return value
+#: ``argparse`` types (:func:`~ragspine_lite.common.validators.arg_type`).
+positive_int = arg_type("positive integer")
+non_negative_int = arg_type("non-negative integer")
 
 
 def add_retrieval_options(p: argparse.ArgumentParser) -> None:
@@ -174,21 +158,37 @@ def parse_filters(expressions: Sequence[str]) -> Any:
     return MetadataFilter(tuple(conditions))
 
 
-def resolve_backend(mode_spec: str | None, embedding_spec: str | None) -> tuple[Any, Any]:
-    """(mode, embedding backend or None) from options, then env; bad specs are usage errors."""
+def read_settings() -> Settings:
+    """The environment's :class:`~ragspine_lite.common.settings.Settings`; a bad value is a
+    usage error naming the variable (read once, by :func:`~ragspine_lite.cli.main`)."""
+    try:
+        return Settings.from_env()
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def pick(option: str | None, setting: str | None, default: str) -> str:
+    """A command-line option, else its setting, else ``default``."""
+    if option is not None:
+        return option
+    return setting if setting is not None else default
+
+
+def resolve_backend(
+    mode_spec: str | None, embedding_spec: str | None, settings: Settings
+) -> tuple[Any, Any]:
+    """(mode, embedding backend or None) from options, then settings; bad specs are usage
+    errors."""
     from ragspine_lite.mode import make_retrieval_mode, resolve_embedding_backend
 
     try:
-        mode = make_retrieval_mode(mode_spec)
+        mode = make_retrieval_mode(pick(mode_spec, settings.retrieval_mode, "auto"))
     except ValueError as exc:
         raise UsageError(f"argument --mode: {exc}") from None
     if not mode.uses_embedding:
         return mode, None
-    spec = embedding_spec
-    if spec is None:
-        spec = next((os.environ[e] for e in _EMBEDDING_ENVS if os.environ.get(e)), None)
-    if spec is None:
-        spec = _DEFAULT_EMBEDDING
+    spec = pick(embedding_spec, settings.embedding_backend or settings.embedding,
+                _DEFAULT_EMBEDDING)
     try:
         backend = resolve_embedding_backend(mode, spec)
     except ValueError as exc:
@@ -196,8 +196,8 @@ def resolve_backend(mode_spec: str | None, embedding_spec: str | None) -> tuple[
     return mode, backend
 
 
-def edge_settings() -> dict[str, Any]:
-    """The retriever settings read from the environment here, at the edge (see README):
+def edge_settings(settings: Settings) -> dict[str, Any]:
+    """The retriever settings the command's ``settings`` give (see README):
     ``RAGSPINE_PERSISTENCE_POLICY``, ``RAGSPINE_COMPANY_CONFIG`` (the glossary, also the
     filter extractor's), ``RAGSPINE_FILTER_EXTRACTOR``. A bad value is a usage error naming
     the variable; commands call this first, so nothing is written before it is checked."""
@@ -208,28 +208,32 @@ def edge_settings() -> dict[str, Any]:
         make_persistence_policy,
     )
 
-    settings: dict[str, Any] = {}
+    edge: dict[str, Any] = {}
     env = PERSISTENCE_POLICY_ENV
     try:
-        settings["persistence_policy"] = make_persistence_policy(os.environ.get(env) or None)
+        edge["persistence_policy"] = make_persistence_policy(
+            pick(None, settings.persistence_policy, "default")
+        )
         env = COMPANY_CONFIG_ENV
-        profile = os.environ.get(env, "").strip()
-        settings["glossary"] = load_glossary(profile) if profile else None
+        profile = settings.company_config
+        edge["glossary"] = load_glossary(profile) if profile else None
         env = FILTER_EXTRACTOR_ENV
-        settings["filter_extractor"] = make_filter_extractor(None, glossary=settings["glossary"])
-        vector_store_spec()
+        edge["filter_extractor"] = make_filter_extractor(
+            pick(None, settings.filter_extractor, "none"), glossary=edge["glossary"]
+        )
+        vector_store_spec(settings)
     except ValueError as exc:
         raise UsageError(f"{env}: {exc}") from None
-    return settings
+    return edge
 
 
-def vector_store_spec() -> str:
+def vector_store_spec(settings: Settings) -> str:
     """``RAGSPINE_VECTOR_STORE`` as a store kind
     (:func:`~ragspine_lite.vector.store_env.store_kind`); a bad value is a usage error."""
     from ragspine_lite.vector.store import VECTOR_STORE_ENV
     from ragspine_lite.vector.store_env import store_kind
 
     try:
-        return store_kind()
+        return store_kind(settings.as_env())
     except ValueError as exc:
         raise UsageError(f"{VECTOR_STORE_ENV}: {exc}") from None

@@ -22,6 +22,7 @@ from ragspine_lite.cli.ingest import ingest_into
 from ragspine_lite.cli.search import print_results, run_search
 from ragspine_lite.cli.stores import embed_db
 from ragspine_lite.common.sensitivity import is_restricted
+from ragspine_lite.common.settings import Settings
 
 # (query, filter expressions): fixed demo searches. The third matches only a RESTRICTED
 # sample document and the fourth matches one among others: the link exit drops them.
@@ -51,7 +52,7 @@ def register(sub: Any) -> None:
     p.set_defaults(handler=_cmd_demo)
 
 
-def _demo(db: str, backend: Any) -> None:
+def _demo(db: str, backend: Any, settings: Settings) -> None:
     root = samples_dir()
     if not root.is_dir():
         raise FileNotFoundError(f"bundled sample corpus not found at {str(root)!r}")
@@ -72,12 +73,13 @@ def _demo(db: str, backend: Any) -> None:
         f"into {db}"
     )
     if backend is not None:
-        embed_db(db, backend)
+        embed_db(db, backend, settings)
     for query, filters in _DEMO_QUERIES:
         out("")
         shown = f"  filters: {' '.join(filters)}" if filters else ""
         out(f"> search {query!r}{shown}")
-        snippets, channel = run_search(db, query, parse_filters(filters), _DEMO_TOP_K, backend)
+        snippets, channel = run_search(db, query, parse_filters(filters), _DEMO_TOP_K, backend,
+                                       settings=settings)
         out(f"  {len(snippets)} result(s) ({channel})")
         print_results(snippets, indent="  ")
     out("")
@@ -89,11 +91,11 @@ def _demo(db: str, backend: Any) -> None:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    _mode, backend = resolve_backend(args.mode, args.embedding)
-    edge_settings()
+    _mode, backend = resolve_backend(args.mode, args.embedding, args.settings)
+    edge_settings(args.settings)
     if args.db:
-        _demo(args.db, backend)
+        _demo(args.db, backend, args.settings)
         return EXIT_OK
     with tempfile.TemporaryDirectory(prefix="ragspine-lite-demo-") as tmp:
-        _demo(str(Path(tmp) / "demo.db"), backend)
+        _demo(str(Path(tmp) / "demo.db"), backend, args.settings)
     return EXIT_OK

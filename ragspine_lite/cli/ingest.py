@@ -24,6 +24,7 @@ from ragspine_lite.cli.common import (
     non_negative_int,
     note,
     out,
+    pick,
     positive_int,
     resolve_backend,
 )
@@ -169,13 +170,13 @@ def _cmd_ingest(args: argparse.Namespace) -> int:
         args.sensitivity = parse_sensitivity(args.sensitivity, source="argument --sensitivity")
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    chunker = _make_chunker(args.chunker)
+    chunker = _make_chunker(pick(args.chunker, args.settings.chunker, "none"))
     try:
-        index_text_fn = optin_cli.ingest_index_text(args.contextual)
+        index_text_fn = optin_cli.ingest_index_text(args.contextual, args.settings)
     except ValueError as exc:
         raise UsageError(f"argument --contextual: {exc}") from None
-    _mode, backend = resolve_backend(args.mode, args.embedding)
-    edge_settings()
+    _mode, backend = resolve_backend(args.mode, args.embedding, args.settings)
+    edge_settings(args.settings)
     docs = _load_all(args)
     n_docs, n_chunks = ingest_into(
         args.db,
@@ -188,7 +189,7 @@ def _cmd_ingest(args: argparse.Namespace) -> int:
     )
     out(f"ingested {n_docs} document(s), {n_chunks} chunk(s) into {args.db}")
     if backend is not None:
-        embedded = embed_db(args.db, backend, index_text_fn)
+        embedded = embed_db(args.db, backend, args.settings, index_text_fn)
         if embedded is not None:
             out(f"embedded {embedded} chunk(s) with {model_label(backend)}")
     return EXIT_OK

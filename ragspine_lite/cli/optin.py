@@ -11,9 +11,10 @@ Environment variables are read here, at the edge, and nowhere in the library cla
 from __future__ import annotations
 
 import argparse
-import os
 from typing import Any
 
+from ragspine_lite.cli.common import pick
+from ragspine_lite.common.settings import Settings
 from ragspine_lite.contextual import (
     CONTEXTUAL_ENV,
     INDEX_TEXT_META_KEY,
@@ -59,12 +60,12 @@ def add_search_options(p: argparse.ArgumentParser) -> None:
         p.add_argument(flag, metavar="SPEC", help=f"{names}; default ${env} or none")
 
 
-def ingest_index_text(flag: bool | None) -> Any:
+def ingest_index_text(flag: bool | None, settings: Settings) -> Any:
     """The index-text function ``ingest`` uses: ``--contextual`` or ``$RAGSPINE_CONTEXTUAL``."""
-    return make_index_text_fn("contextual" if flag else None)
+    return make_index_text_fn("contextual" if flag else (settings.contextual or "none"))
 
 
-def recorded_index_text(store: Any, where: str) -> Any:
+def recorded_index_text(store: Any, where: str, settings: Settings) -> Any:
     """The index-text function a database was built with; ``$RAGSPINE_CONTEXTUAL``, when set,
     must agree (:class:`IndexTextMismatch` otherwise)."""
     recorded = store.read_meta(INDEX_TEXT_META_KEY) or "none"
@@ -74,8 +75,8 @@ def recorded_index_text(store: Any, where: str) -> Any:
             "reproduce; search it from Python with the same index_text_fn"
         )
     fn = make_index_text_fn(recorded)
-    if os.environ.get(CONTEXTUAL_ENV):
-        check_index_text(recorded, make_index_text_fn(None), where=where)
+    if settings.contextual:
+        check_index_text(recorded, make_index_text_fn(settings.contextual), where=where)
     return fn
 
 
@@ -130,18 +131,25 @@ class LayerOptions:
     """
 
     def __init__(self, args: argparse.Namespace) -> None:
-        self.postprocessor = make_postprocessor(args.postprocess)
+        settings: Settings = args.settings
+        postprocess = pick(args.postprocess, settings.postprocessor, "none")
+        self.postprocessor = make_postprocessor(postprocess)
         probe = object()  # a factory that hands it back unchanged: that layer is off
-        crag = make_corrective_retriever(probe, args.corrective, emit=True)
-        self.corrective_spec = args.corrective if crag is not probe else "none"
-        raptor = make_raptor_retriever(probe, args.raptor, tree=RaptorTree(), embedder=probe)
-        self.raptor_spec = args.raptor if raptor is not probe else "none"
+        corrective = pick(args.corrective, settings.corrective, "none")
+        crag = make_corrective_retriever(probe, corrective, emit=True)
+        self.corrective_spec = corrective if crag is not probe else "none"
+        raptor_spec = pick(args.raptor, settings.raptor, "none")
+        raptor = make_raptor_retriever(probe, raptor_spec, tree=RaptorTree(), embedder=probe)
+        self.raptor_spec = raptor_spec if raptor is not probe else "none"
         self.summarizer = None
         if self.raptor_spec != "none":
             from ragspine_lite.remote.openai_chat import provider_from_env
 
-            provider = provider_from_env(os.environ, url=args.llm_url, model=args.llm_model)
-            self.summarizer = make_raptor_summarizer(None, provider=provider)
+            provider = provider_from_env(settings.as_env(), url=args.llm_url,
+                                         model=args.llm_model)
+            self.summarizer = make_raptor_summarizer(
+                settings.raptor_summarizer or "none", provider=provider
+            )
         self.last: Any = None
 
     def wrap(self, link: Any, cli_index: Any, store: Any, backend: Any) -> Any:

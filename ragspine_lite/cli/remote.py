@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 from typing import Any
 
 from ragspine_lite.cli.common import EXIT_OK, UsageError
@@ -25,7 +24,7 @@ def _cmd_serve_remote(args: argparse.Namespace) -> int:
     from ragspine_lite.remote.server.launch import config_from_args, serve
 
     try:
-        config = config_from_args(args, os.environ)
+        config = config_from_args(args, args.settings)
     except ValueError as exc:  # bad settings or a non-loopback host without a token
         raise UsageError(str(exc)) from None
     serve(config, workers=args.workers, preload=not args.no_preload, log_level=args.log_level)

@@ -7,7 +7,6 @@ RESTRICTED chunks are never printed: the search goes through the agent link exit
 from __future__ import annotations
 
 import argparse
-import os
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -26,6 +25,7 @@ from ragspine_lite.cli.common import (
     out,
     out_json,
     parse_filters,
+    pick,
     positive_int,
     resolve_backend,
     shorten,
@@ -39,6 +39,7 @@ from ragspine_lite.cli.stores import (
     writable,
 )
 from ragspine_lite.common.sensitivity import NOT_RESTRICTED_SQL
+from ragspine_lite.common.settings import Settings
 
 _OUTSIDE_VOCABULARY_LABEL = "bm25: query outside the embedding vocabulary"
 _SEARCH_EPILOG = (
@@ -48,7 +49,6 @@ _SEARCH_EPILOG = (
     "results). RESTRICTED chunks are never shown, nor counted: a query that matches only "
     "RESTRICTED text prints what a query matching nothing prints. The database is only read."
 )
-
 
 
 def register(sub: Any) -> None:
@@ -81,16 +81,17 @@ def register(sub: Any) -> None:
     p.set_defaults(handler=_cmd_search)
 
 
-def _make_reranker(spec: str | None) -> Any:
+def _make_reranker(spec: str | None, settings: Settings) -> Any:
     """``--reranker`` (else ``$RAGSPINE_RERANKER``) → a judge or ``None``; a remote spec
     takes its endpoint from ``$RAGSPINE_REMOTE_URL`` / ``$RAGSPINE_REMOTE_TOKEN``."""
     from ragspine_lite.rerank.factory import REMOTE_PREFIX, make_reranker
 
+    spec = pick(spec, settings.reranker, "none")
     kwargs = {}
-    if spec is not None and spec.strip().lower().startswith(REMOTE_PREFIX):
-        for name, env in (("url", "RAGSPINE_REMOTE_URL"), ("token", "RAGSPINE_REMOTE_TOKEN")):
-            if os.environ.get(env):
-                kwargs[name] = os.environ[env]
+    if spec.strip().lower().startswith(REMOTE_PREFIX):
+        for name, value in (("url", settings.remote_url), ("token", settings.remote_token)):
+            if value:
+                kwargs[name] = value
     try:
         return make_reranker(spec, **kwargs)
     except ValueError as exc:
@@ -109,13 +110,16 @@ class _QueryLayers:
         from ragspine_lite.query import apply_query_layers
         from ragspine_lite.remote.openai_chat import provider_from_env
 
-        glossary = edge_settings()["glossary"] or DEFAULT_GLOSSARY
+        settings = args.settings
+        glossary = edge_settings(settings)["glossary"] or DEFAULT_GLOSSARY
         self.link: Any = None
         try:
-            provider = provider_from_env(os.environ, url=args.llm_url, model=args.llm_model)
+            provider = provider_from_env(settings.as_env(), url=args.llm_url,
+                                         model=args.llm_model)
             self.top = apply_query_layers(
-                self, transform=args.query_transform, decompose=args.decompose,
-                adaptive=args.adaptive, provider=provider,
+                self, transform=pick(args.query_transform, settings.query_transform, "none"),
+                decompose=pick(args.decompose, settings.query_decompose, "none"),
+                adaptive=pick(args.adaptive, settings.adaptive, "none"), provider=provider,
                 glossary=glossary,
             )
         except ValueError as exc:
@@ -140,8 +144,8 @@ class _QueryLayers:
 
 def _search_once(
     db: str, query: str, metadata_filter: Any, top_k: int, backend: Any,
-    layers: _QueryLayers | None = None, *, optin: Any = None, index_text_fn: Any = None,
-    reranker: Any = None,
+    layers: _QueryLayers | None = None, *, settings: Settings, optin: Any = None,
+    index_text_fn: Any = None, reranker: Any = None,
 ) -> tuple[list[dict[str, object]], str]:
     from ragspine_lite.link.narrative_link import (
         NarrativeIndexRetriever,
@@ -151,11 +155,12 @@ def _search_once(
 
     vector_store = None
     if backend is not None:
-        vector_store = open_vector_store(db, backend, index_text_fn, read_only=not writable(db))
+        vector_store = open_vector_store(db, backend, settings, index_text_fn,
+                                         read_only=not writable(db))
     try:
         retriever, store = build_narrative_retriever(
             db, embedding_backend=backend, vector_store=vector_store, index_text_fn=index_text_fn,
-            reranker=reranker, read_only=True, **edge_settings(),
+            reranker=reranker, read_only=True, **edge_settings(settings),
         )
         retriever.index.rerank_top_n = top_k
         try:
@@ -197,9 +202,10 @@ def _channel_label(channel: str | None, backend: Any) -> str:
 
 def run_search(
     db: str, query: str, metadata_filter: Any, top_k: int, backend: Any,
-    layers: _QueryLayers | None = None, optin: Any = None, reranker: Any = None,
-) -> tuple[list[dict[str, object]], int, str]:
-    """Search ``db`` through the link exit → (snippets, held-back count, channel label).
+    layers: _QueryLayers | None = None, optin: Any = None, reranker: Any = None, *,
+    settings: Settings,
+) -> tuple[list[dict[str, object]], str]:
+    """Search ``db`` through the link exit → (snippets, channel label).
 
     A failing embedding backend degrades to pure BM25 with a warning on stderr; a query the
     backend's vocabulary mostly does not know (the library gate,
@@ -210,8 +216,9 @@ def run_search(
     store = open_existing_store(db)
     try:
         active = store.count()
-        extra = {"optin": optin, "index_text_fn": optin_cli.recorded_index_text(store, repr(db)),
-                 "reranker": reranker}
+        index_text_fn = optin_cli.recorded_index_text(store, repr(db), settings)
+        extra = {"optin": optin, "index_text_fn": index_text_fn, "reranker": reranker,
+                 "settings": settings}
     finally:
         store.close()
     if active == 0:
@@ -323,11 +330,12 @@ def _cmd_search(args: argparse.Namespace) -> int:
         optin = optin_cli.LayerOptions(args)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    _mode, backend = resolve_backend(args.mode, args.embedding)
-    reranker = _make_reranker(args.reranker)
+    _mode, backend = resolve_backend(args.mode, args.embedding, args.settings)
+    reranker = _make_reranker(args.reranker, args.settings)
 
     def search(db: str, query: str, top_k: int) -> tuple[list[dict[str, object]], str]:
-        return run_search(db, query, metadata_filter, top_k, backend, layers, optin, reranker)
+        return run_search(db, query, metadata_filter, top_k, backend, layers, optin, reranker,
+                          settings=args.settings)
 
     if len(args.db) == 1:
         snippets, channel = search(args.db[0], args.query, args.top_k)

@@ -9,6 +9,7 @@ from typing import Any
 
 from ragspine_lite.chunking.chunk_store import ChunkStore
 from ragspine_lite.cli.common import PROG, edge_settings, note, one_line, vector_store_spec
+from ragspine_lite.common.settings import Settings
 
 TABLE = "narrative_chunk"
 
@@ -44,7 +45,8 @@ def writable(db: str) -> bool:
 
 
 def open_vector_store(
-    db: str, backend: Any, index_text_fn: Any = None, *, read_only: bool = False
+    db: str, backend: Any, settings: Settings, index_text_fn: Any = None, *,
+    read_only: bool = False,
 ) -> Any:
     """The persistent vector table of ``db`` for ``backend``'s model (created if absent, or
     opened ``read_only``), or that model's table in the external store
@@ -58,10 +60,10 @@ def open_vector_store(
     )
     from ragspine_lite.vector.store import InProcessVectorStore
 
-    spec = vector_store_spec()
+    spec = vector_store_spec(settings)
     if spec == "in_process":
         return InProcessVectorStore()
-    policy = edge_settings()["persistence_policy"]
+    policy = edge_settings(settings)["persistence_policy"]
     try:
         from ragspine_lite.contextual import index_text_setting
 
@@ -70,7 +72,7 @@ def open_vector_store(
         if spec != "sqlite":
             from ragspine_lite.vector.store_env import open_external_store
 
-            return open_external_store(spec, db, model_id)
+            return open_external_store(spec, db, model_id, settings.pg_url)
         return SqliteVectorStore(db, model_id=model_id, persistence_policy=policy,
                                  read_only=read_only)
     except VectorStoreError as exc:
@@ -118,7 +120,9 @@ def model_label(backend: Any) -> str:
     return embedding_model_id(backend)
 
 
-def embed_db(db: str, backend: Any, index_text_fn: Any = None) -> int | None:
+def embed_db(
+    db: str, backend: Any, settings: Settings, index_text_fn: Any = None
+) -> int | None:
     """Persist vectors for ``db``'s active chunks now, so searches embed only the query.
 
     Returns how many chunks were embedded, or ``None`` (with a warning) when the backend
@@ -126,11 +130,11 @@ def embed_db(db: str, backend: Any, index_text_fn: Any = None) -> int | None:
     """
     from ragspine_lite.link.narrative_link import build_narrative_retriever
 
-    vector_store = open_vector_store(db, backend, index_text_fn)
+    vector_store = open_vector_store(db, backend, settings, index_text_fn)
     try:
         retriever, store = build_narrative_retriever(
             db, embedding_backend=backend, vector_store=vector_store, index_text_fn=index_text_fn,
-            **edge_settings(),
+            **edge_settings(settings),
         )
         try:
             return sync_or_fallback(retriever.index)[0]

@@ -17,7 +17,6 @@ Every part is optional (a missing part keeps the default); a part of the wrong s
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +29,7 @@ from ragspine_lite.common.glossary import (
     METRIC_SYNONYMS,
 )
 from ragspine_lite.common.security_gate import SecurityGate
+from ragspine_lite.common.settings import env_value
 
 __all__ = [
     "COMPANY_CONFIG_ENV",
@@ -218,7 +218,7 @@ def load_company_profile(path: str | Path | None = None) -> DomainProfile:
     A named file that does not exist raises ``FileNotFoundError``; unreadable or malformed
     content raises ``ValueError`` naming the file.
     """
-    named = path if path is not None else (os.environ.get(COMPANY_CONFIG_ENV) or None)
+    named = path if path is not None else (env_value(COMPANY_CONFIG_ENV) or None)
     config = Path(named) if named is not None else _PACKAGED_CONFIG
     if not config.is_file():
         if named is None:

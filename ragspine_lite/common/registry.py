@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import importlib
-import os
 from collections.abc import Callable
 from importlib import metadata
 from typing import Any
+
+from ragspine_lite.common.settings import env_value
 
 __all__ = ["Registry", "lazy_extra_import", "normalize_spec", "switch_spec"]
 
@@ -29,7 +30,7 @@ def switch_spec(spec: str | None, env: str, on: tuple[str, ...], seam: str) -> b
     True
     """
     if spec is None:
-        spec = os.environ.get(env, "none")
+        spec = env_value(env, "none")
     key = normalize_spec(spec, spaces=False)
     if key in ("", "none"):
         return False

@@ -8,12 +8,12 @@ so a broken extractor leaves the candidate set exactly as without one.
 from __future__ import annotations
 
 import logging
-import os
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from ragspine_lite.common.glossary import DEFAULT_GLOSSARY, Glossary, find_terms
 from ragspine_lite.common.registry import normalize_spec
+from ragspine_lite.common.settings import env_value
 from ragspine_lite.filtering.metadata_filter import (
     VALID_COMBINES,
     FilterCondition,
@@ -126,7 +126,7 @@ def make_filter_extractor(spec: str | None = None, **kwargs: Any) -> FilterExtra
     → :class:`ControlledVocabFilterExtractor` with ``kwargs``; ``-`` counts as ``_``.
     """
     if spec is None:
-        spec = os.environ.get(FILTER_EXTRACTOR_ENV, "none")
+        spec = env_value(FILTER_EXTRACTOR_ENV, "none")
     key = normalize_spec(spec, spaces=False)
     if key in ("", "none"):
         return None

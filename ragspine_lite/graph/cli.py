@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import os
 import sys
 from collections.abc import Callable
 from functools import partial
@@ -29,6 +28,8 @@ from typing import Any
 from ragspine_lite.chunking.chunk_store import ChunkStore
 from ragspine_lite.common.company_profile import load_company_profile
 from ragspine_lite.common.registry import normalize_spec
+from ragspine_lite.common.settings import Settings
+from ragspine_lite.common.validators import arg_type
 from ragspine_lite.graph.extractor import RELATION_EXTRACTOR_ENV, make_relation_extractor
 from ragspine_lite.graph.query import ComparisonResult, DerivationTrace, GraphQuery, RollupResult
 from ragspine_lite.graph.relation import build_relation_graph
@@ -40,14 +41,7 @@ __all__ = ["add_graph_command", "load_facts", "run_graph"]
 Printer = Callable[..., None]
 
 
-def _depth(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}")
-    return value
+_depth = arg_type("non-negative integer")
 
 
 def _common_options() -> argparse.ArgumentParser:
@@ -125,11 +119,13 @@ def _chunks(db: str) -> list[Any]:
 def _extractor(args: argparse.Namespace, profile: Any) -> Any:
     spec = args.relation_extractor
     provider = None
-    wanted = spec if spec is not None else os.environ.get(RELATION_EXTRACTOR_ENV, "")
+    settings: Settings = args.settings
+    spec = spec if spec is not None else (settings.relation_extractor or "none")
+    wanted = spec
     if normalize_spec(wanted) in ("llm", "on"):
         from ragspine_lite.remote.openai_chat import provider_from_env
 
-        provider = provider_from_env(os.environ, url=args.llm_url, model=args.llm_model)
+        provider = provider_from_env(settings.as_env(), url=args.llm_url, model=args.llm_model)
         if provider is None:
             print("ragspine-lite: graph: the llm relation extractor needs --llm-url or "
                   "$RAGSPINE_LLM_URL; extracting no relations", file=sys.stderr)
@@ -149,10 +145,10 @@ def _answer(args: argparse.Namespace, query: GraphQuery) -> Any:
 
 def run_graph(args: argparse.Namespace, *, out: Printer, out_json: Printer) -> int:
     """Build the relation graph and print the answer to one question; the exit code."""
-    profile = load_company_profile(args.profile)
+    profile = load_company_profile(args.profile or args.settings.company_config)
     facts = load_facts(args.facts) if args.facts else []
     chunks = _chunks(args.db)
-    store = make_graph_store(args.graph_store or os.environ.get(GRAPH_STORE_ENV) or "in_process")
+    store = make_graph_store(args.graph_store or args.settings.graph_store or "in_process")
     graph = build_relation_graph(profile, facts=facts, chunks=chunks, store=store,
                                  relation_extractor=_extractor(args, profile))
     # A fact citing a RESTRICTED document (its doc node is invisible) is never answered with.

@@ -10,7 +10,6 @@ gate, and every edge it keeps is stamped ``derived=model-derived``, ``verified=u
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable
 from typing import Any, Protocol, runtime_checkable
 
@@ -22,6 +21,7 @@ from ragspine_lite.common.company_profile import (
 from ragspine_lite.common.llm import LLMProvider
 from ragspine_lite.common.registry import Registry, normalize_spec
 from ragspine_lite.common.security_gate import SecurityGate
+from ragspine_lite.common.settings import env_value
 from ragspine_lite.graph._chunks import chunk_field, chunk_is_restricted
 from ragspine_lite.graph.narrative import llm_json_object, parse_relations
 from ragspine_lite.graph.store import GraphEdge
@@ -162,7 +162,7 @@ def make_relation_extractor(spec: str | None = None, *, provider: LLMProvider | 
     ``ValueError`` listing the names.
     """
     if spec is None:
-        spec = os.environ.get(RELATION_EXTRACTOR_ENV, "none")
+        spec = env_value(RELATION_EXTRACTOR_ENV, "none")
     key = normalize_spec(spec)
     if key in ("", "none"):
         return None

@@ -22,12 +22,12 @@ what is stored, RESTRICTED included.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from ragspine_lite.common.registry import Registry, normalize_spec
 from ragspine_lite.common.sensitivity import RESTRICTED
+from ragspine_lite.common.settings import env_value
 from ragspine_lite.graph.reads import (
     DEFAULT_MAX_DEPTH,
     DIRECTION_BOTH,
@@ -160,7 +160,7 @@ def make_graph_store(spec: str | None = None, **kwargs: Any) -> GraphStore | Non
     ``**kwargs``; unknown → ``ValueError`` listing the names.
     """
     if spec is None:
-        spec = os.environ.get(GRAPH_STORE_ENV, "none")
+        spec = env_value(GRAPH_STORE_ENV, "none")
     key = normalize_spec(spec or "none")
     if key == "none":
         return None

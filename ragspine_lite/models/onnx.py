@@ -9,18 +9,14 @@ from pathlib import Path
 from typing import Any
 
 from ragspine_lite.common.registry import lazy_extra_import
+from ragspine_lite.common.validators import positive_int
 
 __all__ = ["OnnxBert", "check_count", "onnx_session"]
 
 
 def check_count(name: str, value: Any, *, optional: bool = False) -> Any:
-    if value is None and optional:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(
-            f"{name} must be an int >= 1{' or None' if optional else ''}, got {value!r}"
-        )
-    return value
+    """:func:`~ragspine_lite.common.validators.positive_int` (``name`` first)."""
+    return positive_int(value, name, optional=optional)
 
 
 def onnx_session(path: str | Path, *, threads: int | None, extra: str) -> Any:

@@ -30,6 +30,7 @@ from typing import Any, Protocol, runtime_checkable
 from ragspine_lite.chunking.chunk_store import ChunkStore, ChunkStoreError, StoredChunk
 from ragspine_lite.chunking.chunking import Chunk, DocumentMeta, chunk_document
 from ragspine_lite.common.glossary import DEFAULT_GLOSSARY, Glossary, find_terms
+from ragspine_lite.common.validators import positive_int
 from ragspine_lite.filtering.automatic import FilterExtractor, extract_filter
 from ragspine_lite.filtering.metadata_filter import MetadataFilter
 from ragspine_lite.lexical.inverted_index import StaleIndexError, StoreBM25Index
@@ -125,9 +126,7 @@ class RetrievableIndex(Protocol):
 
 
 def _check_top_k(value: Any, name: str = "top_k") -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be an int >= 1, got {value!r}")
-    return value
+    return positive_int(value, name)
 
 
 def _check_optional_top(value: Any, name: str) -> int | None:

@@ -21,12 +21,12 @@ plain retrieval of the question, byte for byte.
 from __future__ import annotations
 
 import logging
-import os
 import re
 from typing import Any, Protocol, runtime_checkable
 
 from ragspine_lite.common.glossary import DEFAULT_GLOSSARY, Glossary, TermMatch, find_terms
 from ragspine_lite.common.llm import LLMProvider
+from ragspine_lite.common.settings import env_value
 from ragspine_lite.link.narrative_link import NarrativeRetriever
 from ragspine_lite.query.gate import QueryGate
 from ragspine_lite.query.transform import (
@@ -210,7 +210,7 @@ class DecompositionRetriever(GeneratingRetriever):
 
 def _spec(spec: str | None, env: str, choices: tuple[str, ...], what: str) -> str:
     if spec is None:
-        spec = os.environ.get(env, "none")
+        spec = env_value(env, "none")
     key = re.sub(r"[\s_\-]+", "", str(spec)).lower() or "none"
     if key not in choices:
         raise ValueError(f"unknown {what} {spec!r}; valid: {', '.join(choices)}")

@@ -31,13 +31,13 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ragspine_lite.common.llm import LLMProvider, completion_text
+from ragspine_lite.common.settings import env_value
 from ragspine_lite.lexical.scoring import DEFAULT_RRF_K, rrf_fuse
 from ragspine_lite.link.narrative_link import NarrativeRetriever
 from ragspine_lite.query.gate import QueryGate, default_query_gate
@@ -361,7 +361,7 @@ def make_query_transform(
     ``max_variants``).
     """
     if spec is None:
-        spec = os.environ.get(QUERY_TRANSFORM_ENV, "none")
+        spec = env_value(QUERY_TRANSFORM_ENV, "none")
     key = _squash(spec)
     if key in ("", "none"):
         return base

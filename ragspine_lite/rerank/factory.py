@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import os
 from pathlib import Path
 from typing import Any
 
 from ragspine_lite.common.registry import Registry, normalize_spec
+from ragspine_lite.common.settings import env_value
 
 __all__ = [
     "LOCAL_RERANKERS",
@@ -117,7 +117,7 @@ def best_local_reranker(model_name: Any = None) -> str | None:
     """
     if not _findable("numpy"):
         return None
-    ce = model_name or os.environ.get(LOCAL_RERANKERS["cross_encoder"][2], "").strip()
+    ce = model_name or env_value(LOCAL_RERANKERS["cross_encoder"][2], "").strip()
     if ce and Path(str(ce)).is_dir() and _findable("onnxruntime"):
         return "cross_encoder"
     from ragspine_lite.vector.onnx_backend import minilm_packages_available
@@ -147,7 +147,7 @@ def make_reranker(spec: str | None = None, **kwargs: Any) -> Any:
     """
     from_env = spec is None
     if spec is None:
-        spec = os.environ.get(RERANKER_ENV, "none")
+        spec = env_value(RERANKER_ENV, "none")
     key = normalize_spec(spec)
     if key in ("none", ""):
         return None
@@ -166,10 +166,10 @@ def make_reranker(spec: str | None = None, **kwargs: Any) -> Any:
             ) from None
         if from_env:
             for name, env in (("url", _REMOTE_URL_ENV), ("token", _REMOTE_TOKEN_ENV)):
-                if os.environ.get(env) and name not in kwargs:
-                    kwargs[name] = os.environ[env]
+                if env_value(env) and name not in kwargs:
+                    kwargs[name] = env_value(env)
     elif key in _ALIASES and "model_name" not in kwargs:
-        model = os.environ.get(LOCAL_RERANKERS[_ALIASES[key]][2], "").strip()
+        model = env_value(LOCAL_RERANKERS[_ALIASES[key]][2], "").strip()
         if model:
             kwargs["model_name"] = model
     if key not in RERANKERS.names():

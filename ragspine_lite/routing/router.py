@@ -6,12 +6,12 @@ A router returns library ids in preference order; ``[]`` means "no restriction"
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from ragspine_lite.common.registry import normalize_spec
+from ragspine_lite.common.settings import env_value
 from ragspine_lite.text.words import tokenize
 
 __all__ = [
@@ -85,7 +85,7 @@ def make_library_router(spec: str | None = None, **kwargs: Any) -> LibraryRouter
     :class:`KeywordLibraryRouter`; ``-`` counts as ``_``.
     """
     if spec is None:
-        spec = os.environ.get(LIBRARY_ROUTER_ENV, "none")
+        spec = env_value(LIBRARY_ROUTER_ENV, "none")
     key = normalize_spec(spec, spaces=False)
     if key in ("", "none"):
         return None

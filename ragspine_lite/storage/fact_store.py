@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import sqlite3
 import weakref
 from collections.abc import Iterable, Mapping, Sequence
@@ -26,6 +25,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from ragspine_lite.common.errors import RagspineError
 from ragspine_lite.common.registry import Registry, normalize_spec
+from ragspine_lite.common.settings import env_value
 from ragspine_lite.common.sqlite import connect, immediate_transaction
 
 __all__ = [
@@ -227,7 +227,7 @@ def make_fact_store(spec: str | None = None, **kwargs: Any) -> FactStore | None:
     """A fact store for ``spec`` (env ``RAGSPINE_FACT_STORE`` when ``None``, default
     ``sqlite``, built with ``**kwargs`` such as ``db_path``); ``none`` → ``None``."""
     if spec is None:
-        spec = os.environ.get(FACT_STORE_ENV) or "sqlite"
+        spec = env_value(FACT_STORE_ENV) or "sqlite"
     if normalize_spec(spec) == "none":
         return None
     store: FactStore = FACT_STORES.make(spec, **kwargs)

@@ -18,11 +18,11 @@ import hashlib
 import importlib
 import importlib.util
 import math
-import os
 from dataclasses import dataclass
 from typing import Any
 
 from ragspine_lite.common.registry import Registry, normalize_spec
+from ragspine_lite.common.settings import env_value
 from ragspine_lite.text.words import tokenize
 from ragspine_lite.vector.base import (
     DEFAULT_EMBEDDING_BATCH_SIZE,
@@ -171,7 +171,7 @@ def _onnx_available() -> bool:
     if "onnx" not in EMBEDDING_BACKENDS.names():
         return False
     needed = ["onnxruntime", "numpy"]
-    if not os.environ.get(ONNX_EMBEDDING_MODEL_ENV, "").strip():
+    if not env_value(ONNX_EMBEDDING_MODEL_ENV, "").strip():
         needed += list(_ONNX_MODEL_PACKAGES)
     return all(_findable(name) for name in needed)
 
@@ -192,12 +192,12 @@ def make_embedding_backend(spec: str | None = None, **kwargs: Any) -> EmbeddingB
     """
     from_env = spec is None
     if spec is None:
-        spec = os.environ.get(EMBEDDING_BACKEND_ENV, "none")
+        spec = env_value(EMBEDDING_BACKEND_ENV, "none")
     key = normalize_spec(spec)
     if from_env and key == "remote":  # the endpoint's address comes from the env too
         for name, env in (("url", "RAGSPINE_REMOTE_URL"), ("token", "RAGSPINE_REMOTE_TOKEN")):
-            if os.environ.get(env) and name not in kwargs:
-                kwargs[name] = os.environ[env]
+            if env_value(env) and name not in kwargs:
+                kwargs[name] = env_value(env)
     if key == "none":
         return None
     if key == "auto":
@@ -223,6 +223,6 @@ def _fill_from_env(key: str, kwargs: dict[str, Any]) -> None:
         fills = [("model", (EMBEDDING_MODEL_ENV,)),
                  ("base_url", ("RAGSPINE_OPENAI_BASE_URL", "OPENAI_BASE_URL"))]
     for name, envs in fills:
-        value = next((os.environ[e].strip() for e in envs if os.environ.get(e, "").strip()), "")
+        value = next((v.strip() for v in map(env_value, envs) if v and v.strip()), "")
         if value and name not in kwargs:
             kwargs[name] = value

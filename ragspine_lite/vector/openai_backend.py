@@ -20,11 +20,11 @@ and :meth:`OpenAIEmbeddingBackend.embed_queries` embeds queries with their role.
 from __future__ import annotations
 
 import math
-import os
 import time
 from collections.abc import Callable
 from typing import Any
 
+from ragspine_lite.common.settings import env_value
 from ragspine_lite.remote.client import RemoteClient
 from ragspine_lite.remote.errors import RemoteError
 from ragspine_lite.remote.transport import Transport
@@ -97,7 +97,7 @@ class OpenAIEmbeddingBackend:
         ):
             raise ValueError(f"backoff_s must be a number >= 0, got {backoff_s!r}")
         if api_key is None:
-            api_key = next((os.environ[e] for e in OPENAI_API_KEY_ENVS if os.environ.get(e)), None)
+            api_key = next((env_value(e) for e in OPENAI_API_KEY_ENVS if env_value(e)), None)
         self.base_url = (base_url or DEFAULT_OPENAI_BASE_URL).rstrip("/")
         if api_key is None and self.base_url == DEFAULT_OPENAI_BASE_URL:
             raise ValueError(

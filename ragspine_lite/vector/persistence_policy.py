@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from ragspine_lite.common.sensitivity import is_restricted, sends_text_off_host
+from ragspine_lite.common.settings import env_value
 
 __all__ = [
     "PERSISTENCE_POLICY_ENV",
@@ -73,7 +73,7 @@ def make_persistence_policy(spec: str | None = None) -> PersistencePolicy:
     ``persist_everything``/``persist-everything``/``all`` → :class:`PersistEverythingPolicy`.
     """
     if spec is None:
-        spec = os.environ.get(PERSISTENCE_POLICY_ENV, "default")
+        spec = env_value(PERSISTENCE_POLICY_ENV, "default")
     key = str(spec).strip().lower()
     cls = _POLICIES.get(key)
     if cls is None:

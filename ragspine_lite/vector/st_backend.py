@@ -10,10 +10,10 @@ configs) embeds queries with it through :meth:`~SentenceTransformerEmbeddingBack
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from ragspine_lite.common.registry import lazy_extra_import
+from ragspine_lite.common.settings import env_value
 
 __all__ = [
     "ST_EXTRA",
@@ -47,7 +47,7 @@ def select_torch_device(
     that torch reports available (probes skipped when ``*_available`` is given). A device
     that is not ``cuda``/``cuda:N``/``mps``/``cpu`` → ``ValueError``.
     """
-    chosen = override if override is not None else os.environ.get(_DEVICE_ENV, "").strip()
+    chosen = override if override is not None else env_value(_DEVICE_ENV, "").strip()
     if chosen:
         name = chosen.strip().lower()
         base, _, index = name.partition(":")

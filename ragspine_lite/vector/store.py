@@ -6,10 +6,11 @@ import heapq
 import importlib
 import importlib.metadata
 import math
-import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
+
+from ragspine_lite.common.settings import env_value
 
 __all__ = [
     "DEFAULT_QUERY_K",
@@ -321,7 +322,7 @@ def make_vector_store(spec: str | None = None, **kwargs: Any) -> VectorStore | N
     ``ragspine.vector_stores`` called with ``**kwargs``; unknown → ``ValueError``.
     """
     if spec is None:
-        spec = os.environ.get(VECTOR_STORE_ENV, "none")
+        spec = env_value(VECTOR_STORE_ENV, "none")
     normalized = str(spec).strip().lower()
     if normalized == "none":
         return None

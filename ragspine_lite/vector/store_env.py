@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
-import os
 from collections.abc import Mapping
 from typing import Any
 
+from ragspine_lite.common.settings import env_value
 from ragspine_lite.vector.store import VECTOR_STORE_ENV, make_vector_store
 
 __all__ = ["EXTERNAL_KINDS", "PG_URL_ENV", "model_table", "open_external_store", "store_kind"]
@@ -33,7 +33,9 @@ def store_kind(environ: Mapping[str, str] | None = None) -> str:
     table), ``in_process`` (nothing persisted), or an external kind (``sqlite_vec``,
     ``pgvector``, ``qdrant``) whose SDK is installed (and, for pgvector, with
     ``RAGSPINE_PG_URL`` set). Anything else → ``ValueError`` saying what is wrong."""
-    env = os.environ if environ is None else environ
+    env: Mapping[str, str] = environ if environ is not None else {
+        name: env_value(name, "") for name in (VECTOR_STORE_ENV, PG_URL_ENV)
+    }
     raw = env.get(VECTOR_STORE_ENV, "")
     kind = _KINDS.get(raw.strip().lower().replace("-", "_") or "sqlite")
     if kind is None:
@@ -53,14 +55,15 @@ def model_table(model_id: str) -> str:
     return "rv_" + hashlib.sha256(model_id.encode("utf-8")).hexdigest()[:16]
 
 
-def open_external_store(kind: str, db: str, model_id: str) -> Any:
+def open_external_store(kind: str, db: str, model_id: str, dsn: str | None = None) -> Any:
     """The external store of ``kind`` for one model: the table :func:`model_table` names, in
     a file (sqlite_vec: ``<db>.sqlite-vec``) or directory (qdrant: ``<db>.qdrant``) next to
-    the chunk database ``db``, or in the Postgres of ``RAGSPINE_PG_URL`` (pgvector)."""
+    the chunk database ``db``, or in the Postgres of ``dsn`` (default ``RAGSPINE_PG_URL``;
+    pgvector)."""
     name = model_table(model_id)
     kwargs: dict[str, Any] = {
         "sqlite_vec": {"db_path": f"{db}.sqlite-vec", "table": name},
         "qdrant": {"path": f"{db}.qdrant", "collection": name},
-        "pgvector": {"table": name},
+        "pgvector": {"table": name, **({"dsn": dsn} if dsn else {})},
     }[kind]
     return make_vector_store(kind, **kwargs)

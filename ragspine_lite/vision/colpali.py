@@ -16,6 +16,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from ragspine_lite.common.registry import lazy_extra_import, normalize_spec
 from ragspine_lite.common.sensitivity import is_restricted
+from ragspine_lite.common.settings import env_value
 from ragspine_lite.rerank.colbert import maxsim
 
 __all__ = [
@@ -212,19 +213,19 @@ def make_visual_embedder(spec: str | None = None, **kwargs: Any) -> VisualEmbedd
     ``RAGSPINE_VISUAL_EMBEDDER`` (default ``none``)."""
     from_env = spec is None
     if spec is None:
-        spec = os.environ.get(VISUAL_EMBEDDER_ENV, "none")
+        spec = env_value(VISUAL_EMBEDDER_ENV, "none")
     key = normalize_spec(spec)
     if key == "none" or not key:
         return None
     if key in _LOCAL_NAMES:
-        if from_env and os.environ.get(COLPALI_MODEL_ENV) and "model_name" not in kwargs:
-            kwargs["model_name"] = os.environ[COLPALI_MODEL_ENV]
+        if from_env and env_value(COLPALI_MODEL_ENV) and "model_name" not in kwargs:
+            kwargs["model_name"] = env_value(COLPALI_MODEL_ENV)
         return ColPaliVisualEmbedder(**kwargs)
     if key == "remote":
         if from_env:
             for name, env in (("url", "RAGSPINE_REMOTE_URL"), ("token", "RAGSPINE_REMOTE_TOKEN")):
-                if os.environ.get(env) and name not in kwargs:
-                    kwargs[name] = os.environ[env]
+                if env_value(env) and name not in kwargs:
+                    kwargs[name] = env_value(env)
         url = kwargs.pop("url", None)
         if not url:
             raise ValueError("the remote visual embedder needs url='http://host:port'")

@@ -24,6 +24,7 @@ from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from ragspine_lite.common.settings import Settings
 from ragspine_lite.remote.server.config import SERVER_EXTRA, ServerConfig
 
 try:
@@ -41,6 +42,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
         f"them with `pip install ragspine-lite[{SERVER_EXTRA}]` and retry"
     ) from exc
 
+from ragspine_lite.remote import wire
 from ragspine_lite.remote.errors import RemoteError
 from ragspine_lite.remote.server.guard import RequestGuard
 from ragspine_lite.remote.server.models import ModelSet, ModelUnavailable
@@ -48,18 +50,6 @@ from ragspine_lite.remote.server.openapi import openapi_schema
 from ragspine_lite.remote.server.search import SearchService
 from ragspine_lite.remote.server.visual import VisualIndexes
 from ragspine_lite.remote.wire import (
-    CHAT_PATH,
-    EMBED_PATH,
-    HEALTH_PATH,
-    MODELS_PATH,
-    OPENAI_EMBEDDINGS_PATH,
-    OPENAPI_PATH,
-    RERANK_PATH,
-    SEARCH_PATH,
-    VISUAL_IMAGES_PATH,
-    VISUAL_PAGES_PATH,
-    VISUAL_QUERY_PATH,
-    VISUAL_SEARCH_PATH,
     WireError,
     canonical_method,
     read_images,
@@ -383,110 +373,125 @@ async def _read_body_bytes(request: Request, limit: int) -> bytes:
     return b"".join(chunks)
 
 
-def create_app(config: ServerConfig | None = None, *, models: ModelSet | None = None) -> Starlette:
-    """The endpoint for ``config`` (default settings when ``None``)."""
-    from ragspine_lite import __version__
+def _check_auth(token: str | None, request: Request) -> None:
+    """The bearer-token check (401 without a token, 403 with a wrong one; none set: open)."""
+    if not token:
+        return
+    header = request.headers.get("authorization", "")
+    scheme, _, given = header.partition(" ")
+    if scheme.lower() != "bearer" or not given.strip():
+        raise _HttpError(
+            401, "unauthorized", "missing bearer token (Authorization: Bearer <token>)",
+            {"WWW-Authenticate": "Bearer"},
+        )
+    if not hmac.compare_digest(given.strip().encode("utf-8"), token.encode("utf-8")):
+        raise _HttpError(403, "forbidden", "wrong bearer token")
 
-    config = config or ServerConfig()
-    models = models if models is not None else build_models(config)
-    service = _Service(config, models)
-    search = SearchService(config)  # a bad search setting stops the start-up here
-    # max_concurrency model calls at once: a call whose request timed out keeps its thread
-    # (and so its slot) until it ends; a queued call whose request timed out never runs.
-    slots = ThreadPoolExecutor(config.max_concurrency, thread_name_prefix="ragspine-model")
-    token = config.token
 
-    def check_auth(request: Request) -> None:
-        if not token:
-            return
-        header = request.headers.get("authorization", "")
-        scheme, _, given = header.partition(" ")
-        if scheme.lower() != "bearer" or not given.strip():
-            raise _HttpError(
-                401, "unauthorized", "missing bearer token (Authorization: Bearer <token>)",
-                {"WWW-Authenticate": "Bearer"},
+def _operation(
+    fn: Callable[[dict[str, Any]], dict[str, Any]], config: ServerConfig, slots: ThreadPoolExecutor
+) -> Callable[..., Any]:
+    """A POST operation: auth, capped body read, JSON, ``fn`` on a model slot, error mapping."""
+
+    async def endpoint(request: Request) -> Response:
+        try:
+            _check_auth(config.token, request)
+            body = await _read_body(request, config.max_body_bytes, config.read_timeout_s)
+            payload = _parse_json(body)
+            with anyio.fail_after(config.request_timeout_s):
+                result = await asyncio.wrap_future(slots.submit(fn, payload))
+            return JSONResponse(result)
+        except _HttpError as exc:
+            return _error(exc.status, exc.code, exc.message, exc.headers)
+        except WireError as exc:
+            return _error(422, exc.code, str(exc))
+        except ModelUnavailable as exc:
+            return _error(503, "model_unavailable", str(exc))
+        except TimeoutError:
+            return _error(
+                504, "timeout",
+                f"request exceeded the {config.request_timeout_s:g} s per-request timeout",
             )
-        if not hmac.compare_digest(given.strip().encode("utf-8"), token.encode("utf-8")):
-            raise _HttpError(403, "forbidden", "wrong bearer token")
+        except RemoteError as exc:  # the LLM back end failed
+            return _error(502, "upstream_error", f"LLM back end failed: {exc}")
+        except Exception as exc:
+            _LOGGER.error("%s failed: %s", request.url.path, type(exc).__name__)
+            return _error(500, "internal_error", f"internal error ({type(exc).__name__})")
 
-    def operation(fn: Callable[[dict[str, Any]], dict[str, Any]]) -> Callable[..., Any]:
-        async def endpoint(request: Request) -> Response:
-            try:
-                check_auth(request)
-                body = await _read_body(request, config.max_body_bytes, config.read_timeout_s)
-                payload = _parse_json(body)
-                with anyio.fail_after(config.request_timeout_s):
-                    result = await asyncio.wrap_future(slots.submit(fn, payload))
-                return JSONResponse(result)
-            except _HttpError as exc:
-                return _error(exc.status, exc.code, exc.message, exc.headers)
-            except WireError as exc:
-                return _error(422, exc.code, str(exc))
-            except ModelUnavailable as exc:
-                return _error(503, "model_unavailable", str(exc))
-            except TimeoutError:
-                return _error(
-                    504, "timeout",
-                    f"request exceeded the {config.request_timeout_s:g} s per-request timeout",
-                )
-            except RemoteError as exc:  # the LLM back end failed
-                return _error(502, "upstream_error", f"LLM back end failed: {exc}")
-            except Exception as exc:
-                _LOGGER.error("%s failed: %s", request.url.path, type(exc).__name__)
-                return _error(500, "internal_error", f"internal error ({type(exc).__name__})")
+    return endpoint
 
-        return endpoint
+
+def _guarded_get(make: Callable[[], dict[str, Any]], token: str | None) -> Callable[..., Any]:
+    """A GET answering ``make()`` after the bearer-token check."""
+
+    async def endpoint(request: Request) -> Response:
+        try:
+            _check_auth(token, request)
+        except _HttpError as exc:
+            return _error(exc.status, exc.code, exc.message, exc.headers)
+        return JSONResponse(make())
+
+    return endpoint
+
+
+def _describe(config: ServerConfig, models: ModelSet) -> dict[str, Any]:
+    """``GET /v1/models``: what each operation has loaded, and the limits."""
+    return {
+        "object": "list",
+        "data": models.describe(),
+        "limits": {
+            "max_body_bytes": config.max_body_bytes,
+            "max_candidates": config.max_candidates,
+            "request_timeout_s": config.request_timeout_s,
+            "read_timeout_s": config.read_timeout_s,
+            "max_concurrency": config.max_concurrency,
+        },
+    }
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    status = getattr(exc, "status_code", 500)
+    code = {404: "not_found", 405: "method_not_allowed"}.get(status, "http_error")
+    detail = getattr(exc, "detail", "") or "error"
+    return _error(status, code, f"{request.method} {request.url.path}: {detail}")
+
+
+async def _crash(request: Request, exc: Exception) -> Response:
+    _LOGGER.error("%s crashed: %s", request.url.path, type(exc).__name__)
+    return _error(500, "internal_error", f"internal error ({type(exc).__name__})")
+
+
+def _routes(
+    config: ServerConfig, models: ModelSet, service: _Service, search: SearchService,
+    slots: ThreadPoolExecutor,
+) -> list[Route]:
+    """Every path of the endpoint (:mod:`~ragspine_lite.remote.wire`) → its handler."""
+    from ragspine_lite import __version__
 
     async def healthz(request: Request) -> Response:
         return JSONResponse({"status": "ok", "version": __version__})
 
-    def guarded_get(make: Callable[[], dict[str, Any]]) -> Callable[..., Any]:
-        async def endpoint(request: Request) -> Response:
-            try:
-                check_auth(request)
-            except _HttpError as exc:
-                return _error(exc.status, exc.code, exc.message, exc.headers)
-            return JSONResponse(make())
-
-        return endpoint
-
-    def describe() -> dict[str, Any]:
-        return {
-            "object": "list",
-            "data": models.describe(),
-            "limits": {
-                "max_body_bytes": config.max_body_bytes,
-                "max_candidates": config.max_candidates,
-                "request_timeout_s": config.request_timeout_s,
-                "read_timeout_s": config.read_timeout_s,
-                "max_concurrency": config.max_concurrency,
-            },
-        }
-
-    async def http_error(request: Request, exc: Exception) -> Response:
-        status = getattr(exc, "status_code", 500)
-        code = {404: "not_found", 405: "method_not_allowed"}.get(status, "http_error")
-        detail = getattr(exc, "detail", "") or "error"
-        return _error(status, code, f"{request.method} {request.url.path}: {detail}")
-
-    async def crash(request: Request, exc: Exception) -> Response:
-        _LOGGER.error("%s crashed: %s", request.url.path, type(exc).__name__)
-        return _error(500, "internal_error", f"internal error ({type(exc).__name__})")
-
-    routes = [
-        Route(HEALTH_PATH, healthz, methods=["GET"]),
-        Route(MODELS_PATH, guarded_get(describe), methods=["GET"]),
-        Route(OPENAPI_PATH, guarded_get(lambda: openapi_schema(__version__)), methods=["GET"]),
-        Route(RERANK_PATH, operation(service.rerank), methods=["POST"]),
-        Route(EMBED_PATH, operation(service.embed), methods=["POST"]),
-        Route(CHAT_PATH, operation(service.chat), methods=["POST"]),
-        Route(OPENAI_EMBEDDINGS_PATH, operation(service.openai_embeddings), methods=["POST"]),
-        Route(VISUAL_QUERY_PATH, operation(service.visual_query), methods=["POST"]),
-        Route(VISUAL_IMAGES_PATH, operation(service.visual_images), methods=["POST"]),
-        Route(VISUAL_PAGES_PATH, operation(service.visual_pages), methods=["POST"]),
-        Route(VISUAL_SEARCH_PATH, operation(service.visual_search), methods=["POST"]),
-        Route(SEARCH_PATH, operation(search.search), methods=["POST"]),
+    posts = {
+        wire.RERANK_PATH: service.rerank, wire.EMBED_PATH: service.embed,
+        wire.CHAT_PATH: service.chat, wire.OPENAI_EMBEDDINGS_PATH: service.openai_embeddings,
+        wire.VISUAL_QUERY_PATH: service.visual_query,
+        wire.VISUAL_IMAGES_PATH: service.visual_images,
+        wire.VISUAL_PAGES_PATH: service.visual_pages,
+        wire.VISUAL_SEARCH_PATH: service.visual_search, wire.SEARCH_PATH: search.search,
+    }
+    return [
+        Route(wire.HEALTH_PATH, healthz, methods=["GET"]),
+        Route(wire.MODELS_PATH, _guarded_get(lambda: _describe(config, models), config.token),
+              methods=["GET"]),
+        Route(wire.OPENAPI_PATH, _guarded_get(lambda: openapi_schema(__version__), config.token),
+              methods=["GET"]),
+        *(Route(path, _operation(fn, config, slots), methods=["POST"])
+          for path, fn in posts.items()),
     ]
+
+
+def _middleware(config: ServerConfig) -> list[Middleware]:
+    """The request guard (Host, Origin, Content-Type), then CORS for the allowed origins."""
     middleware = [Middleware(
         RequestGuard, bound_host=config.host, allowed_hosts=config.allowed_hosts,
         cors_origins=config.cors_origins,
@@ -501,10 +506,22 @@ def create_app(config: ServerConfig | None = None, *, models: ModelSet | None = 
                 max_age=600,
             )
         )
+    return middleware
+
+
+def create_app(config: ServerConfig | None = None, *, models: ModelSet | None = None) -> Starlette:
+    """The endpoint for ``config`` (default settings when ``None``)."""
+    config = config or ServerConfig()
+    models = models if models is not None else build_models(config)
+    service = _Service(config, models)
+    search = SearchService(config)  # a bad search setting stops the start-up here
+    # max_concurrency model calls at once: a call whose request timed out keeps its thread
+    # (and so its slot) until it ends; a queued call whose request timed out never runs.
+    slots = ThreadPoolExecutor(config.max_concurrency, thread_name_prefix="ragspine-model")
     app = Starlette(
-        routes=routes,
-        middleware=middleware,
-        exception_handlers={HTTPException: http_error, Exception: crash},
+        routes=_routes(config, models, service, search, slots),
+        middleware=_middleware(config),
+        exception_handlers={HTTPException: _http_error, Exception: _crash},
         lifespan=_closing(search),
     )
     app.state.config = config
@@ -530,6 +547,6 @@ def app_from_env() -> Starlette:
     """App factory for ``uvicorn --factory`` / worker processes: settings from the env."""
     from ragspine_lite.remote.server.protocol import ReadDeadlineProtocol
 
-    config = ServerConfig.from_env(os.environ)
+    config = ServerConfig.from_settings(Settings.from_env())
     ReadDeadlineProtocol.read_timeout_s = config.read_timeout_s
     return create_app(config)

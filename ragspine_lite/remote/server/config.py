@@ -1,6 +1,7 @@
 """The endpoint's settings (pure Python): :class:`ServerConfig`, env round-trip, bind check.
 
-Environment variables are read here, at the server edge (``ServerConfig.from_env``):
+The variables are read into :class:`~ragspine_lite.common.settings.Settings` at the server
+edge and mapped here (``ServerConfig.from_settings``):
 ``RAGSPINE_REMOTE_TOKEN``, ``RAGSPINE_REMOTE_CORS_ORIGINS`` and ``RAGSPINE_REMOTE_ALLOWED_HOSTS``
 (comma-separated),
 ``RAGSPINE_REMOTE_LLM_URL`` / ``_MODEL`` / ``_KEY``, the model overrides
@@ -14,11 +15,12 @@ Environment variables are read here, at the server edge (``ServerConfig.from_env
 from __future__ import annotations
 
 import ipaddress
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
+from ragspine_lite.common import validators
+from ragspine_lite.common.settings import Settings, env_name
 from ragspine_lite.remote.wire import DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_CANDIDATES
 
 __all__ = [
@@ -47,30 +49,23 @@ DEFAULT_MAX_VISUAL_PAGES = 1000
 _LIST_FIELDS = ("cors_origins", "allowed_hosts")
 _INT_FIELDS = ("max_body_bytes", "max_candidates", "max_concurrency", "max_visual_pages")
 
+#: ServerConfig field → the :class:`~ragspine_lite.common.settings.Settings` field it is read
+#: from (the settings module declares every variable).
+_FROM_SETTINGS = (
+    ("token", "remote_token"), ("cors_origins", "remote_cors_origins"),
+    ("allowed_hosts", "remote_allowed_hosts"), ("max_body_bytes", "remote_max_body_bytes"),
+    ("max_candidates", "remote_max_candidates"), ("request_timeout_s", "remote_timeout"),
+    ("read_timeout_s", "remote_read_timeout"), ("max_concurrency", "remote_max_concurrency"),
+    ("max_visual_pages", "remote_max_visual_pages"),
+    ("cross_encoder_model", "cross_encoder_model"), ("colbert_model", "colbert_model"),
+    ("splade_model", "splade_model"), ("embed_model", "embed_model"),
+    ("visual_model", "visual_embedder"), ("llm_url", "remote_llm_url"),
+    ("llm_model", "remote_llm_model"), ("llm_key", "remote_llm_key"),
+    ("llm_timeout_s", "remote_llm_timeout"), ("search_db", "remote_db"),
+    ("search_embedding", "remote_search_embedding"), ("vector_store", "vector_store"),
+)
 #: ServerConfig field → environment variable (the server edge reads these).
-SERVER_ENV: Mapping[str, str] = {
-    "token": "RAGSPINE_REMOTE_TOKEN",
-    "cors_origins": "RAGSPINE_REMOTE_CORS_ORIGINS",
-    "allowed_hosts": "RAGSPINE_REMOTE_ALLOWED_HOSTS",
-    "max_body_bytes": "RAGSPINE_REMOTE_MAX_BODY_BYTES",
-    "max_candidates": "RAGSPINE_REMOTE_MAX_CANDIDATES",
-    "request_timeout_s": "RAGSPINE_REMOTE_TIMEOUT",
-    "read_timeout_s": "RAGSPINE_REMOTE_READ_TIMEOUT",
-    "max_concurrency": "RAGSPINE_REMOTE_MAX_CONCURRENCY",
-    "max_visual_pages": "RAGSPINE_REMOTE_MAX_VISUAL_PAGES",
-    "cross_encoder_model": "RAGSPINE_CROSS_ENCODER_MODEL",
-    "colbert_model": "RAGSPINE_COLBERT_MODEL",
-    "splade_model": "RAGSPINE_SPLADE_MODEL",
-    "embed_model": "RAGSPINE_EMBED_MODEL",
-    "visual_model": "RAGSPINE_VISUAL_EMBEDDER",
-    "llm_url": "RAGSPINE_REMOTE_LLM_URL",
-    "llm_model": "RAGSPINE_REMOTE_LLM_MODEL",
-    "llm_key": "RAGSPINE_REMOTE_LLM_KEY",
-    "llm_timeout_s": "RAGSPINE_REMOTE_LLM_TIMEOUT",
-    "search_db": "RAGSPINE_REMOTE_DB",
-    "search_embedding": "RAGSPINE_REMOTE_SEARCH_EMBEDDING",
-    "vector_store": "RAGSPINE_VECTOR_STORE",
-}
+SERVER_ENV: Mapping[str, str] = {name: env_name(setting) for name, setting in _FROM_SETTINGS}
 
 
 def is_loopback_host(host: str) -> bool:
@@ -93,25 +88,11 @@ def check_bind(host: str, token: str | None) -> None:
         )
 
 
-def _positive_int(name: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be an int >= 1, got {value!r}")
-    return value
-
-
 def _strings(name: str, value: Any, example: str) -> tuple[str, ...]:
     if isinstance(value, str) or not all(isinstance(v, str) and v.strip() for v in value):
         raise ValueError(f"{name} must be a tuple of non-blank strings (e.g. {example}), "
                          f"got {value!r}")
     return tuple(v.strip() for v in value)
-
-
-def _positive_float(name: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
-        math.isfinite(value) and value > 0
-    ):
-        raise ValueError(f"{name} must be a positive number, got {value!r}")
-    return float(value)
 
 
 @dataclass(frozen=True)
@@ -163,22 +144,16 @@ class ServerConfig:
     def __post_init__(self) -> None:
         if not isinstance(self.host, str) or not self.host.strip():
             raise ValueError(f"host must be a non-blank string, got {self.host!r}")
-        if isinstance(self.port, bool) or not isinstance(self.port, int) or not (
-            0 <= self.port <= 65535
-        ):
-            raise ValueError(f"port must be an int in [0, 65535], got {self.port!r}")
+        validators.check("port", self.port, "port")
         if self.token is not None and (not isinstance(self.token, str) or not self.token.strip()):
             raise ValueError("token must be a non-blank string or None")
         for name, example in (("cors_origins", "'http://localhost:8000'"),
                               ("allowed_hosts", "'search.example.org'")):
             object.__setattr__(self, name, _strings(name, getattr(self, name), example))
         for name in _INT_FIELDS:
-            _positive_int(name, getattr(self, name))
-        object.__setattr__(
-            self, "request_timeout_s", _positive_float("request_timeout_s", self.request_timeout_s)
-        )
-        for name in ("read_timeout_s", "llm_timeout_s"):
-            object.__setattr__(self, name, _positive_float(name, getattr(self, name)))
+            validators.positive_int(getattr(self, name), name)
+        for name in ("request_timeout_s", "read_timeout_s", "llm_timeout_s"):
+            object.__setattr__(self, name, validators.positive_float(getattr(self, name), name))
         if bool(self.llm_url) != bool(self.llm_model):
             raise ValueError(
                 "the LLM judge needs both llm_url and llm_model "
@@ -199,29 +174,17 @@ class ServerConfig:
         check_bind(self.host, self.token)
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str], **overrides: Any) -> ServerConfig:
-        """Settings from ``environ`` (:data:`SERVER_ENV`), then ``overrides`` (not ``None``)."""
-        values: dict[str, Any] = {}
-        for name, env in SERVER_ENV.items():
-            raw = environ.get(env, "").strip()
-            if not raw:
-                continue
-            if name in _LIST_FIELDS:
-                values[name] = tuple(o for o in (p.strip() for p in raw.split(",")) if o)
-            elif name in _INT_FIELDS:
-                try:
-                    values[name] = int(raw)
-                except ValueError:
-                    raise ValueError(f"{env} must be an integer, got {raw!r}") from None
-            elif name in ("request_timeout_s", "read_timeout_s", "llm_timeout_s"):
-                try:
-                    values[name] = float(raw)
-                except ValueError:
-                    raise ValueError(f"{env} must be a number, got {raw!r}") from None
-            else:
-                values[name] = raw
+    def from_settings(cls, settings: Settings, **overrides: Any) -> ServerConfig:
+        """The endpoint's part of ``settings`` (:data:`SERVER_ENV`), then ``overrides`` (those
+        not ``None``)."""
+        values = {name: getattr(settings, setting) for name, setting in _FROM_SETTINGS}
         values.update({k: v for k, v in overrides.items() if v is not None})
-        return cls(**values)
+        return cls(**{k: v for k, v in values.items() if v is not None})
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str], **overrides: Any) -> ServerConfig:
+        """:meth:`from_settings` of ``environ``'s :class:`Settings`."""
+        return cls.from_settings(Settings.from_env(environ), **overrides)
 
     def to_env(self) -> dict[str, str]:
         """The env vars that make :meth:`from_env` rebuild these settings (worker processes)."""

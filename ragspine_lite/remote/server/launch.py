@@ -10,10 +10,11 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-from collections.abc import Mapping
 from typing import Any
 
 from ragspine_lite.common.registry import lazy_extra_import
+from ragspine_lite.common.settings import Settings
+from ragspine_lite.common.validators import arg_type
 from ragspine_lite.remote.server.config import (
     DEFAULT_HOST,
     DEFAULT_PORT,
@@ -37,34 +38,13 @@ SERVE_REMOTE_EPILOG = (
 _LOGGER = logging.getLogger("ragspine_lite.remote.server")
 _BLAS_THREAD_ENVS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
-
-def _port(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a port number, got {text!r}") from None
-    if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"expected a port in [0, 65535], got {text!r}")
-    return value
-
-
-def _positive(kind: type) -> Any:
-    def parse(text: str) -> Any:
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
-        if value <= 0:
-            raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
-        return value
-
-    return parse
+_PORT, _COUNT, _SECONDS = (arg_type(k) for k in ("port", "positive integer", "positive number"))
 
 
 def add_serve_remote_arguments(p: argparse.ArgumentParser) -> None:
     """The ``serve-remote`` options."""
     p.add_argument("--host", default=DEFAULT_HOST, help=f"address to bind (default {DEFAULT_HOST})")
-    p.add_argument("--port", type=_port, default=DEFAULT_PORT,
+    p.add_argument("--port", type=_PORT, default=DEFAULT_PORT,
                    help=f"port (default {DEFAULT_PORT}; 0 = any free port)")
     p.add_argument("--token", help=f"bearer token required from clients (${SERVER_ENV['token']})")
     p.add_argument("--cors-origin", action="append", dest="cors_origins", metavar="ORIGIN",
@@ -73,20 +53,20 @@ def add_serve_remote_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--allowed-host", action="append", dest="allowed_hosts", metavar="NAME",
                    help="a host name clients may use in Host besides the bound address "
                    "(repeatable), e.g. search.example.org behind a proxy")
-    p.add_argument("--workers", type=_positive(int), default=1,
+    p.add_argument("--workers", type=_COUNT, default=1,
                    help="uvicorn worker processes (default 1)")
-    p.add_argument("--max-body-bytes", type=_positive(int), metavar="N")
-    p.add_argument("--max-candidates", type=_positive(int), metavar="N",
+    p.add_argument("--max-body-bytes", type=_COUNT, metavar="N")
+    p.add_argument("--max-candidates", type=_COUNT, metavar="N",
                    help="candidates / inputs / images / pages per request")
-    p.add_argument("--timeout", type=_positive(float), dest="request_timeout_s", metavar="S",
+    p.add_argument("--timeout", type=_SECONDS, dest="request_timeout_s", metavar="S",
                    help="per-request timeout in seconds")
-    p.add_argument("--read-timeout", type=_positive(float), dest="read_timeout_s", metavar="S",
+    p.add_argument("--read-timeout", type=_SECONDS, dest="read_timeout_s", metavar="S",
                    help="seconds a client gets to send its request headers, then its body "
                    "(slower: 408; default 10)")
-    p.add_argument("--max-concurrency", type=_positive(int), metavar="N",
+    p.add_argument("--max-concurrency", type=_COUNT, metavar="N",
                    help="model calls running at once per worker (a timed-out call holds its "
                    "slot until it ends)")
-    p.add_argument("--max-visual-pages", type=_positive(int), metavar="N",
+    p.add_argument("--max-visual-pages", type=_COUNT, metavar="N",
                    help="visual pages kept in memory over all visual indexes (default 1000)")
     p.add_argument("--cross-encoder-model", metavar="DIR",
                    help="directory with a BERT-family cross-encoder ONNX export")
@@ -117,13 +97,13 @@ _FIELDS = (
 )
 
 
-def config_from_args(args: argparse.Namespace, environ: Mapping[str, str]) -> ServerConfig:
-    """Options over env over defaults; refuses a non-loopback host without a token."""
+def config_from_args(args: argparse.Namespace, settings: Settings) -> ServerConfig:
+    """Options over settings over defaults; refuses a non-loopback host without a token."""
     overrides: dict[str, Any] = {name: getattr(args, name, None) for name in _FIELDS}
     for name in ("cors_origins", "allowed_hosts"):
         if overrides[name]:
             overrides[name] = tuple(overrides[name])
-    config = ServerConfig.from_env(environ, host=args.host, port=args.port, **overrides)
+    config = ServerConfig.from_settings(settings, host=args.host, port=args.port, **overrides)
     config.check_bind()
     return config
 

@@ -4,23 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ragspine_lite.remote.wire import (
-    CHAT_PATH,
-    CHAT_ROLES,
-    EMBED_PATH,
-    HEALTH_PATH,
-    MODELS_PATH,
-    OPENAI_EMBEDDINGS_PATH,
-    OPENAPI_PATH,
-    RERANK_METHOD_ALIASES,
-    RERANK_METHODS,
-    RERANK_PATH,
-    SEARCH_PATH,
-    VISUAL_IMAGES_PATH,
-    VISUAL_PAGES_PATH,
-    VISUAL_QUERY_PATH,
-    VISUAL_SEARCH_PATH,
-)
+from ragspine_lite.remote import wire
 
 __all__ = ["openapi_schema"]
 
@@ -56,7 +40,8 @@ _SCHEMAS: dict[str, Any] = {
     ),
     "RerankRequest": _obj(
         ["method", "query", "candidates"],
-        method={"type": "string", "enum": [*RERANK_METHODS, *sorted(RERANK_METHOD_ALIASES)]},
+        method={"type": "string",
+                "enum": [*wire.RERANK_METHODS, *sorted(wire.RERANK_METHOD_ALIASES)]},
         query=_STR,
         candidates={"type": "array", "items": _ref("Item")},
     ),
@@ -80,7 +65,7 @@ _SCHEMAS: dict[str, Any] = {
             "type": "array",
             "items": _obj(
                 ["role", "content", "sensitivity"],
-                role={"type": "string", "enum": list(CHAT_ROLES)},
+                role={"type": "string", "enum": list(wire.CHAT_ROLES)},
                 content=_STR,
                 sensitivity={**_STR, "description": "RESTRICTED is refused (422)"},
             ),
@@ -198,25 +183,27 @@ def openapi_schema(version: str) -> dict[str, Any]:
         },
         "security": [{"bearer": []}],
         "paths": {
-            HEALTH_PATH: _get("liveness", "Health", public=True),
-            MODELS_PATH: _get("what each operation has loaded", "Models"),
-            OPENAPI_PATH: {"get": {"summary": "this document",
-                                      "responses": {"200": {"description": "ok"}}}},
-            RERANK_PATH: _post("rerank candidates for a query", "RerankRequest", "RerankResponse"),
-            EMBED_PATH: _post("sentence embeddings", "EmbedRequest", "EmbedResponse"),
-            CHAT_PATH: _post("one chat completion from the LLM", "ChatRequest", "ChatResponse"),
-            OPENAI_EMBEDDINGS_PATH: {"post": {
+            wire.HEALTH_PATH: _get("liveness", "Health", public=True),
+            wire.MODELS_PATH: _get("what each operation has loaded", "Models"),
+            wire.OPENAPI_PATH: {"get": {"summary": "this document",
+                                        "responses": {"200": {"description": "ok"}}}},
+            wire.RERANK_PATH: _post("rerank candidates for a query", "RerankRequest",
+                                    "RerankResponse"),
+            wire.EMBED_PATH: _post("sentence embeddings", "EmbedRequest", "EmbedResponse"),
+            wire.CHAT_PATH: _post("one chat completion from the LLM", "ChatRequest",
+                                  "ChatResponse"),
+            wire.OPENAI_EMBEDDINGS_PATH: {"post": {
                 "summary": "OpenAI-compatible embeddings (model: default or e5; input_type: "
                            "query/passage); unlabelled inputs: never send RESTRICTED text",
                 "responses": {"200": {"description": "OpenAI's embeddings list"}}}},
-            VISUAL_QUERY_PATH: _post("query token vectors", "QueryRequest",
-                                     "QueryVectorsResponse"),
-            VISUAL_IMAGES_PATH: _post("page patch vectors", "ImagesRequest", "ImagesResponse"),
-            VISUAL_PAGES_PATH: _post("register pages in the visual index", "PagesRequest",
-                                     "PagesResponse"),
-            VISUAL_SEARCH_PATH: _post("MaxSim search over registered pages", "SearchRequest",
-                                      "SearchResponse"),
-            SEARCH_PATH: _post("hybrid search over the served chunk database (RESTRICTED "
-                               "never returned)", "TextSearchRequest", "TextSearchResponse"),
+            wire.VISUAL_QUERY_PATH: _post("query token vectors", "QueryRequest",
+                                          "QueryVectorsResponse"),
+            wire.VISUAL_IMAGES_PATH: _post("page patch vectors", "ImagesRequest", "ImagesResponse"),
+            wire.VISUAL_PAGES_PATH: _post("register pages in the visual index", "PagesRequest",
+                                          "PagesResponse"),
+            wire.VISUAL_SEARCH_PATH: _post("MaxSim search over registered pages",
+                                           "SearchRequest", "SearchResponse"),
+            wire.SEARCH_PATH: _post("hybrid search over the served chunk database (RESTRICTED "
+                                    "never returned)", "TextSearchRequest", "TextSearchResponse"),
         },
     }

@@ -19,6 +19,7 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from ragspine_lite.common.settings import env_value
 from ragspine_lite.remote.server.config import ServerConfig
 from ragspine_lite.remote.server.models import ModelUnavailable
 from ragspine_lite.remote.wire import WireError, read_int, read_str
@@ -60,11 +61,12 @@ class SearchService:
         """Store kind and embedder, or ``ValueError`` at start-up naming the setting."""
         from ragspine_lite.vector.embedding_backends import make_embedding_backend
         from ragspine_lite.vector.store import VECTOR_STORE_ENV
-        from ragspine_lite.vector.store_env import store_kind
+        from ragspine_lite.vector.store_env import PG_URL_ENV, store_kind
 
         if not os.path.isfile(str(self.config.search_db)):
             raise ValueError(f"the search database {self.config.search_db!r} does not exist")
-        environ = {**os.environ, VECTOR_STORE_ENV: self.config.vector_store or ""}
+        environ = {VECTOR_STORE_ENV: self.config.vector_store or "",
+                   PG_URL_ENV: env_value(PG_URL_ENV, "")}
         self.kind = store_kind(environ)
         if self.kind == "qdrant":
             raise ValueError(

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import sys
 import uuid
 from array import array
@@ -23,6 +22,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from ragspine_lite.common.settings import env_value
 from ragspine_lite.vector.adapters import (
     DEFAULT_POOL_CEILING,
     ExternalStore,
@@ -101,7 +101,7 @@ class PgVectorVectorStore(ExternalStore):
     ) -> None:
         super().__init__(ef_search, pool_ceiling)
         pg8000 = import_sdk("pg8000.dbapi", "pg8000")
-        dsn = dsn or os.environ.get(PG_URL_ENV, "").strip()
+        dsn = dsn or env_value(PG_URL_ENV, "").strip()
         if not dsn:
             raise ValueError(f"pgvector needs a Postgres URL: pass dsn= or set {PG_URL_ENV}")
         self.temporary = table is None
