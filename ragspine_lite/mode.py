@@ -13,8 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ragspine_lite.common.registry import normalize_spec
-from ragspine_lite.common.settings import env_value
+from ragspine_lite.common.registry import Registry
 
 __all__ = [
     "ECONOMY",
@@ -39,17 +38,12 @@ class RetrievalMode:
 ECONOMY = RetrievalMode("economy", False)
 HYBRID = RetrievalMode("hybrid", True)
 
-_MODES = {
-    "economy": ECONOMY,
-    "bm25": ECONOMY,
-    "lexical": ECONOMY,
-    "keyword": ECONOMY,
-    "none": HYBRID,
-    "auto": HYBRID,
-    "hybrid": HYBRID,
-    "vector": HYBRID,
-    "dense": HYBRID,
-}
+MODES = Registry(
+    "retrieval_modes", env=RETRIEVAL_MODE_ENV, default="auto", off=(), spaces=False,
+    label="retrieval mode",
+)
+MODES.register("economy", lambda: ECONOMY, "bm25", "lexical", "keyword")
+MODES.register("hybrid", lambda: HYBRID, "none", "auto", "vector", "dense")
 
 
 def make_retrieval_mode(spec: str | None = None) -> RetrievalMode:
@@ -58,13 +52,7 @@ def make_retrieval_mode(spec: str | None = None) -> RetrievalMode:
     ``economy``/``bm25``/``lexical``/``keyword`` → :data:`ECONOMY`;
     ``none``/``auto``/``hybrid``/``vector``/``dense`` → :data:`HYBRID`; ``-`` counts as ``_``.
     """
-    if spec is None:
-        spec = env_value(RETRIEVAL_MODE_ENV, "auto")
-    mode = _MODES.get(normalize_spec(spec, spaces=False))
-    if mode is None:
-        raise ValueError(
-            f"unknown retrieval mode {spec!r}; valid names: {', '.join(sorted(_MODES))}"
-        )
+    mode: RetrievalMode = MODES.build(spec)
     return mode
 
 

@@ -43,15 +43,23 @@ class Registry:
     """A named set of factories for one seam (``Registry("embedding_backends")``).
 
     Builtins are registered with :meth:`register`; entry points in the group
-    ``ragspine_lite.<seam>`` are discovered when asked, and builtins win.
+    ``ragspine_lite.<seam>`` are discovered when asked, and builtins win. :meth:`build` is
+    what the ``make_*`` factories do with a spec (``None``: the seam's variable ``env``).
     """
 
-    def __init__(self, seam: str) -> None:
+    def __init__(
+        self, seam: str, *, env: str | None = None, default: str = "none",
+        off: tuple[str, ...] = ("", "none"), label: str | None = None, spaces: bool = True,
+    ) -> None:
         self.seam = seam
+        self.env, self.default, self.off, self.spaces = env, default, off, spaces
+        self.label = label or seam.replace("_", " ").rstrip("s")
         self._factories: dict[str, Callable[..., Any]] = {}
 
-    def register(self, name: str, factory: Callable[..., Any]) -> None:
-        self._factories[normalize_spec(name)] = factory
+    def register(self, name: str, factory: Callable[..., Any], *aliases: str) -> None:
+        """``factory`` under ``name`` and each of ``aliases``."""
+        for alias in (name, *aliases):
+            self._factories[normalize_spec(alias)] = factory
 
     def _entry_points(self) -> dict[str, Any]:
         try:
@@ -76,6 +84,29 @@ class Registry:
             f"unknown {self.seam.replace('_', ' ')} {spec!r}; "
             f"valid names: {', '.join(self.names())}"
         )
+
+    def resolve(self, spec: str | None = None) -> str | None:
+        """The registered name ``spec`` means: ``None`` → ``$env`` (unset or blank:
+        ``default``); an ``off`` name → ``None``; an unknown one → ``ValueError`` listing the
+        valid names (``spaces=False``: a space in a spec is never read as ``_``)."""
+        if spec is None:
+            spec = (env_value(self.env) if self.env else None) or self.default
+        key = normalize_spec(spec, spaces=self.spaces)
+        if key in self.off:
+            return None
+        if key not in self.names():
+            valid = [name for name in self.off if name] + self.names()
+            raise ValueError(
+                f"unknown {self.label} {spec!r}; valid names: {', '.join(valid)} "
+                f"(plugins: entry points of the group 'ragspine_lite.{self.seam}')"
+            )
+        return key
+
+    def build(self, spec: str | None = None, **kwargs: Any) -> Any:
+        """What a ``make_*`` factory returns: :meth:`resolve`, then the factory called with
+        ``**kwargs`` (``None`` when the spec is off)."""
+        key = self.resolve(spec)
+        return None if key is None else self.make(key, **kwargs)
 
 
 def lazy_extra_import(module: str, *, extra: str, pkg: str = "ragspine-lite") -> Any:

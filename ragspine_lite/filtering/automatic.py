@@ -12,8 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from ragspine_lite.common.glossary import DEFAULT_GLOSSARY, Glossary, find_terms
-from ragspine_lite.common.registry import normalize_spec
-from ragspine_lite.common.settings import env_value
+from ragspine_lite.common.registry import Registry
 from ragspine_lite.filtering.metadata_filter import (
     VALID_COMBINES,
     FilterCondition,
@@ -107,16 +106,10 @@ def extract_filter(extractor: FilterExtractor | None, query: str) -> MetadataFil
     return result
 
 
-def _controlled_vocab(**kwargs: Any) -> ControlledVocabFilterExtractor:
-    return ControlledVocabFilterExtractor(**kwargs)
-
-
-_EXTRACTORS = {
-    "keyword": _controlled_vocab,
-    "vocab": _controlled_vocab,
-    "controlled_vocab": _controlled_vocab,
-    "glossary": _controlled_vocab,
-}
+FILTER_EXTRACTORS = Registry("filter_extractors", env=FILTER_EXTRACTOR_ENV, spaces=False)
+FILTER_EXTRACTORS.register(
+    "keyword", ControlledVocabFilterExtractor, "vocab", "controlled_vocab", "glossary"
+)
 
 
 def make_filter_extractor(spec: str | None = None, **kwargs: Any) -> FilterExtractor | None:
@@ -125,13 +118,5 @@ def make_filter_extractor(spec: str | None = None, **kwargs: Any) -> FilterExtra
     ``none`` (or blank) → ``None``; ``keyword``/``vocab``/``controlled_vocab``/``glossary``
     → :class:`ControlledVocabFilterExtractor` with ``kwargs``; ``-`` counts as ``_``.
     """
-    if spec is None:
-        spec = env_value(FILTER_EXTRACTOR_ENV, "none")
-    key = normalize_spec(spec, spaces=False)
-    if key in ("", "none"):
-        return None
-    factory = _EXTRACTORS.get(key)
-    if factory is None:
-        names = ", ".join(["none", *sorted(_EXTRACTORS)])
-        raise ValueError(f"unknown filter extractor {spec!r}; valid names: {names}")
-    return factory(**kwargs)
+    extractor: FilterExtractor | None = FILTER_EXTRACTORS.build(spec, **kwargs)
+    return extractor

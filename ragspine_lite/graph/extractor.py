@@ -19,9 +19,8 @@ from ragspine_lite.common.company_profile import (
     load_company_profile,
 )
 from ragspine_lite.common.llm import LLMProvider
-from ragspine_lite.common.registry import Registry, normalize_spec
+from ragspine_lite.common.registry import Registry
 from ragspine_lite.common.security_gate import SecurityGate
-from ragspine_lite.common.settings import env_value
 from ragspine_lite.graph._chunks import chunk_field, chunk_is_restricted
 from ragspine_lite.graph.narrative import llm_json_object, parse_relations
 from ragspine_lite.graph.store import GraphEdge
@@ -144,7 +143,7 @@ def _llm(*, provider: LLMProvider, profile: DomainProfile | None = None,
     return LLMRelationExtractor(provider, profile=profile, **kwargs)
 
 
-RELATION_EXTRACTORS = Registry("relation_extractors")
+RELATION_EXTRACTORS = Registry("relation_extractors", env=RELATION_EXTRACTOR_ENV)
 for _name in ("deterministic", "rule", "cooccurrence"):
     RELATION_EXTRACTORS.register(_name, _deterministic)
 for _name in ("llm", "on"):
@@ -161,16 +160,9 @@ def make_relation_extractor(spec: str | None = None, *, provider: LLMProvider | 
     :class:`LLMRelationExtractor` over ``provider`` (``None`` without one); else
     ``ValueError`` listing the names.
     """
-    if spec is None:
-        spec = env_value(RELATION_EXTRACTOR_ENV, "none")
-    key = normalize_spec(spec)
-    if key in ("", "none"):
+    key = RELATION_EXTRACTORS.resolve(spec)
+    if key is None:
         return None
-    names = RELATION_EXTRACTORS.names()
-    if key not in names:
-        raise ValueError(
-            f"unknown relation extractor {spec!r}; valid names: none, {', '.join(names)}"
-        )
     if key in ("llm", "on") and provider is None:
         return None
     extractor: RelationExtractor = RELATION_EXTRACTORS.make(

@@ -25,9 +25,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from ragspine_lite.common.registry import Registry, normalize_spec
+from ragspine_lite.common.registry import Registry
 from ragspine_lite.common.sensitivity import RESTRICTED
-from ragspine_lite.common.settings import env_value
 from ragspine_lite.graph.reads import (
     DEFAULT_MAX_DEPTH,
     DIRECTION_BOTH,
@@ -144,7 +143,7 @@ def _networkx_store(**kwargs: Any) -> GraphStore:
     return NetworkxGraphStore(**kwargs)
 
 
-GRAPH_STORES = Registry("graph_stores")
+GRAPH_STORES = Registry("graph_stores", env=GRAPH_STORE_ENV)
 for _name in ("in_process", "inprocess", "memory"):
     GRAPH_STORES.register(_name, InProcessGraphStore)
 for _name in ("networkx", "nx"):
@@ -159,16 +158,5 @@ def make_graph_store(spec: str | None = None, **kwargs: Any) -> GraphStore | Non
     extra); else an entry point of the group ``ragspine_lite.graph_stores`` called with
     ``**kwargs``; unknown → ``ValueError`` listing the names.
     """
-    if spec is None:
-        spec = env_value(GRAPH_STORE_ENV, "none")
-    key = normalize_spec(spec or "none")
-    if key == "none":
-        return None
-    names = GRAPH_STORES.names()
-    if key not in names:
-        raise ValueError(
-            f"unknown graph store {spec!r}; valid names: none, {', '.join(names)} "
-            f"(plugins: entry points of the group {GRAPH_STORE_ENTRY_POINT_GROUP!r})"
-        )
-    store: GraphStore = GRAPH_STORES.make(key, **kwargs)
+    store: GraphStore | None = GRAPH_STORES.build(spec, **kwargs)
     return store

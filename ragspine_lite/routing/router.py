@@ -10,8 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from ragspine_lite.common.registry import normalize_spec
-from ragspine_lite.common.settings import env_value
+from ragspine_lite.common.registry import Registry
 from ragspine_lite.text.words import tokenize
 
 __all__ = [
@@ -67,15 +66,8 @@ class KeywordLibraryRouter:
         return [library_id for _, _, library_id in scored]
 
 
-def _keyword(**kwargs: Any) -> KeywordLibraryRouter:
-    return KeywordLibraryRouter(**kwargs)
-
-
-_ROUTERS = {
-    "keyword": _keyword,
-    "description": _keyword,
-    "lexical": _keyword,
-}
+LIBRARY_ROUTERS = Registry("library_routers", env=LIBRARY_ROUTER_ENV, spaces=False)
+LIBRARY_ROUTERS.register("keyword", KeywordLibraryRouter, "description", "lexical")
 
 
 def make_library_router(spec: str | None = None, **kwargs: Any) -> LibraryRouter | None:
@@ -84,13 +76,5 @@ def make_library_router(spec: str | None = None, **kwargs: Any) -> LibraryRouter
     ``none`` (or blank) → ``None``; ``keyword``/``description``/``lexical`` →
     :class:`KeywordLibraryRouter`; ``-`` counts as ``_``.
     """
-    if spec is None:
-        spec = env_value(LIBRARY_ROUTER_ENV, "none")
-    key = normalize_spec(spec, spaces=False)
-    if key in ("", "none"):
-        return None
-    factory = _ROUTERS.get(key)
-    if factory is None:
-        names = ", ".join(["none", *sorted(_ROUTERS)])
-        raise ValueError(f"unknown library router {spec!r}; valid names: {names}")
-    return factory(**kwargs)
+    router: LibraryRouter | None = LIBRARY_ROUTERS.build(spec, **kwargs)
+    return router

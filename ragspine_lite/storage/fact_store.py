@@ -24,8 +24,7 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from ragspine_lite.common.errors import RagspineError
-from ragspine_lite.common.registry import Registry, normalize_spec
-from ragspine_lite.common.settings import env_value
+from ragspine_lite.common.registry import Registry
 from ragspine_lite.common.sqlite import connect, immediate_transaction
 
 __all__ = [
@@ -219,16 +218,12 @@ def _fact(row: Mapping[str, Any]) -> Fact:
     return Fact(**values)
 
 
-FACT_STORES = Registry("fact_stores")
+FACT_STORES = Registry("fact_stores", env=FACT_STORE_ENV, default="sqlite", off=("none",))
 FACT_STORES.register("sqlite", SqliteFactStore)
 
 
 def make_fact_store(spec: str | None = None, **kwargs: Any) -> FactStore | None:
     """A fact store for ``spec`` (env ``RAGSPINE_FACT_STORE`` when ``None``, default
     ``sqlite``, built with ``**kwargs`` such as ``db_path``); ``none`` → ``None``."""
-    if spec is None:
-        spec = env_value(FACT_STORE_ENV) or "sqlite"
-    if normalize_spec(spec) == "none":
-        return None
-    store: FactStore = FACT_STORES.make(spec, **kwargs)
+    store: FactStore | None = FACT_STORES.build(spec, **kwargs)
     return store

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
+from ragspine_lite.common.registry import Registry
 from ragspine_lite.common.sensitivity import is_restricted, sends_text_off_host
-from ragspine_lite.common.settings import env_value
 
 __all__ = [
     "PERSISTENCE_POLICY_ENV",
@@ -56,14 +56,12 @@ def withheld_from_vectors(chunk: Any, backend: Any = None, store: Any = None) ->
         return True
 
 
-_POLICIES: dict[str, type[IsolationFirstPolicy] | type[PersistEverythingPolicy]] = {
-    "default": IsolationFirstPolicy,
-    "isolation_first": IsolationFirstPolicy,
-    "isolation-first": IsolationFirstPolicy,
-    "persist_everything": PersistEverythingPolicy,
-    "persist-everything": PersistEverythingPolicy,
-    "all": PersistEverythingPolicy,
-}
+POLICIES = Registry(
+    "persistence_policies", env=PERSISTENCE_POLICY_ENV, default="default", off=(),
+    label="persistence policy", spaces=False,
+)
+POLICIES.register("default", IsolationFirstPolicy, "isolation_first")
+POLICIES.register("persist_everything", PersistEverythingPolicy, "all")
 
 
 def make_persistence_policy(spec: str | None = None) -> PersistencePolicy:
@@ -72,12 +70,5 @@ def make_persistence_policy(spec: str | None = None) -> PersistencePolicy:
     ``default``/``isolation_first``/``isolation-first`` → :class:`IsolationFirstPolicy`;
     ``persist_everything``/``persist-everything``/``all`` → :class:`PersistEverythingPolicy`.
     """
-    if spec is None:
-        spec = env_value(PERSISTENCE_POLICY_ENV, "default")
-    key = str(spec).strip().lower()
-    cls = _POLICIES.get(key)
-    if cls is None:
-        raise ValueError(
-            f"unknown persistence policy {spec!r}; valid names: {', '.join(sorted(_POLICIES))}"
-        )
-    return cls()
+    policy: PersistencePolicy = POLICIES.build(spec)
+    return policy
