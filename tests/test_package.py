@@ -32,6 +32,8 @@ PUBLIC_MODULES = [
     "ragspine_lite.vector.sqlite_store",
     "ragspine_lite.rerank.listwise_rerank",
     "ragspine_lite.link.narrative_link",
+    "ragspine_lite.link.droppable_filter",
+    "ragspine_lite.query.layers",
     "ragspine_lite.mode",
     "ragspine_lite.postprocess",
     "ragspine_lite.corrective",

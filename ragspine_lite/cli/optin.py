@@ -24,6 +24,7 @@ from ragspine_lite.contextual import (
     make_index_text_fn,
 )
 from ragspine_lite.corrective import CORRECTIVE_ENV, make_corrective_retriever
+from ragspine_lite.link.droppable_filter import DefaultFilters, DroppableFilter
 from ragspine_lite.postprocess import POSTPROCESSOR_ENV, make_postprocessor
 from ragspine_lite.raptor import (
     RAPTOR_ENV,
@@ -88,41 +89,6 @@ def record_index_text(store: Any, fn: Any) -> str | None:
     return before if before != setting else None
 
 
-class _FilterSwitch:
-    """The link with the command line's ``--filter`` as a droppable ``filters`` argument.
-
-    The layers pass ``filters`` down; corrective retrieval drops them by passing ``None``,
-    which here means searching without the ``--filter`` conditions.
-    """
-
-    def __init__(self, link: Any, cli_index: Any) -> None:
-        self.link = link
-        self.cli_index = cli_index
-        self.metadata_filter = cli_index.metadata_filter
-
-    def retrieve(
-        self, query: str, *, filters: dict[str, str] | None = None, top_k: int = 50
-    ) -> list[dict[str, object]]:
-        self.cli_index.metadata_filter = self.metadata_filter if filters else None
-        try:
-            return self.link.retrieve(query, top_k=top_k)
-        finally:
-            self.cli_index.metadata_filter = self.metadata_filter
-
-
-class _WithFilters:
-    """The top layer, called with the ``--filter`` conditions unless a caller passes its own."""
-
-    def __init__(self, top: Any, filters: dict[str, str] | None) -> None:
-        self.top = top
-        self.filters = filters
-
-    def retrieve(
-        self, query: str, *, filters: dict[str, str] | None = None, top_k: int = 50
-    ) -> list[dict[str, object]]:
-        return self.top.retrieve(query, filters=filters or self.filters, top_k=top_k)
-
-
 class LayerOptions:
     """The search's opt-in layers, validated once (bad specs raise ``ValueError``).
 
@@ -156,7 +122,7 @@ class LayerOptions:
         """The layers over the link exit (the link itself when none is on)."""
         if self.raptor_spec == "none" and self.corrective_spec == "none":
             return link
-        switch = _FilterSwitch(link, cli_index)
+        switch = DroppableFilter(link, cli_index)
         top: Any = switch
         if self.raptor_spec != "none":
             from ragspine_lite.vector.embedding_backends import DeterministicEmbeddingBackend
@@ -167,7 +133,7 @@ class LayerOptions:
             top = make_raptor_retriever(top, self.raptor_spec, tree=tree, embedder=embedder)
         self.last = top = make_corrective_retriever(top, self.corrective_spec, emit=True)
         cli_filters = None if switch.metadata_filter is None else {"filter": "on"}
-        return _WithFilters(top, cli_filters)
+        return DefaultFilters(top, cli_filters)
 
     def label(self) -> str:
         """``" + raptor"`` / ``" + crag"`` for the layers the search runs."""

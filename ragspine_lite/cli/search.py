@@ -98,53 +98,30 @@ def _make_reranker(spec: str | None, settings: Settings) -> Any:
         raise UsageError(f"argument --reranker: {exc}") from None
 
 
-class _QueryLayers:
-    """The LLM query layers of a search, built (and so validated) once over the link.
+def _query_layers(args: argparse.Namespace) -> Any:
+    """The search's LLM query layers (:class:`~ragspine_lite.query.layers.QueryLayers`),
+    built and so validated before any database is opened; bad specs are usage errors."""
+    from ragspine_lite.common.glossary import DEFAULT_GLOSSARY
+    from ragspine_lite.query.layers import QueryLayers
+    from ragspine_lite.remote.openai_chat import provider_from_env
 
-    ``label`` names the layers the last search actually applied; a degraded layer (no
-    answer, garbage) is not named, so its output is exactly the plain search's.
-    """
-
-    def __init__(self, args: argparse.Namespace) -> None:
-        from ragspine_lite.common.glossary import DEFAULT_GLOSSARY
-        from ragspine_lite.query import apply_query_layers
-        from ragspine_lite.remote.openai_chat import provider_from_env
-
-        settings = args.settings
-        glossary = edge_settings(settings)["glossary"] or DEFAULT_GLOSSARY
-        self.link: Any = None
-        try:
-            provider = provider_from_env(settings.as_env(), url=args.llm_url,
-                                         model=args.llm_model)
-            self.top = apply_query_layers(
-                self, transform=pick(args.query_transform, settings.query_transform, "none"),
-                decompose=pick(args.decompose, settings.query_decompose, "none"),
-                adaptive=pick(args.adaptive, settings.adaptive, "none"), provider=provider,
-                glossary=glossary,
-            )
-        except ValueError as exc:
-            raise UsageError(str(exc)) from None
-
-    def retrieve(self, query: str, **kwargs: Any) -> list[dict[str, object]]:
-        return self.link.retrieve(query, **kwargs)
-
-    def search(self, link: Any, query: str, top_k: int) -> list[dict[str, object]]:
-        self.link = link
-        return self.top.retrieve(query, top_k=top_k)
-
-    def label(self) -> str:
-        names, layer = [], self.top
-        while layer is not self:
-            outcome = getattr(layer, "last_outcome", None)
-            if outcome is not None and outcome.status == "applied":
-                names.insert(0, outcome.transform)
-            layer = layer.base
-        return "".join(f" + {name}" for name in names)
+    settings = args.settings
+    glossary = edge_settings(settings)["glossary"] or DEFAULT_GLOSSARY
+    try:
+        provider = provider_from_env(settings.as_env(), url=args.llm_url, model=args.llm_model)
+        return QueryLayers(
+            transform=pick(args.query_transform, settings.query_transform, "none"),
+            decompose=pick(args.decompose, settings.query_decompose, "none"),
+            adaptive=pick(args.adaptive, settings.adaptive, "none"), provider=provider,
+            glossary=glossary,
+        )
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def _search_once(
     db: str, query: str, metadata_filter: Any, top_k: int, backend: Any,
-    layers: _QueryLayers | None = None, *, settings: Settings, optin: Any = None,
+    layers: Any = None, *, settings: Settings, optin: Any = None,
     index_text_fn: Any = None, reranker: Any = None,
 ) -> tuple[list[dict[str, object]], str]:
     from ragspine_lite.link.narrative_link import (
@@ -202,7 +179,7 @@ def _channel_label(channel: str | None, backend: Any) -> str:
 
 def run_search(
     db: str, query: str, metadata_filter: Any, top_k: int, backend: Any,
-    layers: _QueryLayers | None = None, optin: Any = None, reranker: Any = None, *,
+    layers: Any = None, optin: Any = None, reranker: Any = None, *,
     settings: Settings,
 ) -> tuple[list[dict[str, object]], str]:
     """Search ``db`` through the link exit → (snippets, channel label).
@@ -269,18 +246,6 @@ def print_results(
             out(f"{indent}    prompt: {shorten(str(snip['prompt_text']))}")
 
 
-class _DbLibrary:
-    """One chunk database as a library of a multi-database search."""
-
-    def __init__(self, db: str, search: Any) -> None:
-        self.db, self.search, self.searched = db, search, False
-
-    def retrieve(self, query: str, *, filters: Any = None, top_k: int = 50) -> list[Any]:
-        snippets, _label = self.search(self.db, query, top_k)
-        self.searched = True
-        return snippets
-
-
 def _describe_library(db: str) -> str:
     """A library's description for the router: its documents' titles, topics and entities."""
     store = open_existing_store(db)
@@ -295,26 +260,39 @@ def _describe_library(db: str) -> str:
 
 
 def _search_libraries(
-    dbs: list[str], query: str, top_k: int, search: Any
+    dbs: list[str], query: str, top_k: int, search: Any, settings: Settings
 ) -> tuple[list[dict[str, object]], str]:
     """Several ``--db``: one library each (id = file name), fused by RRF; with
     ``RAGSPINE_LIBRARY_ROUTER`` only the libraries the router picks are searched."""
-    from ragspine_lite.routing.multi_index import LibraryIndex, MultiIndexRetriever
+    from ragspine_lite.routing.multi_index import (
+        FunctionRetriever,
+        LibraryIndex,
+        MultiIndexRetriever,
+    )
     from ragspine_lite.routing.router import LIBRARY_ROUTER_ENV, make_library_router
 
     try:
-        router = make_library_router()
+        router = make_library_router(pick(None, settings.library_router, "none"))
     except ValueError as exc:
         raise UsageError(f"{LIBRARY_ROUTER_ENV}: {exc}") from None
+    searched: list[str] = []
+
+    def library(db: str, library_id: str) -> FunctionRetriever:
+        def run(query: str, top_k: int) -> list[dict[str, object]]:
+            searched.append(library_id)
+            return search(db, query, top_k)[0]
+
+        return FunctionRetriever(run)
+
     libraries, seen = [], set()
     for db in dbs:
         name = Path(db).name
         library_id = name if name not in seen else f"{name}#{len(seen)}"
         seen.add(library_id)
-        libraries.append(LibraryIndex(library_id, _describe_library(db), _DbLibrary(db, search)))
+        libraries.append(LibraryIndex(library_id, _describe_library(db), library(db, library_id)))
     multi = MultiIndexRetriever(libraries, router=router, top_k=top_k)
     snippets = multi.retrieve(query, top_k=top_k)
-    searched = [lib.library_id for lib in libraries if lib.retriever.searched]
+    searched = [lib.library_id for lib in libraries if lib.library_id in searched]
     label = f"libraries searched: {', '.join(searched)} of {len(libraries)}"
     if router is not None:
         label += f", routed by {type(router).__name__}"
@@ -325,7 +303,7 @@ def _cmd_search(args: argparse.Namespace) -> int:
     metadata_filter = parse_filters(args.filters)
     if not args.query.strip():
         raise UsageError("argument QUERY: must not be blank")
-    layers = _QueryLayers(args)
+    layers = _query_layers(args)
     try:
         optin = optin_cli.LayerOptions(args)
     except ValueError as exc:
@@ -340,7 +318,8 @@ def _cmd_search(args: argparse.Namespace) -> int:
     if len(args.db) == 1:
         snippets, channel = search(args.db[0], args.query, args.top_k)
     else:
-        snippets, channel = _search_libraries(args.db, args.query, args.top_k, search)
+        snippets, channel = _search_libraries(args.db, args.query, args.top_k, search,
+                                              args.settings)
     failure = getattr(reranker, "last_error", None)
     if failure:
         note(f"warning: reranker failed ({' '.join(failure.split())}); kept the fused order")

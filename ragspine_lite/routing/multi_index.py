@@ -8,7 +8,7 @@ returned, so RESTRICTED stripping stays the job of those retrievers (the link ex
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -17,6 +17,7 @@ from ragspine_lite.routing.router import LibraryRouter
 
 __all__ = [
     "LIBRARY_ID_KEY",
+    "FunctionRetriever",
     "LibraryIndex",
     "MultiIndexRetriever",
     "NarrativeRetriever",
@@ -34,6 +35,19 @@ class NarrativeRetriever(Protocol):
     def retrieve(
         self, query: str, *, filters: dict[str, str] | None = None, top_k: int = 50
     ) -> list[dict[str, object]]: ...
+
+
+@dataclass(frozen=True)
+class FunctionRetriever:
+    """A library's retriever made of ``search(query, top_k) -> snippets`` (the function
+    applies its own filters: the ones a multi-library search passes are not its business)."""
+
+    search: Callable[[str, int], list[dict[str, object]]]
+
+    def retrieve(
+        self, query: str, *, filters: dict[str, str] | None = None, top_k: int = 50
+    ) -> list[dict[str, object]]:
+        return self.search(query, top_k)
 
 
 @dataclass
