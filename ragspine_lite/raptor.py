@@ -37,14 +37,13 @@ from typing import Any, Protocol, runtime_checkable
 
 from ragspine_lite.common.errors import ProviderError
 from ragspine_lite.common.llm import LLMProvider, completion_text
-from ragspine_lite.common.registry import normalize_spec, switch_spec
+from ragspine_lite.common.registry import Registry, switch_spec
 from ragspine_lite.common.sensitivity import (
     RESTRICTED,
     SENSITIVITY_LABELS,
     effective_sensitivity,
     is_restricted,
 )
-from ragspine_lite.common.settings import env_value
 from ragspine_lite.vector.embedding_backends import EmbeddingBackend, embed_query_texts
 
 __all__ = [
@@ -423,25 +422,24 @@ class RaptorRetriever:
         return snippets + [_to_snippet(h) for h in hits if not is_restricted(h.node.sensitivity)]
 
 
+SUMMARIZERS = Registry("raptor_summarizers", env=RAPTOR_SUMMARIZER_ENV, spaces=False,
+                       label="raptor summarizer")
+SUMMARIZERS.register("extractive", lambda provider, **kw: ExtractiveRaptorSummarizer(**kw),
+                     "deterministic")
+SUMMARIZERS.register("llm", LLMRaptorSummarizer, "on")
+
+
 def make_raptor_summarizer(
     spec: str | None = None, *, provider: LLMProvider | None = None, **kwargs: Any
 ) -> RaptorSummarizer | None:
     """``none`` → ``None``; ``extractive``/``deterministic`` → extractive; ``llm``/``on`` →
     :class:`LLMRaptorSummarizer` over ``provider`` (``None`` without one). ``spec=None``
     reads ``$RAGSPINE_RAPTOR_SUMMARIZER``."""
-    if spec is None:
-        spec = env_value(RAPTOR_SUMMARIZER_ENV, "none")
-    key = normalize_spec(spec, spaces=False)
-    if key in ("", "none"):
+    key = SUMMARIZERS.resolve(spec)
+    if key is None or (key in ("llm", "on") and provider is None):
         return None
-    if key in ("extractive", "deterministic"):
-        return ExtractiveRaptorSummarizer(**kwargs)
-    if key in ("llm", "on"):
-        return LLMRaptorSummarizer(provider, **kwargs) if provider is not None else None
-    raise ValueError(
-        f"unknown raptor summarizer {spec!r}; "
-        "valid names: none, extractive, deterministic, llm, on"
-    )
+    summarizer: RaptorSummarizer = SUMMARIZERS.make(key, provider=provider, **kwargs)
+    return summarizer
 
 
 def make_raptor_retriever(

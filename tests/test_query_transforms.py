@@ -133,7 +133,7 @@ def test_spec_from_the_environment(monkeypatch):
 
 
 def test_unknown_spec_lists_the_choices():
-    choices = r"'multiquery'.*none, hyde, rag_fusion, fusion, step_back, stepback"
+    choices = r"'multiquery'.*none, fusion, hyde, rag_fusion, ragfusion, step_back, stepback"
     with pytest.raises(ValueError, match=choices):
         make_query_transform(Base(), "multiquery", provider=ScriptedProvider())
     with pytest.raises(ValueError, match="multiquery"):  # bad specs fail even without a provider

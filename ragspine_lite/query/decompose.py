@@ -26,7 +26,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from ragspine_lite.common.glossary import DEFAULT_GLOSSARY, Glossary, TermMatch, find_terms
 from ragspine_lite.common.llm import LLMProvider
-from ragspine_lite.common.settings import env_value
+from ragspine_lite.common.registry import Registry
 from ragspine_lite.link.narrative_link import NarrativeRetriever
 from ragspine_lite.query.gate import QueryGate
 from ragspine_lite.query.transform import (
@@ -208,13 +208,14 @@ class DecompositionRetriever(GeneratingRetriever):
         return [s for s in self.decomposer.decompose(query) if s.strip().lower() != whole]
 
 
-def _spec(spec: str | None, env: str, choices: tuple[str, ...], what: str) -> str:
-    if spec is None:
-        spec = env_value(env, "none")
-    key = re.sub(r"[\s_\-]+", "", str(spec)).lower() or "none"
-    if key not in choices:
-        raise ValueError(f"unknown {what} {spec!r}; valid: {', '.join(choices)}")
-    return key
+#: The specs of the two decomposition seams (the factories build; these only name).
+DECOMPOSERS = Registry("query_decomposers", env=QUERY_DECOMPOSE_ENV,
+                       label="query decomposition")
+DECOMPOSERS.register("llm", lambda provider: LLMQueryDecomposer(provider))
+ADAPTIVE_MODES = Registry("adaptive_modes", env=ADAPTIVE_ENV, label="adaptive mode")
+ADAPTIVE_MODES.register("heuristic", lambda provider, glossary: HeuristicComplexityClassifier(
+    glossary))
+ADAPTIVE_MODES.register("llm", lambda provider, glossary: LLMComplexityClassifier(provider))
 
 
 def _needs_provider(what: str, key: str) -> None:
@@ -226,13 +227,14 @@ def make_decomposer(
 ) -> LLMQueryDecomposer | None:
     """``RAGSPINE_QUERY_DECOMPOSE`` when ``spec`` is None: ``none`` → ``None``; ``llm`` →
     :class:`LLMQueryDecomposer` (``None`` without a provider); else ``ValueError``."""
-    key = _spec(spec, QUERY_DECOMPOSE_ENV, ("none", "llm"), "query decomposition")
-    if key == "none":
+    key = DECOMPOSERS.resolve(spec)
+    if key is None:
         return None
     if provider is None:
         _needs_provider("query decomposition", key)
         return None
-    return LLMQueryDecomposer(provider)
+    decomposer: LLMQueryDecomposer = DECOMPOSERS.make(key, provider=provider)
+    return decomposer
 
 
 def make_adaptive_decomposer(
@@ -244,15 +246,13 @@ def make_adaptive_decomposer(
     """``RAGSPINE_ADAPTIVE`` when ``spec`` is None: ``none`` → ``None``; ``heuristic`` /
     ``llm`` → an :class:`AdaptiveDecomposer` with that classifier in front of an
     :class:`LLMQueryDecomposer` (``None`` without a provider: decomposing needs the LLM)."""
-    key = _spec(spec, ADAPTIVE_ENV, ("none", "heuristic", "llm"), "adaptive mode")
-    if key == "none":
+    key = ADAPTIVE_MODES.resolve(spec)
+    if key is None:
         return None
     if provider is None:
         _needs_provider("adaptive mode", key)
         return None
-    classifier: ComplexityClassifier = (
-        LLMComplexityClassifier(provider)
-        if key == "llm"
-        else HeuristicComplexityClassifier(glossary)
+    classifier: ComplexityClassifier = ADAPTIVE_MODES.make(
+        key, provider=provider, glossary=glossary
     )
     return AdaptiveDecomposer(classifier, LLMQueryDecomposer(provider))

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ragspine_lite.common.llm import LLMProvider, completion_text
-from ragspine_lite.common.settings import env_value
+from ragspine_lite.common.registry import Registry
 from ragspine_lite.lexical.scoring import DEFAULT_RRF_K, rrf_fuse
 from ragspine_lite.link.narrative_link import NarrativeRetriever
 from ragspine_lite.query.gate import QueryGate, default_query_gate
@@ -329,18 +329,11 @@ class StepBackRetriever(_LLMTransform):
         return [general] if general and general.lower() != query.strip().lower() else []
 
 
-# normalised spec (case, spaces, hyphens and underscores ignored) → class
-_TRANSFORMS: dict[str, type[_LLMTransform]] = {
-    "hyde": HyDERetriever,
-    "ragfusion": RAGFusionRetriever,
-    "fusion": RAGFusionRetriever,
-    "stepback": StepBackRetriever,
-}
+TRANSFORMS = Registry("query_transforms", env=QUERY_TRANSFORM_ENV)
+TRANSFORMS.register("hyde", lambda: HyDERetriever)
+TRANSFORMS.register("rag_fusion", lambda: RAGFusionRetriever, "ragfusion", "fusion")
+TRANSFORMS.register("step_back", lambda: StepBackRetriever, "stepback")
 QUERY_TRANSFORMS = ("none", "hyde", "rag_fusion", "fusion", "step_back", "stepback")
-
-
-def _squash(spec: str) -> str:
-    return re.sub(r"[\s_\-]+", "", str(spec)).lower()
 
 
 def make_query_transform(
@@ -360,16 +353,10 @@ def make_query_transform(
     (with a warning: it never pretends to transform). ``kw`` go to the class (``gate``,
     ``max_variants``).
     """
-    if spec is None:
-        spec = env_value(QUERY_TRANSFORM_ENV, "none")
-    key = _squash(spec)
-    if key in ("", "none"):
+    key = TRANSFORMS.resolve(spec)
+    if key is None:
         return base
-    cls = _TRANSFORMS.get(key)
-    if cls is None:
-        raise ValueError(
-            f"unknown query transform {spec!r}; valid: {', '.join(QUERY_TRANSFORMS)}"
-        )
+    cls: type[_LLMTransform] = TRANSFORMS.make(key)
     if provider is None:
         _LOGGER.warning(
             "query transform %s needs an LLM provider and none is configured; "
