@@ -86,8 +86,9 @@ _KINDS = {
     "ort": ("ort", CHECKOUT / "node_modules" / "onnxruntime-web" / "dist", ORT_FILES),
 }
 # Never packed into the browser's wheel: the sample corpus (RESTRICTED documents), this
-# package data, MiniLM's vocabulary (a hybrid site ships it beside the model).
-_WHEEL_SKIP = ("samples", "bundle/site_runtime", "vector/minilm")
+# package data, MiniLM's vocabulary (a hybrid site ships it beside the model), SPLADE-tiny's
+# weights (8.8 MB; the browser never reranks with them).
+_WHEEL_SKIP = ("samples", "bundle/site_runtime", "vector/minilm", "rerank/splade_tiny")
 
 
 class BuildError(Exception):
