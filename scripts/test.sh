@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# Every test: ruff, the CPython lane (pytest), then the same suite inside Pyodide on Node.
+# Every test: ruff, mypy, the CPython lane (pytest), then the same suite inside Pyodide on Node.
 # Every extra, so the adapter tests (ONNX, USE, server, graph, vector stores, Playwright) run.
 # Every lane runs even when an earlier one fails; the last line sums them up, and the exit
 # code is non-zero when any lane failed.
+#   bash scripts/test.sh [--quick] [PYTEST ARGS...]
+# --quick leaves out the tests marked slow (Chromium end-to-end, parity suites, real models,
+# fresh virtualenvs); without it both the quick and the slow tests run (what CI runs).
 RAGSPINE_EXTRAS="[dev,embed-onnx,embed-use,embed-e5,rerank,server,graph,vector]"
 source "$(dirname "${BASH_SOURCE[0]}")/_env.sh"
 # Test-only oracles: the reference tokenizer and the ONNX graph builder.
@@ -44,9 +47,23 @@ lane() {  # lane NAME COMMAND...: run it, note pass/fail and seconds, never stop
   fi
 }
 
+cpython_marks=()
+pyodide_marks=()
+args=()
+for arg in "$@"; do
+  if [ "$arg" = --quick ]; then
+    cpython_marks=(-m "not slow")
+    # run.mjs passes -m "not cpython_only" first; pytest keeps the last -m
+    pyodide_marks=(-m "not cpython_only and not slow")
+  else
+    args+=("$arg")
+  fi
+done
+
 lane ruff ruff check .
-lane "CPython lane" python -m pytest -q "$@"
-lane "Pyodide lane" pyodide_lane "$@"
+lane mypy python -m mypy
+lane "CPython lane" python -m pytest -q ${cpython_marks[@]+"${cpython_marks[@]}"} ${args[@]+"${args[@]}"}
+lane "Pyodide lane" pyodide_lane ${pyodide_marks[@]+"${pyodide_marks[@]}"} ${args[@]+"${args[@]}"}
 
 line=$(IFS=';'; echo "${summary[*]}")
 echo "== summary: ${line//;/; }"

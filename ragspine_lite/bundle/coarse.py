@@ -276,15 +276,15 @@ class CoarseScanner:
         found: list[tuple[int, int]] = []
         for j in sorted(self.probed(query)):
             matrix = self._list(j)
-            ids = matrix.ids
+            ids: list[Any] = matrix.ids  # a list's ids are docnos (ints)
             found += [(ids[i], dot) for i, dot in matrix.above(query, threshold, numpy=self._numpy)]
         return found
 
     def dots(self, query: bytes, docnos: Sequence[int]) -> list[int]:
         if any(d not in self._where for d in docnos) and self._owner is None:
-            owner = array("H")
-            owner.frombytes(self._read(str(self._entry["assign"])))
-            self._owner = owner
+            assign = array("H")
+            assign.frombytes(self._read(str(self._entry["assign"])))
+            self._owner = assign
         out = []
         for d in docnos:
             if d not in self._where:

@@ -129,7 +129,8 @@ class QueryLayerSetting:
 
 def layer_report(top: Any, base: Any) -> dict[str, Any]:
     """``{"applied": [names], "outcomes": [{transform, status, generated, refused, error}]}``."""
-    outcomes, layer = [], top
+    outcomes: list[dict[str, Any]] = []
+    layer = top
     while layer is not base:
         outcome = getattr(layer, "last_outcome", None)
         if outcome is not None:

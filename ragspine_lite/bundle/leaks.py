@@ -413,7 +413,7 @@ def _row_leaks(
     rel: str, table: str, number: Any, columns: list[str], row: Sequence[Any], matcher: _Matcher
 ) -> list[Leak]:
     """The leaks of one row, value by value, named by table, row, column and document."""
-    leaks = []
+    leaks: list[Leak] = []
     for column, value in zip(columns, row, strict=False):
         if isinstance(value, str):
             labels = sorted(matcher.find_text(value))

@@ -103,6 +103,8 @@ def serve(
         )
     server = make_server(root, host=host, port=port, quiet=quiet)
     actual_host, actual_port = server.server_address[:2]
+    if isinstance(actual_host, bytes):  # never for TCP; the type allows it
+        actual_host = actual_host.decode()
     prefix = found[0].relative_to(root).as_posix()
     search = f"{prefix}/" if prefix != "." else ""
     print(

@@ -762,5 +762,6 @@ def _check_chunk(index: int, chunk: object) -> None:
 
 def _stored_chunk(row: sqlite3.Row, offset: int = 0) -> StoredChunk:
     """The chunk in ``row``, whose columns from ``offset`` on are the table's, in order."""
-    values = tuple(row)[offset:]
-    return StoredChunk(*values[:-1], bool(values[-1]))
+    values = list(row)[offset:]
+    values[-1] = bool(values[-1])  # active
+    return StoredChunk(*values)

@@ -100,7 +100,7 @@ class LayerOptions:
         settings: Settings = args.settings
         postprocess = pick(args.postprocess, settings.postprocessor, "none")
         self.postprocessor = make_postprocessor(postprocess)
-        probe = object()  # a factory that hands it back unchanged: that layer is off
+        probe: Any = object()  # a factory that hands it back unchanged: that layer is off
         corrective = pick(args.corrective, settings.corrective, "none")
         crag = make_corrective_retriever(probe, corrective, emit=True)
         self.corrective_spec = corrective if crag is not probe else "none"

@@ -139,12 +139,13 @@ def _search_once(
             db, embedding_backend=backend, vector_store=vector_store, index_text_fn=index_text_fn,
             reranker=reranker, read_only=True, **edge_settings(settings),
         )
-        retriever.index.rerank_top_n = top_k
+        index: Any = retriever.index  # the NarrativeIndex build_narrative_retriever made
+        index.rerank_top_n = top_k
         try:
             if backend is not None:
-                sync_or_fallback(retriever.index)
+                sync_or_fallback(index)
             # ranks as if RESTRICTED chunks were absent; the fixed --filter wins
-            wrapped = OpenOnlyIndex(retriever.index, metadata_filter)
+            wrapped = OpenOnlyIndex(index, metadata_filter)
             link = NarrativeIndexRetriever(
                 wrapped, retry_without_filters=False,
                 postprocessor=optin.postprocessor if optin else None,
@@ -159,7 +160,7 @@ def _search_once(
             store.close()
     finally:
         close_quietly(vector_store)
-    label = _channel_label(retriever.index.last_channel, backend)
+    label = _channel_label(index.last_channel, backend)
     if reranker is not None:
         label += f", reranked by {type(reranker).__name__}"
     label += (layers.label() if layers else "") + (optin.label() if optin else "")
@@ -284,7 +285,8 @@ def _search_libraries(
 
         return FunctionRetriever(run)
 
-    libraries, seen = [], set()
+    libraries: list[LibraryIndex] = []
+    seen: set[str] = set()
     for db in dbs:
         name = Path(db).name
         library_id = name if name not in seen else f"{name}#{len(seen)}"

@@ -77,7 +77,7 @@ class DeterministicRelationExtractor:
             doc, entity = chunk_field(chunk, "doc_id"), chunk_field(chunk, "entity")
             if doc and entity and not chunk_is_restricted(chunk):
                 by_doc.setdefault(doc, set()).add(entity)
-        edges = []
+        edges: list[GraphEdge] = []
         for doc in sorted(by_doc):
             names = sorted(by_doc[doc])
             lineage = {"source_doc_id": doc, "source_locator": f"{doc}#cooccur"}

@@ -132,7 +132,7 @@ class GraphReads:
         """
         if self.get_node(start) is None:
             return []
-        types: list[str | None] = [None] if edge_types is None else sorted(set(edge_types))
+        types: list[str | None] = [None] if edge_types is None else [*sorted(set(edge_types))]
         visited, frontier, found = {start}, [start], []
         for _ in range(max(0, int(max_depth))):
             reached: list[GraphNode] = []

@@ -9,7 +9,7 @@ import math
 from array import array
 from bisect import bisect_left
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from heapq import nlargest
 from itertools import compress
 from operator import itemgetter
@@ -486,7 +486,7 @@ class _TopQuery:
         first, second = index._table(order[0].postings), index._table(order[1].postings)
         if first is None or second is None:
             return
-        both = first.keys() & second.keys()
+        both: Collection[int] = first.keys() & second.keys()
         if self.mask is not None:
             both = {d for d in both if self.mask[d]}
         if len(both) < limit:
@@ -564,6 +564,6 @@ class _TopQuery:
         else:
             tf_of = self.index._tf_of(t.postings)
             for d in live:
-                f = tf_of(d)
-                if f is not None:
-                    live[d] += w * f / (f + (kd[d] if kd is not None else k0 + kl * lengths[d]))
+                tf = tf_of(d)
+                if tf is not None:
+                    live[d] += w * tf / (tf + (kd[d] if kd is not None else k0 + kl * lengths[d]))

@@ -195,7 +195,7 @@ class NarrativeIndexRetriever:
     def retrieve(
         self, query: str, *, filters: dict[str, str] | None = None, top_k: int = 50
     ) -> list[dict[str, object]]:
-        kept = {k: filters[k] for k in _FILTER_KEYS if filters and filters.get(k)}
+        kept: dict[str, Any] = {k: filters[k] for k in _FILTER_KEYS if filters and filters.get(k)}
         visible = _visible(self._ranked.retrieve(query, top_k=top_k, **kept))
         if not visible and kept and self.retry_without_filters:
             visible = _visible(self._ranked.retrieve(query, top_k=top_k))

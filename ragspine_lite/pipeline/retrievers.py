@@ -452,7 +452,7 @@ class NarrativeIndex:
         pipeline = self._pipeline(steps)
         self.last_channel = pipeline.channel(query, self._dense_on())
         dense = None
-        if self.last_channel == CHANNEL_HYBRID:
+        if self.last_channel == CHANNEL_HYBRID and self.vector_store is not None:
             dense = VectorStoreLane(
                 self.embedding_backend, self.vector_store, index_text_fn=self.index_text_fn
             )

@@ -61,11 +61,18 @@ class Candidates(Protocol):
     def count(self) -> int: ...
 
 
+#: What a lane's ``candidates`` returned, handed back to the same lane: each lane has its own
+#: type (a :class:`Candidates`, or ``None`` for every document).
+LaneCandidates = Any
+
+
 class LexicalLane(Protocol):
     """A BM25 index as one search sees it."""
 
-    #: Whether keys are unique (then a lone ranking may be cut before fusion).
-    unique_keys: bool
+    @property
+    def unique_keys(self) -> bool:
+        """Whether keys are unique (then a lone ranking may be cut before fusion)."""
+        ...
 
     def reading(self) -> contextlib.AbstractContextManager[Any]:
         """One consistent read of the index, around rankings and chunks."""
@@ -78,12 +85,12 @@ class LexicalLane(Protocol):
         ...
 
     def rankings(
-        self, queries: Sequence[str], candidates: Candidates | None, limit: int | None
+        self, queries: Sequence[str], candidates: LaneCandidates, limit: int | None
     ) -> list[list[Hit]]:
         """Per query, ``(key, bm25)`` of every hit by ``(-score, key)`` (the first ``limit``)."""
         ...
 
-    def chunks_for(self, keys: list[str], candidates: Candidates | None) -> Mapping[str, Any]:
+    def chunks_for(self, keys: list[str], candidates: LaneCandidates) -> Mapping[str, Any]:
         """key → the chunk a result carries (the caller's own copy)."""
         ...
 
@@ -92,7 +99,7 @@ class LexicalLane(Protocol):
 class PooledLexicalLane(LexicalLane, Protocol):
     """A lexical lane that can score some documents exactly (for :func:`pooled_ranking`)."""
 
-    def scores(self, query: str, keys: list[str], candidates: Candidates | None) -> list[Hit]:
+    def scores(self, query: str, keys: list[str], candidates: LaneCandidates) -> list[Hit]:
         """``(key, bm25)`` of these documents' hits (any order)."""
         ...
 
@@ -113,7 +120,7 @@ class DenseLane(Protocol):
     def rank(
         self,
         queries: list[str],
-        candidates: Candidates | None,
+        candidates: LaneCandidates,
         filters: Mapping[str, str | None],
     ) -> DenseRun:
         """Embed the queries and rank the candidates' vectors, best first."""

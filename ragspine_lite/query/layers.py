@@ -44,7 +44,8 @@ class QueryLayers:
 
     def label(self) -> str:
         """``" + hyde"`` … for each layer the last search applied, innermost first."""
-        names, layer = [], self.top
+        names: list[str] = []
+        layer: Any = self.top
         while layer is not self:
             outcome = getattr(layer, "last_outcome", None)
             if outcome is not None and outcome.status == "applied":

@@ -123,7 +123,7 @@ def listwise_rerank(
     ``NarrativeIndex(rerank_top_n=...)``).
     """
     top_n = _clamp_top_n(top_n)
-    items = list(results)
+    items: list[Any] = list(results)  # duck-typed on .chunk
     if not items or judge is None:
         return items[:top_n]
     open_slots = [i for i, item in enumerate(items) if not _held_back(item)]

@@ -285,7 +285,7 @@ class WordPieceTokenizer:
             return cached
         vocab = self.vocab
         if len(word) > self.max_input_chars_per_word:
-            out = ((self.unk_token,), (self.unk_id,))
+            out: tuple[tuple[str, ...], tuple[int, ...]] = ((self.unk_token,), (self.unk_id,))
         else:
             tokens: list[str] = []
             ids: list[int] = []

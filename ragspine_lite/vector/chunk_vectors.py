@@ -110,7 +110,8 @@ def sync_chunk_vectors(
         for rid, md in have.items()
         if rid not in wanted or md.get(CONTENT_HASH_KEY) != wanted[rid][2]
     ]
-    removed = vector_store.delete_ids(stale) if stale else 0
+    # Only a store with metadata_by_id has stale rows, and such stores have delete_ids.
+    removed = vector_store.delete_ids(stale) if stale else 0  # type: ignore[attr-defined]
     fresh = set(have) - set(stale)
     todo = [entry for cid, entry in wanted.items() if cid not in fresh]
     for start in range(0, len(todo), batch_size):

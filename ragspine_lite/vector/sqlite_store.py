@@ -450,8 +450,8 @@ class SqliteVectorStore:
 
     def delete(self, *, where: Mapping[str, str]) -> int:
         """Remove this model's records matching ``where`` (empty → all of them)."""
-        where = _check_where(where, allow_none=False)
-        doomed = [rid for rid, row in self._load().items() if _matches(row[2], where or {})]
+        where = _check_where(where, allow_none=False) or {}
+        doomed = [rid for rid, row in self._load().items() if _matches(row[2], where)]
         return self.delete_ids(doomed)
 
     def delete_ids(self, ids: Iterable[str]) -> int:

@@ -240,8 +240,8 @@ class InProcessVectorStore:
 
     def delete(self, *, where: Mapping[str, str]) -> int:
         """Remove every record matching ``where`` (empty → all); returns how many."""
-        where = _check_where(where, allow_none=False)
-        doomed = [rid for rid, row in self._rows.items() if _matches(row[2], where or {})]
+        where = _check_where(where, allow_none=False) or {}
+        doomed = [rid for rid, row in self._rows.items() if _matches(row[2], where)]
         for rid in doomed:
             del self._rows[rid]
         return len(doomed)

@@ -99,14 +99,14 @@ class SearchService:
 
         store = self._open_store() if self.backend is not None else None
         retriever, chunks = build_narrative_retriever(
-            self.config.search_db, embedding_backend=self.backend, vector_store=store,
+            str(self.config.search_db), embedding_backend=self.backend, vector_store=store,
             read_only=True,
         )
         self._closers = [c for c in (getattr(store, "close", None), chunks.close) if c]
         if self.kind == "in_process" and store is not None:
             from ragspine_lite.vector.chunk_vectors import sync_chunk_vectors
 
-            index = retriever.index
+            index: Any = retriever.index  # the NarrativeIndex build_narrative_retriever made
             sync_chunk_vectors(index.store.iter_chunks(), self.backend, store)
         self._link = NarrativeIndexRetriever(OpenOnlyIndex(retriever.index),
                                              retry_without_filters=False)

@@ -223,7 +223,7 @@ class PgVectorVectorStore(ExternalStore):
 
     def delete(self, *, where: Mapping[str, str]) -> int:
         """Remove every record matching ``where`` (empty → all); returns how many."""
-        where = _check_where(where, allow_none=False)
+        where = _check_where(where, allow_none=False) or {}
         if not self._has_table():
             return 0
         clause, params = _where_sql(where)

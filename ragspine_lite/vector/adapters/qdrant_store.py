@@ -138,7 +138,7 @@ class QdrantVectorStore(ExternalStore):
 
     def delete(self, *, where: Mapping[str, str]) -> int:
         """Remove every record matching ``where`` (empty → all); returns how many."""
-        where = _check_where(where, allow_none=False)
+        where = _check_where(where, allow_none=False) or {}
         if self._dim is None:
             return 0
         return self._delete_points([p.id for p in self._scroll(where, vectors=False)])
