@@ -13,6 +13,8 @@ from ragspine_lite.lexical.retrieval import HybridRetriever
 from ragspine_lite.lexical.scoring import bm25_scores
 from ragspine_lite.lexical.tokenizer import tokenize
 
+pytestmark = pytest.mark.slow  # a parity suite: the slow lane (scripts/test.sh --quick skips it)
+
 SLICES = ["squad_slice", "cmrc_slice"]
 
 

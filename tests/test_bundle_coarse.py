@@ -208,6 +208,7 @@ def test_the_header_has_the_coarse_lists_and_the_worker_info(coarse_site) -> Non
     assert {"centroids", "probe", "lists", "assign", "dim", "scale", "missing"} <= set(info)
 
 
+@pytest.mark.slow  # the slow lane: scripts/test.sh --quick skips it
 @pytest.mark.parametrize("numpy", SCANNERS)
 def test_probing_every_list_equals_the_chunk_store_path(coarse_site, numpy) -> None:
     db, root, backend = coarse_site

@@ -98,6 +98,7 @@ def test_pack_round_trips_and_refuses_damage():
         unpack(data[:-3], "t.bin")
 
 
+@pytest.mark.slow  # the slow lane: scripts/test.sh --quick skips it
 def test_the_corpus_spreads_over_many_files(small_files):
     _, root = small_files
     names = [p.name for p in (root / "data").rglob("*.bin")]
@@ -135,6 +136,7 @@ def _outcome(searcher: BundleSearcher, query: str, **kwargs) -> list:
     return searcher.search(query, **kwargs).as_dict()["hits"]
 
 
+@pytest.mark.slow  # the slow lane: scripts/test.sh --quick skips it
 @pytest.mark.parametrize("kwargs", [
     {}, {"top_k": 3}, {"filters": {"topic": "drama"}}, {"filters": {"language": "zh"}},
     {"filters": ["topic=in:science,history"], "top_k": 20}, {"highlight": False},
@@ -227,6 +229,7 @@ def test_a_damaged_or_mixed_up_file_is_refused_by_name(small_files, tmp_path):
         searcher.provide(path, b"not the file")
 
 
+@pytest.mark.slow  # the slow lane: scripts/test.sh --quick skips it
 def test_contextual_bundles_index_their_index_text_in_the_shards(tmp_path):
     db, root = _site(tmp_path, index_text_fn=make_index_text_fn("contextual"))
     with BundleSearcher(db) as reference, BundleSearcher.from_files(DirectoryFiles(root)) as lazy:

@@ -176,6 +176,7 @@ def _score_bits(result: dict[str, Any]) -> list[str]:
     return [float(s[k]).hex() for s in scores for k in ("bm25", "fused")]
 
 
+@pytest.mark.slow  # the slow lane: scripts/test.sh --quick skips it
 def test_generated_queries_match_python_bit_for_bit(site: Path, tmp_path: Path) -> None:
     rng = random.Random(7)
     cases = [{"query": q, "topK": rng.choice([1, 3, 5, 10, 10, 40, 200]),
@@ -196,6 +197,7 @@ def test_generated_queries_match_python_bit_for_bit(site: Path, tmp_path: Path) 
     assert with_hits > 2000  # the queries do reach the corpus
 
 
+@pytest.mark.slow  # the slow lane: scripts/test.sh --quick skips it
 def test_string_helpers_match_python_on_random_texts(site: Path, tmp_path: Path) -> None:
     rng = random.Random(11)
     docs = sorted((site.parent / "docs").glob("*.md"))
@@ -241,6 +243,7 @@ def _members(ranges: list[list[int]]) -> set[int]:
     return {cp for a, b in ranges for cp in range(a, b)}
 
 
+@pytest.mark.slow  # the slow lane: scripts/test.sh --quick skips it
 def test_tokenizer_and_character_classes_on_every_code_point() -> None:
     block = 4096
     found = _run_node("codepoints", "0", str(0x110000), str(block))

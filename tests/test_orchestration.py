@@ -71,6 +71,7 @@ def test_a_filter_nobody_passes_gives_nothing_and_still_runs_the_post_chain(stor
     assert calls == [[]]
 
 
+@pytest.mark.slow  # the slow lane: scripts/test.sh --quick skips it
 def test_the_sharded_index_runs_its_post_retrieval_steps(tmp_path):
     _db, root = _site(tmp_path)
     bundle = ShardedBundle(DirectoryFiles(root))

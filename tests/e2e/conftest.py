@@ -2,8 +2,19 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from _site import CHROMIUM, CHROMIUM_ARGS, demo_site, semantic_site, serving
+
+E2E = Path(__file__).resolve().parent
+
+
+def pytest_collection_modifyitems(config, items):
+    """Every end-to-end test is in the slow lane (``scripts/test.sh --quick`` skips them)."""
+    for item in items:
+        if E2E in Path(item.path).resolve().parents:
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(scope="session")
