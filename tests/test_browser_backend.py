@@ -144,6 +144,7 @@ def test_a_config_without_dim_and_a_bad_batch_size_are_refused():
         backend(jspi=True, batch_size=0)
 
 
+@pytest.mark.slow  # the slow lane: scripts/test.sh --quick skips it
 @pytest.mark.cpython_only
 def test_with_the_real_model_it_matches_the_cpython_backend():
     pytest.importorskip("onnxruntime")
@@ -172,6 +173,7 @@ def test_with_the_real_model_it_matches_the_cpython_backend():
     assert browser.model_id == cpu.model_id
 
 
+@pytest.mark.slow  # the slow lane: scripts/test.sh --quick skips it
 @pytest.mark.cpython_only
 def test_with_the_exported_use_model_it_matches_the_cpython_backend(tmp_path):
     """SentencePiece ids + masks through the same runner seam as in the browser."""

@@ -480,6 +480,7 @@ def test_a_site_without_embeddings_has_no_model_no_ort_and_no_vectors(site):
     assert not [t for t in tables if t.startswith("ragspine_vector")]
 
 
+@pytest.mark.slow  # the slow lane: scripts/test.sh --quick skips it
 def test_the_embedded_manifest_describes_the_dense_channel(embedded_site):
     from ragspine_lite.vector.onnx_backend import MINILM_CONFIG
 
@@ -621,6 +622,7 @@ def test_serve_gives_the_model_and_ort_files_browser_types(embedded_site):
             assert len(body) == (site / rel).stat().st_size
 
 
+@pytest.mark.slow  # the slow lane: scripts/test.sh --quick skips it
 def test_the_leak_scan_reads_the_model_files_too(bw, wheels, tmp_path):
     _require_embeddings(bw)
     write(tmp_path / "docs" / "a.md", "Quokkas live on Rottnest Island.")
@@ -668,6 +670,7 @@ def test_a_missing_embed_use_extra_is_a_build_error_naming_the_install(bw, monke
         bw.make_embedding_backend("use-multilingual")
 
 
+@pytest.mark.slow  # the slow lane: scripts/test.sh --quick skips it
 def test_use_multilingual_sites_carry_the_onnx_export_and_its_sentencepiece_model(
     bw, wheels, tmp_path
 ):
@@ -827,6 +830,7 @@ def test_a_failed_rename_while_swapping_puts_the_old_site_back(bw, wheels, tmp_p
     assert [p.name for p in out.parent.iterdir()] == ["site"]
 
 
+@pytest.mark.slow  # the slow lane: scripts/test.sh --quick skips it
 def test_the_wasm_and_the_model_have_precompressed_siblings(embedded_site):
     import gzip
 

@@ -55,6 +55,7 @@ def test_minilm_on_chinese_documents_is_flagged_with_its_cost(minilm, tmp_path):
     assert model_fit_warning("minilm", minilm, mixed, cost) is None
 
 
+@pytest.mark.slow  # the slow lane: scripts/test.sh --quick skips it
 def test_a_hybrid_build_of_a_chinese_site_warns_before_embedding(minilm, tmp_path_factory,
                                                                  capsys):
     bw = load_build_wasm()

@@ -76,6 +76,7 @@ def use_numpy():
     return make_embedding_backend("use-multilingual")
 
 
+@pytest.mark.slow  # the slow lane: scripts/test.sh --quick skips it
 @pytest.mark.cpython_only
 def test_use_vectors_are_unit_512_d_and_cross_lingual(use_numpy):
     assert isinstance(use_numpy, UseEmbeddingBackend)
@@ -91,6 +92,7 @@ def test_use_vectors_are_unit_512_d_and_cross_lingual(use_numpy):
         use_numpy.embed_texts("bare")  # type: ignore[arg-type]
 
 
+@pytest.mark.slow  # the slow lane: scripts/test.sh --quick skips it
 @pytest.mark.cpython_only
 def test_the_onnx_export_matches_the_package_forward_pass(use_numpy, tmp_path_factory):
     pytest.importorskip("onnx")
