@@ -123,6 +123,7 @@ def python_blocks(page: str) -> list[str]:
 EXAMPLES = [
     ("README.md", 0, "index.retrieve(\"hong kong revenue\""),
     ("docs/python-api.md", 0, "index.retrieve(\"hong kong revenue\""),
+    ("docs/python-api.md", 1, "make_filter([(\"period\", \"gte\", \"2023\")])"),
     ("docs/pipeline.md", 0, "Pipeline(RRFFusion())"),
     ("docs/labels.md", 0, "sensitivity=\"SECRET\""),
     ("docs/remote.md", 0, "make_reranker(\"remote:colbert\""),
