@@ -16,7 +16,7 @@ for ``search``'s LLM query layers ``RAGSPINE_QUERY_TRANSFORM`` (``--query-transf
 ``RAGSPINE_PERSISTENCE_POLICY``, ``RAGSPINE_COMPANY_CONFIG`` (glossary of the rewriter, the
 filter extractor and the query layers), ``RAGSPINE_FILTER_EXTRACTOR``,
 ``RAGSPINE_VECTOR_STORE`` (with ``RAGSPINE_PG_URL``) and ``RAGSPINE_LIBRARY_ROUTER`` (several
-``--db``): README's table.
+``--db``): docs/environment.md.
 
 Hybrid mode keeps chunk vectors in the chunk database itself (table ``ragspine_vector``, one
 set per embedding model; RESTRICTED chunks are never persisted): ``ingest`` embeds the new

@@ -197,7 +197,7 @@ def resolve_backend(
 
 
 def edge_settings(settings: Settings) -> dict[str, Any]:
-    """The retriever settings the command's ``settings`` give (see README):
+    """The retriever settings the command's ``settings`` give (docs/environment.md):
     ``RAGSPINE_PERSISTENCE_POLICY``, ``RAGSPINE_COMPANY_CONFIG`` (the glossary, also the
     filter extractor's), ``RAGSPINE_FILTER_EXTRACTOR``. A bad value is a usage error naming
     the variable; commands call this first, so nothing is written before it is checked."""
