@@ -5,7 +5,8 @@
     ragspine-lite stats --db chunks.db
     ragspine-lite demo
 
-Environment variables are read here, at the edge, and nowhere in the library classes:
+Environment variables are read once, by :func:`main`, into the frozen
+:class:`~ragspine_lite.common.settings.Settings` every command receives (``args.settings``):
 ``RAGSPINE_RETRIEVAL_MODE`` (``--mode``), ``RAGSPINE_EMBEDDING_BACKEND`` then
 ``RAGSPINE_EMBEDDING`` (``--embedding``; default ``auto``: the ONNX model when the
 ``[embed-onnx]`` extra is installed, else pure BM25), ``RAGSPINE_CHUNKER`` (``--chunker``);

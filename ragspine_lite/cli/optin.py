@@ -5,7 +5,7 @@ database; ``search`` follows what the database recorded and refuses a conflictin
 ``RAGSPINE_CONTEXTUAL``. ``search --postprocess`` (``RAGSPINE_POSTPROCESSOR``),
 ``--corrective`` (``RAGSPINE_CORRECTIVE``) and ``--raptor`` (``RAGSPINE_RAPTOR``, with
 ``RAGSPINE_RAPTOR_SUMMARIZER``) wrap the link exit, so none of them ever sees RESTRICTED.
-Environment variables are read here, at the edge, and nowhere in the library classes.
+The variables come from the command's :class:`~ragspine_lite.common.settings.Settings`.
 """
 
 from __future__ import annotations
