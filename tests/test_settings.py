@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+import ragspine_lite
 from ragspine_lite.cli import main
 from ragspine_lite.cli.common import resolve_backend
 from ragspine_lite.common import validators
@@ -16,7 +17,7 @@ from ragspine_lite.common.settings import ENV_NAMES, SECRET_NAMES, Settings, env
 from ragspine_lite.mode import ECONOMY, HYBRID
 from ragspine_lite.remote.server.config import SERVER_ENV, ServerConfig
 
-PACKAGE = Path(__file__).resolve().parent.parent / "ragspine_lite"
+PACKAGE = Path(ragspine_lite.__file__).resolve().parent  # the source tree or the wheel
 #: A valid raw value for each kind of variable, and what Settings makes of it.
 SAMPLES = {
     "positive integer": ("12", 12),
@@ -82,6 +83,7 @@ def test_the_value_is_frozen():
 
 
 def test_every_variable_named_in_the_package_is_declared():
+    assert (PACKAGE / "common" / "settings.py").is_file()
     named = set()
     for path in PACKAGE.rglob("*.py"):
         named |= set(re.findall(r"RAGSPINE_[A-Z0-9_]+", path.read_text("utf-8")))
