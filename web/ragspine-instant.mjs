@@ -12,11 +12,10 @@
 //   const lane = await InstantLane.open(readFile, headerPath);   // readFile(path) → Uint8Array
 //   const result = await lane.search("hong kong revenue", { topK: 10 });  // {hits, took_ms}
 
-const K1 = 1.5; // = DEFAULT_BM25_K1
-const B = 0.75; // = DEFAULT_BM25_B
-const RRF_K = 60; // = DEFAULT_RRF_K
-const MAX_QUERIES = 5; // GlossaryQueryRewriter's max_queries
-const MAX_TOP_K = 200; // = MAX_SEARCH_TOP_K
+import {
+  BM25_B as B, BM25_K1 as K1, DEFAULT_TOP_K, MAX_QUERY_VARIANTS as MAX_QUERIES, MAX_TOP_K, RRF_K,
+} from "./ragspine-contract.mjs";
+
 const EXCERPT_WORDS = 30;
 const SNIPPET_FIELDS = ["topic", "entity", "geography", "period", "language", "sensitivity"];
 
@@ -324,7 +323,7 @@ export const isRestricted = (label) =>
 export function declines(args, { pageDocuments = 0 } = {}) {
   if (pageDocuments) return "page documents are searched too";
   if (typeof args.query !== "string") return "not a string query";
-  const topK = args.topK ?? 10;
+  const topK = args.topK ?? DEFAULT_TOP_K;
   if (!Number.isInteger(topK) || topK < 1 || topK > MAX_TOP_K) return "topK out of range";
   const filters = args.filters ?? null;
   const noFilters = filters === null || (Array.isArray(filters) ? !filters.length
@@ -456,7 +455,7 @@ export class InstantLane {
 
   /** Read what a search for `query` reads (its term shards, its top `topK` hits' fragments);
    * resolves to their paths. */
-  async prefetch(query, topK = 10) {
+  async prefetch(query, topK = DEFAULT_TOP_K) {
     if (!pyStrip(query)) return [];
     const found = await this.#retrieve(query, topK);
     await this.#chunks(found.map((h) => h.docno));
@@ -467,7 +466,7 @@ export class InstantLane {
   /** BundleSearcher.search for a plain query → {hits, took_ms} (see declines()). A bundle
    * holds no RESTRICTED chunk (the build refuses them); meeting one anyway, the lane refuses
    * to answer (the full engine ranks as if it were absent). */
-  async search(query, { topK = 10, highlight = true } = {}) {
+  async search(query, { topK = DEFAULT_TOP_K, highlight = true } = {}) {
     const started = performance.now();
     const outcome = { hits: [], took_ms: 0 };
     if (!pyStrip(query)) return outcome;

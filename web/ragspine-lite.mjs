@@ -19,8 +19,11 @@
 // Python's agent link (text, doc_id, title, source_locator, chunk_id, metadata, sensitivity,
 // scores) plus library_id ("bundle" or "page"). Types: ragspine-lite.d.ts.
 
-export const FORMAT_VERSION = 4; // bundle format this runtime reads (= manifest.format_version)
-export const VERSION = "0.1.0";
+import { DEFAULT_TOP_K, FORMAT_VERSION, PREFETCH_OPTIONS, RRF_K, VERSION, withDefaults } from "./ragspine-contract.mjs";
+
+// The bundle format this runtime reads (= manifest.format_version), the package version and
+// RRF's k, as Python declares them (ragspine-contract.mjs is generated from it).
+export { FORMAT_VERSION, RRF_K, VERSION };
 const DEFAULT_OPEN_TIMEOUT_MS = 180000;
 
 /** An error from the search runtime; `phase` says where it happened when known. */
@@ -214,9 +217,9 @@ export class RagSpineLite {
   }
 
   /** Search with everything the demo page shows: hits with sections and highlight spans. */
-  async searchDetailed(query, { filters = null, topK = 10, highlight = true, rerank = true, mode = null, queryLayers = true, postprocess = null } = {}) {
+  async searchDetailed(query, options = {}) {
     if (typeof query !== "string") throw new RagSpineLiteError(`query must be a string, got ${typeof query}`);
-    const out = await this.#call("search", { query, filters, topK, highlight, rerank, mode, queryLayers, postprocess });
+    const out = await this.#call("search", { query, ...withDefaults(options, undefined, RagSpineLiteError) });
     return {
       query,
       results: out.hits.map((hit) => hit.snippet),
@@ -266,9 +269,9 @@ export class RagSpineLite {
    * call it while the visitor types (debounced). Resolves to {paths, files, rounds, ms}: the
    * files fetched and how each was loaded (a hybrid search's fragments are not prefetched).
    */
-  async prefetch(query, { mode = null, filters = null, topK = 10 } = {}) {
+  async prefetch(query, options = {}) {
     if (typeof query !== "string") throw new RagSpineLiteError(`query must be a string, got ${typeof query}`);
-    return this.#call("prefetch", { query, mode, filters, topK });
+    return this.#call("prefetch", { query, ...withDefaults(options, PREFETCH_OPTIONS, RagSpineLiteError) });
   }
 
   /** Snippet objects for `query`, best first (at most `topK`). */
@@ -312,9 +315,6 @@ export class RagSpineLite {
   }
 }
 
-/** RRF's k, as Python's ragspine_lite.lexical.scoring.DEFAULT_RRF_K. */
-export const RRF_K = 60;
-
 /**
  * Several sites' hits in one ranking, fused exactly as Python's MultiIndexRetriever fuses
  * libraries: `sites` is [{libraryId, hits}] in search (and tie-break) order, each list best
@@ -322,7 +322,7 @@ export const RRF_K = 60;
  * rank); ties go to the earlier site, then the site's own rank. Every hit comes back as a copy
  * whose snippet (and the hit) carry `library_id`; at most `topK` of them.
  */
-export function fuseSites(sites, { topK = 10, k = RRF_K } = {}) {
+export function fuseSites(sites, { topK = DEFAULT_TOP_K, k = RRF_K } = {}) {
   const fused = [];
   const seen = new Set();
   sites.forEach(({ libraryId, hits }, order) => {

@@ -28,6 +28,7 @@
 // (data-engine: instant | full, once ready).
 import { translator } from "./ragspine-i18n.mjs";
 import { STYLE, el, groupByPage, marked } from "./ragspine-ui.mjs";
+import { MAX_TOP_K } from "./ragspine-contract.mjs";
 
 export { groupByPage };
 
@@ -36,7 +37,6 @@ const DEBOUNCE_MS = 120;
 const PREFETCH_MS = 40;
 const PAGES_STEP = 5; // result pages shown, then "More results" adds as many again
 const SUBS_PER_PAGE = 3; // sections listed under a page's best hit
-const MAX_TOP_K = 200;
 const FACETS = ["language", "topic", "entity", "geography", "period"];
 
 // One runtime per bundle, shared by every element on the page.

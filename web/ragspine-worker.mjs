@@ -15,8 +15,8 @@
 
 import { CoarseScanner, DenseScanner } from "./ragspine-dense.mjs";
 import { InstantLane, declines } from "./ragspine-instant.mjs";
+import { DEFAULT_TOP_K, FORMAT_VERSION } from "./ragspine-contract.mjs";
 
-const FORMAT_VERSION = 4; // = BUNDLE_FORMAT_VERSION in ragspine_lite.bundle.manifest
 const VECTORS_DIR = "data/vectors/"; // the int8 vector shards of a hybrid bundle
 // = CONTENT_NAMED_DIRS in ragspine_lite.bundle.manifest: index files the header lists, named
 // `<kind>-<first 16 hex digits of their sha256>.bin`; manifest.json does not list them.
@@ -193,7 +193,7 @@ async function handle(op, args) {
 
 async function search(args) {
   const request = {
-    query: args.query, filters: args.filters ?? null, topK: args.topK ?? 10, highlight: args.highlight !== false,
+    query: args.query, filters: args.filters ?? null, topK: args.topK ?? DEFAULT_TOP_K, highlight: args.highlight !== false,
     rerank: args.rerank !== false, queryLayers: args.queryLayers !== false,
   };
   if (args.mode) request.mode = args.mode;
@@ -356,7 +356,7 @@ async function loadFilesFor({ query, mode = null, filters = null, topK = null })
 
 // Prefetch while typing: what a search for `query` will read, fetched now, so the search
 // itself finds it in memory. Resolves to {paths, files, rounds, ms}.
-async function prefetch({ query = "", mode = null, filters = null, topK = 10 } = {}) {
+async function prefetch({ query = "", mode = null, filters = null, topK = DEFAULT_TOP_K } = {}) {
   const started = performance.now();
   const [paths, rounds] = typeof query === "string" && query.trim()
     ? await loadFilesFor({ query, mode, filters, topK })
@@ -1017,12 +1017,12 @@ async function openInstant(prepared, options) {
 }
 
 async function instantSearch(args) {
-  const result = await instant.lane.search(args.query, { topK: args.topK ?? 10, highlight: args.highlight !== false });
+  const result = await instant.lane.search(args.query, { topK: args.topK ?? DEFAULT_TOP_K, highlight: args.highlight !== false });
   engine.start();
   return withFiles({ ...result, worker: { lane: "instant" } }, instant.files.report());
 }
 
-async function instantPrefetch({ query = "", topK = 10 } = {}) {
+async function instantPrefetch({ query = "", topK = DEFAULT_TOP_K } = {}) {
   const started = performance.now();
   const paths = typeof query === "string" && query.trim() ? await instant.lane.prefetch(query, topK) : [];
   const files = instant.files.report();

@@ -1,12 +1,13 @@
 """The worker's door: :func:`dispatch` runs one JSON operation on a
 :class:`~ragspine_lite.bundle.runtime.BundleSearcher` and answers JSON (errors propagate).
 
-Ops: ``search`` {query, filters?, topK?, highlight?, rerank?, mode?, postprocess?,
-queryLayers?}; ``ingest`` {name, text, vectors?}; ``page_vectors`` {docId}; ``check`` {name,
-text}; ``forget`` {docIds?}; ``documents``; ``stats``; ``files_for`` {query, filters?, topK?,
-mode?}; ``vector_shards``; ``configure`` {reranker, url?, token?, timeout?, check?};
-``configure_llm`` {url?, token?, timeout?, transform?, decompose?, adaptive?, check?};
-``embed_plan`` {query, mode?}, {texts} or {document: {name, text}}; ``embed`` {texts}.
+Ops: ``search`` {query, the options of :data:`~ragspine_lite.bundle.options.SEARCH_OPTIONS`
+(filters?, topK?, ...)}; ``ingest`` {name, text, vectors?}; ``page_vectors`` {docId};
+``check`` {name, text}; ``forget`` {docIds?}; ``documents``; ``stats``; ``files_for``
+{query, filters?, topK?, mode?}; ``vector_shards``; ``configure`` {reranker, url?, token?,
+timeout?, check?}; ``configure_llm`` {url?, token?, timeout?, transform?, decompose?,
+adaptive?, check?}; ``embed_plan`` {query, mode?}, {texts} or {document: {name, text}};
+``embed`` {texts}.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from ragspine_lite.bundle.options import DEFAULT_SEARCH_TOP_K
+from ragspine_lite.bundle.options import search_keywords
 
 __all__ = ["OPERATIONS", "dispatch"]
 
@@ -23,16 +24,8 @@ Args = dict[str, Any]
 
 
 def _search(searcher: Any, args: Args) -> Any:
-    return searcher.search(
-        args.get("query", ""),
-        filters=args.get("filters"),
-        top_k=args.get("topK", DEFAULT_SEARCH_TOP_K),
-        highlight=bool(args.get("highlight", True)),
-        rerank=bool(args.get("rerank", True)),
-        mode=args.get("mode"),
-        query_layers=bool(args.get("queryLayers", True)),
-        postprocess=args.get("postprocess"),
-    ).as_dict()
+    options = {name: value for name, value in args.items() if name != "query"}
+    return searcher.search(args.get("query", ""), **search_keywords(options)).as_dict()
 
 
 def _embed_plan(searcher: Any, args: Args) -> Any:

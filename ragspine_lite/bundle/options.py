@@ -1,11 +1,13 @@
-"""What a bundle search accepts and answers: its defaults and bounds, its modes, its filters
-(:func:`parse_filters`: the page's filter objects or expressions → a ``MetadataFilter``) and
-the :class:`SearchOutcome` it returns."""
+"""What a bundle search accepts and answers: its options (:data:`SEARCH_OPTIONS`, declared once
+here and generated into the page's JavaScript by :mod:`ragspine_lite.bundle.contract`) with
+their defaults and bounds, its modes, its filters (:func:`parse_filters`: the page's filter
+objects or expressions → a ``MetadataFilter``) and the :class:`SearchOutcome` it returns."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 from ragspine_lite.filtering.metadata_filter import (
@@ -18,10 +20,15 @@ __all__ = [
     "DEFAULT_SEARCH_TOP_K",
     "FILTER_FIELDS",
     "MAX_SEARCH_TOP_K",
+    "PREFETCH_OPTIONS",
+    "SEARCH_DEFAULTS",
     "SEARCH_MODES",
+    "SEARCH_OPTIONS",
+    "SearchOption",
     "SearchOutcome",
     "parse_filters",
     "postprocessor_of",
+    "search_keywords",
 ]
 
 DEFAULT_SEARCH_TOP_K = 10
@@ -38,6 +45,76 @@ FILTER_FIELDS: tuple[str, ...] = (
     "period",
     "language",
 )
+
+
+@dataclass(frozen=True)
+class SearchOption:
+    """One option of a bundle search: its ``name`` in the page's API and the worker's messages,
+    its :meth:`~ragspine_lite.bundle.runtime.BundleSearcher.search` ``keyword``, its
+    ``default``, its TypeScript type and doc; ``detailed``: typed on ``DetailedSearchOptions``
+    only (``searchDetailed``'s extras)."""
+
+    name: str
+    keyword: str
+    default: Any
+    ts_type: str
+    doc: str = ""
+    detailed: bool = False
+
+
+#: Every search option, as MiniSearch declares its ``defaultOptions``: the page's API, its
+#: worker and :meth:`BundleSearcher.search` all read these names and defaults from here.
+SEARCH_OPTIONS: tuple[SearchOption, ...] = (
+    SearchOption("filters", "filters", None, "Filters | null"),
+    SearchOption(
+        "topK", "top_k", DEFAULT_SEARCH_TOP_K, "number",
+        f"1 … {MAX_SEARCH_TOP_K}, default {DEFAULT_SEARCH_TOP_K}.",
+    ),
+    SearchOption(
+        "postprocess", "postprocess", None, "string | string[] | null",
+        "Snippet postprocessors run after the RESTRICTED exit (and the reranker), in order:\n"
+        '"mmr" (diversity), "lost_in_middle" (best at both ends), "compress" (adds `prompt_text`,\n'
+        "`text` unchanged), as a comma list or an array. Default none: results unchanged.",
+    ),
+    SearchOption("highlight", "highlight", True, "boolean",
+                 "Compute highlight spans (default true).", detailed=True),
+    SearchOption("rerank", "rerank", True, "boolean",
+                 "Apply the configured reranker (default true).", detailed=True),
+    SearchOption("mode", "mode", None, "SearchMode | null",
+                 '"hybrid" (default when the bundle has vectors) or "bm25".', detailed=True),
+    SearchOption("queryLayers", "query_layers", True, "boolean",
+                 "Apply the configured LLM query layers (default true).", detailed=True),
+)
+#: ``keyword → default`` of :data:`SEARCH_OPTIONS` (what ``BundleSearcher.search`` defaults to).
+SEARCH_DEFAULTS: Mapping[str, Any] = MappingProxyType(
+    {option.keyword: option.default for option in SEARCH_OPTIONS}
+)
+#: The options ``prefetch`` takes (a subset of :data:`SEARCH_OPTIONS`, same defaults).
+PREFETCH_OPTIONS: tuple[str, ...] = ("mode", "filters", "topK")
+_BY_NAME = {option.name: option for option in SEARCH_OPTIONS}
+
+
+def search_keywords(options: Mapping[str, Any]) -> dict[str, Any]:
+    """The page's search options (``{"topK": 5, ...}``) → ``BundleSearcher.search`` keywords
+    with every default filled in (a boolean option is read as a boolean).
+
+    >>> search_keywords({"topK": 5})["top_k"], search_keywords({})["highlight"]
+    (5, True)
+    >>> search_keywords({"topk": 5})
+    Traceback (most recent call last):
+    ValueError: unknown search option 'topk'; valid options: filters, topK, postprocess, \
+highlight, rerank, mode, queryLayers
+    """
+    for name in options:
+        if name not in _BY_NAME:
+            raise ValueError(
+                f"unknown search option {name!r:.60}; valid options: {', '.join(_BY_NAME)}"
+            )
+    keywords: dict[str, Any] = {}
+    for option in SEARCH_OPTIONS:
+        value = options.get(option.name, option.default)
+        keywords[option.keyword] = bool(value) if isinstance(option.default, bool) else value
+    return keywords
 
 
 # ---------------------------------------------------------------- filters

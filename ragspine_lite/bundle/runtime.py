@@ -35,6 +35,7 @@ from ragspine_lite.bundle.options import (
     DEFAULT_SEARCH_TOP_K,
     FILTER_FIELDS,
     MAX_SEARCH_TOP_K,
+    SEARCH_DEFAULTS,
     SEARCH_MODES,
     SearchOutcome,
     parse_filters,
@@ -633,13 +634,13 @@ class BundleSearcher:
         self,
         query: str,
         *,
-        filters: Any = None,
-        top_k: int = DEFAULT_SEARCH_TOP_K,
-        highlight: bool = True,
-        rerank: bool = True,
-        mode: str | None = None,
-        query_layers: bool = True,
-        postprocess: str | Sequence[str] | None = None,
+        filters: Any = SEARCH_DEFAULTS["filters"],
+        top_k: int = SEARCH_DEFAULTS["top_k"],
+        highlight: bool = SEARCH_DEFAULTS["highlight"],
+        rerank: bool = SEARCH_DEFAULTS["rerank"],
+        mode: str | None = SEARCH_DEFAULTS["mode"],
+        query_layers: bool = SEARCH_DEFAULTS["query_layers"],
+        postprocess: str | Sequence[str] | None = SEARCH_DEFAULTS["postprocess"],
     ) -> SearchOutcome:
         """Fused hits over the bundle and the page documents; a blank query finds nothing.
 

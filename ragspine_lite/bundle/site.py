@@ -23,6 +23,8 @@ sections with anchors) into a chunk store through the normal ingest path, and as
                             equal to the Python path's, answered before Pyodide is up
     ragspine-i18n.mjs       the element's words in English, Simplified and Traditional Chinese
     ragspine-ui.mjs         the element's style sheet and DOM helpers
+    ragspine-contract.mjs   the search options, their defaults and the format version, generated
+                            from ragspine_lite.bundle.options (ragspine_lite.bundle.contract)
     index.html              the site's search page (--title, --examples; none with --no-page),
                             or with --demo the ACME demo page (+ demo.mjs, demo.css)
     pages/                  Markdown/text sources rendered as pages, so their results link too

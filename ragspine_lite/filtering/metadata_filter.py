@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
+    "OPS_IN_ORDER",
     "VALID_COMBINES",
     "VALID_OPS",
     "FilterCondition",
@@ -26,8 +27,8 @@ __all__ = [
 ]
 
 # Canonical order, used for messages and docs; VALID_OPS is the set the contract names.
-_OPS_IN_ORDER = ("eq", "ne", "in", "nin", "gt", "gte", "lt", "lte", "between")
-VALID_OPS = frozenset(_OPS_IN_ORDER)
+OPS_IN_ORDER = ("eq", "ne", "in", "nin", "gt", "gte", "lt", "lte", "between")
+VALID_OPS = frozenset(OPS_IN_ORDER)
 VALID_COMBINES = ("and", "or")
 _MEMBERSHIP_OPS = ("in", "nin")
 
@@ -39,7 +40,7 @@ def _as_str(value: Any) -> str:
 
 
 def _valid_ops_text() -> str:
-    return ", ".join(_OPS_IN_ORDER)
+    return ", ".join(OPS_IN_ORDER)
 
 
 def _lookup(obj: Any, name: str) -> Any:
