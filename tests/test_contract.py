@@ -85,7 +85,7 @@ const refused = async (run) => {
   }
 };
 const out = {
-  lookup: await refused(() => contract.withDefaults({ topk: 5 })),
+  contract: Object.keys(contract).sort(),
   search: await refused(() => rs.searchDetailed("kiwi", { topk: 5 })),
   plain: await refused(() => rs.search("kiwi", { Mode: "bm25" })),
   prefetch: await refused(() => rs.prefetch("kiwi", { highlight: false })),
@@ -108,11 +108,13 @@ def test_the_page_refuses_an_unknown_search_option_naming_it():
     run = subprocess.run([NODE, "--input-type=module", "-e", script], capture_output=True,
                          text=True, timeout=60, check=True)
     out = json.loads(run.stdout)
-    assert out["lookup"]["name"] == "TypeError"
-    assert out["lookup"]["message"].startswith(
-        'unknown search option "topk"; valid options: filters')
+    assert "SEARCH_DEFAULTS" in out["contract"] and "FORMAT_VERSION" in out["contract"]
+    assert out["search"]["message"].startswith(
+        'unknown search option "topk"; valid options: filters, topK, postprocess, highlight')
+    assert 'unknown search option "highlight"; valid options: mode, filters, topK' == \
+        out["prefetch"]["message"]
     for case, bad in (("search", "topk"), ("plain", "Mode"), ("prefetch", "highlight")):
-        assert out[case]["isLite"], case
+        assert out[case]["isLite"] and out[case]["name"] == "RagSpineLiteError", case
         assert f'unknown search option "{bad}"' in out[case]["message"], case
     assert out["postedAfterRefusals"] == 0  # nothing reached the worker
     defaults = {o.name: o.default for o in SEARCH_OPTIONS}

@@ -21,20 +21,3 @@ export const BM25_K1 = 1.5;
 export const BM25_B = 0.75;
 export const RRF_K = 60;
 export const MAX_QUERY_VARIANTS = 5;
-
-/**
- * `given` options over the defaults of the options `names` (an undefined value keeps the
- * default); a name not among `names` throws `new ErrorType(message)` naming it.
- */
-export function withDefaults(given, names = Object.keys(SEARCH_DEFAULTS), ErrorType = TypeError) {
-  const out = {};
-  for (const name of names) out[name] = SEARCH_DEFAULTS[name];
-  for (const [name, value] of Object.entries(given ?? {})) {
-    if (!names.includes(name)) {
-      const valid = names.join(", ");
-      throw new ErrorType(`unknown search option ${JSON.stringify(name)}; valid options: ${valid}`);
-    }
-    if (value !== undefined) out[name] = value;
-  }
-  return out;
-}

@@ -19,7 +19,7 @@
 // Python's agent link (text, doc_id, title, source_locator, chunk_id, metadata, sensitivity,
 // scores) plus library_id ("bundle" or "page"). Types: ragspine-lite.d.ts.
 
-import { DEFAULT_TOP_K, FORMAT_VERSION, PREFETCH_OPTIONS, RRF_K, VERSION, withDefaults } from "./ragspine-contract.mjs";
+import { DEFAULT_TOP_K, FORMAT_VERSION, PREFETCH_OPTIONS, RRF_K, SEARCH_DEFAULTS, VERSION } from "./ragspine-contract.mjs";
 
 // The bundle format this runtime reads (= manifest.format_version), the package version and
 // RRF's k, as Python declares them (ragspine-contract.mjs is generated from it).
@@ -36,6 +36,20 @@ export class RagSpineLiteError extends Error {
 }
 
 const strictUtf8 = new TextDecoder("utf-8", { fatal: true });
+
+// `given` over the defaults of the options `names` (an undefined value keeps the default);
+// a name that is not an option is refused, named.
+function withDefaults(given, names = Object.keys(SEARCH_DEFAULTS)) {
+  const out = {};
+  for (const name of names) out[name] = SEARCH_DEFAULTS[name];
+  for (const [name, value] of Object.entries(given ?? {})) {
+    if (!names.includes(name)) {
+      throw new RagSpineLiteError(`unknown search option ${JSON.stringify(name)}; valid options: ${names.join(", ")}`);
+    }
+    if (value !== undefined) out[name] = value;
+  }
+  return out;
+}
 
 async function toDocument(doc, index) {
   if (typeof Blob !== "undefined" && doc instanceof Blob) {
@@ -219,7 +233,7 @@ export class RagSpineLite {
   /** Search with everything the demo page shows: hits with sections and highlight spans. */
   async searchDetailed(query, options = {}) {
     if (typeof query !== "string") throw new RagSpineLiteError(`query must be a string, got ${typeof query}`);
-    const out = await this.#call("search", { query, ...withDefaults(options, undefined, RagSpineLiteError) });
+    const out = await this.#call("search", { query, ...withDefaults(options) });
     return {
       query,
       results: out.hits.map((hit) => hit.snippet),
@@ -271,7 +285,7 @@ export class RagSpineLite {
    */
   async prefetch(query, options = {}) {
     if (typeof query !== "string") throw new RagSpineLiteError(`query must be a string, got ${typeof query}`);
-    return this.#call("prefetch", { query, ...withDefaults(options, PREFETCH_OPTIONS, RagSpineLiteError) });
+    return this.#call("prefetch", { query, ...withDefaults(options, PREFETCH_OPTIONS) });
   }
 
   /** Snippet objects for `query`, best first (at most `topK`). */
