@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import inspect
+
 import pytest
 
 from ragspine_lite.chunking.chunk_store import ChunkStore
@@ -95,6 +97,43 @@ def test_equality_filters_name_the_five_dimensions():
         "period": None,
         "language": "en",
     }
+
+
+def test_every_retriever_takes_the_retrieve_options_as_keywords(index):
+    from ragspine_lite.bundle.sharded_index import ShardedIndex
+    from ragspine_lite.pipeline.stages import FILTER_DIMS, RetrieveOptions, retrieve_keywords
+
+    rerankers = (NarrativeIndex.retrieve, ShardedIndex.retrieve)
+    for method in (HybridRetriever.search, *rerankers):
+        params = list(inspect.signature(method).parameters.values())
+        assert [p.name for p in params[:2]] == ["self", "query"]
+        assert all(p.kind is p.KEYWORD_ONLY for p in params[2:])
+        names = [p.name for p in params[2:]]
+        reranks = method in rerankers
+        assert names == [*FILTER_DIMS, "top_k", *(("rerank", "top_n") if reranks else ()),
+                         "metadata_filter"]
+
+    plain = HybridRetriever(chunks())
+    assert [r.chunk.chunk_id for r in plain.search("revenue", topic="", top_k=1)] == ["a"]
+    assert plain.search("revenue", topic="other") == []
+    for bad in ("topics", "rerank"):
+        with pytest.raises(TypeError, match=f"HybridRetriever.search.*'{bad}'"):
+            plain.search("revenue", **{bad: "x"})
+    NarrativeIndex(index).ingest(" ".join(TEXTS.values()), DocumentMeta(doc_id="d", title="T"))
+    narrative = NarrativeIndex(index)
+    assert len(narrative.retrieve("revenue", rerank=False, top_n=1, language="")) == 1
+    assert narrative.retrieve("revenue", rerank=False, top_n=1, language="zz") == []
+
+    seen = []
+
+    class Probe:
+        @retrieve_keywords(reranks=False)
+        def search(self, query, options):
+            seen.append(options)
+            return query
+
+    assert Probe().search("q", entity="ACME", top_k=3) == "q"
+    assert seen == [RetrieveOptions({**dict.fromkeys(FILTER_DIMS), "entity": "ACME"}, top_k=3)]
 
 
 def test_embed_queries_prefers_the_query_role_and_checks_the_count():

@@ -31,9 +31,10 @@ from ragspine_lite.pipeline.stages import (
     PostRetrievalStep,
     QueryRewriter,
     RetrievalResult,
+    RetrieveOptions,
     embed_queries,
-    equality_filters,
     filtered_positions,
+    retrieve_keywords,
 )
 from ragspine_lite.text.words import tokenize
 from ragspine_lite.vector.base import DEFAULT_MIN_COVERAGE, check_min_coverage
@@ -226,21 +227,11 @@ class ShardedIndex:
         ordered = found[1] if found is not None else []
         return self.bundle.missing(self.bundle.fragment_path(int(key)) for key, _ in ordered)
 
-    def retrieve(
-        self,
-        query: str,
-        *,
-        topic: str | None = None,
-        entity: str | None = None,
-        geography: str | None = None,
-        period: str | None = None,
-        language: str | None = None,
-        top_k: int | None = None,
-        metadata_filter: MetadataFilter | None = None,
-        **_ignored: Any,
-    ) -> list[RetrievalResult]:
-        """Top results by ``(-fused_score, chunk_id)``; filters as NarrativeIndex's."""
-        limit = self.top_k if top_k is None else top_k
+    @retrieve_keywords()
+    def retrieve(self, query: str, options: RetrieveOptions) -> list[RetrievalResult]:
+        """Top results by ``(-fused_score, chunk_id)``; keywords as NarrativeIndex's (it never
+        reranks: ``rerank`` and ``top_n`` change nothing)."""
+        limit = self.top_k if options.top_k is None else options.top_k
         pipeline = self._pipeline()
         self.last_channel = pipeline.channel(query, self.dense is not None)
         return pipeline.search(
@@ -248,8 +239,8 @@ class ShardedIndex:
             self.lane,
             self._dense_lane(),
             limit=limit,
-            filters=equality_filters(topic, entity, geography, period, language),
-            metadata_filter=metadata_filter,
+            filters=options.filters,
+            metadata_filter=options.metadata_filter,
             channel=self.last_channel,
         )
 

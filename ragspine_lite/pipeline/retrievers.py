@@ -59,9 +59,10 @@ from ragspine_lite.pipeline.stages import (
     PostRetrievalStep,
     QueryRewriter,
     RetrievalResult,
-    equality_filters,
+    RetrieveOptions,
     filtered_positions,
     index_text,
+    retrieve_keywords,
 )
 from ragspine_lite.rerank.listwise_rerank import ListwiseJudge, listwise_rerank
 from ragspine_lite.text.words import tokenize
@@ -109,20 +110,11 @@ _ROWS_CACHE_SIZE = 4
 class RetrievableIndex(Protocol):
     """What the agent link needs from an index."""
 
-    def retrieve(
-        self,
-        query: str,
-        *,
-        topic: str | None = None,
-        entity: str | None = None,
-        geography: str | None = None,
-        period: str | None = None,
-        language: str | None = None,
-        top_k: int | None = None,
-        rerank: bool = True,
-        top_n: int | None = None,
-        metadata_filter: MetadataFilter | None = None,
-    ) -> list[RetrievalResult]: ...
+    def retrieve(self, query: str, **options: Any) -> list[RetrievalResult]:
+        """Results for ``query``; ``options`` are :class:`RetrieveOptions`' fields as keywords
+        (``topic``, ``entity``, ``geography``, ``period``, ``language``, ``top_k``,
+        ``rerank``, ``top_n``, ``metadata_filter``)."""
+        ...
 
 
 def _check_top_k(value: Any, name: str = "top_k") -> int:
@@ -172,7 +164,39 @@ class GlossaryQueryRewriter:
         return out
 
 
-class HybridRetriever:
+class _SearchSettings:
+    """What :class:`HybridRetriever` and :class:`NarrativeIndex` keep alike: the backend, the
+    rewriter, ``top_k``, the vector store (a new :class:`InProcessVectorStore` iff a backend
+    is given and none injected), the index text, the coverage gate, the fusion (by default
+    :func:`~ragspine_lite.pipeline.fusion.default_fusion` with ``rrf_k``), the post-retrieval
+    steps and the last search's channel."""
+
+    def _keep_settings(
+        self,
+        embedding_backend: EmbeddingBackend | None,
+        query_rewriter: QueryRewriter | None,
+        top_k: int,
+        vector_store: VectorStore | None,
+        index_text_fn: Callable[[Any], str] | None,
+        min_query_coverage: float | None,
+        fusion: Fusion | None,
+        post_retrieval: Iterable[PostRetrievalStep],
+        rrf_k: float = DEFAULT_RRF_K,
+    ) -> None:
+        self.embedding_backend = embedding_backend
+        self.query_rewriter = query_rewriter
+        self.top_k = _check_top_k(top_k)
+        if vector_store is None and embedding_backend is not None:
+            vector_store = InProcessVectorStore()
+        self.vector_store = vector_store
+        self.index_text_fn = index_text_fn
+        self.min_query_coverage = check_min_coverage(min_query_coverage)
+        self.fusion = fusion if fusion is not None else default_fusion(embedding_backend, rrf_k)
+        self.post_retrieval: list[PostRetrievalStep] = list(post_retrieval)
+        self.last_channel: str | None = None
+
+
+class HybridRetriever(_SearchSettings):
     """BM25 (+ optional dense) retrieval over a fixed list of chunks, through the pipeline.
 
     A :class:`~ragspine_lite.pipeline.search.Pipeline` over a
@@ -216,26 +240,15 @@ class HybridRetriever:
         post_retrieval: Iterable[PostRetrievalStep] = (),
     ) -> None:
         self.chunks = list(chunks)
-        self.embedding_backend = embedding_backend
-        self.query_rewriter = query_rewriter
-        self.k1 = k1
-        self.b = b
-        self.rrf_k = rrf_k
-        self.top_k = _check_top_k(top_k)
+        self.k1, self.b, self.rrf_k = k1, b, rrf_k
+        self._keep_settings(
+            embedding_backend, query_rewriter, top_k, vector_store, index_text_fn,
+            min_query_coverage, fusion, post_retrieval, rrf_k,
+        )
         self.embedding_cache: MutableMapping[str, list[float]] = (
             embedding_cache if embedding_cache is not None else {}
         )
-        if vector_store is None and embedding_backend is not None:
-            vector_store = InProcessVectorStore()
-        self.vector_store = vector_store
         self.manage_vectors = manage_vectors
-        self.index_text_fn = index_text_fn
-        self.min_query_coverage = check_min_coverage(min_query_coverage)
-        self.fusion: Fusion = fusion if fusion is not None else default_fusion(
-            embedding_backend, rrf_k
-        )
-        self.post_retrieval: list[PostRetrievalStep] = list(post_retrieval)
-        self.last_channel: str | None = None
         self._lane: ChunkListLane | None = None
 
     def _lexical_lane(self) -> ChunkListLane:
@@ -246,24 +259,16 @@ class HybridRetriever:
             )
         return self._lane
 
-    def search(
-        self,
-        query: str,
-        *,
-        topic: str | None = None,
-        entity: str | None = None,
-        geography: str | None = None,
-        period: str | None = None,
-        language: str | None = None,
-        top_k: int | None = None,
-        metadata_filter: MetadataFilter | None = None,
-    ) -> list[RetrievalResult]:
+    @retrieve_keywords(reranks=False)
+    def search(self, query: str, options: RetrieveOptions) -> list[RetrievalResult]:
         """Top results sorted by ``(-fused_score, chunk_id)``, at most ``top_k``.
 
-        Filters (``""`` is a real filter) and ``metadata_filter`` select candidates
-        before anything is scored or embedded. Pure-BM25 mode returns only chunks with a
-        BM25 hit; hybrid mode ranks every candidate on the vector lane too.
+        Keywords: the five filters (``""`` is a real filter), ``top_k`` and
+        ``metadata_filter`` (:class:`RetrieveOptions`); the filters select candidates before
+        anything is scored or embedded. Pure-BM25 mode returns only chunks with a BM25 hit;
+        hybrid mode ranks every candidate on the vector lane too.
         """
+        top_k = options.top_k
         limit = self.top_k if top_k is None else _check_top_k(top_k)
         backend, store = self.embedding_backend, self.vector_store
         dense = None
@@ -280,13 +285,13 @@ class HybridRetriever:
             self._lexical_lane(),
             dense,
             limit=limit,
-            filters=equality_filters(topic, entity, geography, period, language),
-            metadata_filter=metadata_filter,
+            filters=options.filters,
+            metadata_filter=options.metadata_filter,
             channel=self.last_channel,
         )
 
 
-class NarrativeIndex:
+class NarrativeIndex(_SearchSettings):
     """A versioned :class:`ChunkStore` plus its vectors, searchable with optional rerank.
 
     ``ingest`` chunks a document, replaces its active chunks and swaps its vectors
@@ -325,26 +330,18 @@ class NarrativeIndex:
         post_retrieval: Iterable[PostRetrievalStep] = (),
     ) -> None:
         self.store = store
-        self.embedding_backend = embedding_backend
-        self.query_rewriter = query_rewriter
+        self._keep_settings(
+            embedding_backend, query_rewriter, top_k, vector_store, index_text_fn,
+            min_query_coverage, fusion, post_retrieval,
+        )
         self.judge = judge
-        self.max_chars = max_chars
-        self.overlap_chars = overlap_chars
-        self.top_k = _check_top_k(top_k)
+        self.max_chars, self.overlap_chars = max_chars, overlap_chars
         self.rerank_top_n = _check_top_k(rerank_top_n, "rerank_top_n")
-        if vector_store is None and embedding_backend is not None:
-            vector_store = InProcessVectorStore()
-        self.vector_store = vector_store
         self.persistence_policy = (
             persistence_policy if persistence_policy is not None else IsolationFirstPolicy()
         )
-        self.index_text_fn = index_text_fn
         self.filter_extractor = filter_extractor
         self.chunker = chunker
-        self.min_query_coverage = check_min_coverage(min_query_coverage)
-        self.fusion: Fusion = fusion if fusion is not None else default_fusion(embedding_backend)
-        self.post_retrieval: list[PostRetrievalStep] = list(post_retrieval)
-        self.last_channel: str | None = None
         self._bm25: StoreBM25Index | None = (
             StoreBM25Index.attach(store) if index_text_fn is None else None
         )
@@ -417,21 +414,10 @@ class NarrativeIndex:
             and not withheld_from_vectors(c, self.embedding_backend, self.vector_store)
         ]
 
-    def retrieve(
-        self,
-        query: str,
-        *,
-        topic: str | None = None,
-        entity: str | None = None,
-        geography: str | None = None,
-        period: str | None = None,
-        language: str | None = None,
-        top_k: int | None = None,
-        rerank: bool = True,
-        top_n: int | None = None,
-        metadata_filter: MetadataFilter | None = None,
-    ) -> list[RetrievalResult]:
+    @retrieve_keywords()
+    def retrieve(self, query: str, options: RetrieveOptions) -> list[RetrievalResult]:
         """Search the active chunks; with a judge (and ``rerank``) listwise-rerank the top.
+        Keywords: :class:`RetrieveOptions`' fields.
 
         ``metadata_filter`` wins over the ``filter_extractor``; with a judge at most
         ``top_n or rerank_top_n`` results come back. The lexical lane is the store's index
@@ -439,15 +425,15 @@ class NarrativeIndex:
         passing the filters (kept per filter set), scored by the store's index or, with an
         ``index_text_fn`` or no usable store index, in memory.
         """
-        limit = self.top_k if top_k is None else _check_top_k(top_k)
-        n = _check_optional_top(top_n, "top_n")
-        mf = metadata_filter
+        limit = self.top_k if options.top_k is None else _check_top_k(options.top_k)
+        n = _check_optional_top(options.top_n, "top_n")
+        mf = options.metadata_filter
         if mf is None:
             # A failing or empty extractor gives None: candidates stay the explicit filters.
             mf = extract_filter(self.filter_extractor, query)
-        filters = equality_filters(topic, entity, geography, period, language)
+        filters = options.filters
         steps = self.post_retrieval
-        if rerank and self.judge is not None:
+        if options.rerank and self.judge is not None:
             steps = [_ListwiseRerankStep(self.judge, n or self.rerank_top_n), *steps]
         pipeline = self._pipeline(steps)
         self.last_channel = pipeline.channel(query, self._dense_on())

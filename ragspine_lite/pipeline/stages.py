@@ -1,8 +1,8 @@
 """The stages of a search, one function each; :mod:`ragspine_lite.pipeline.search` runs them.
 
-1. **filters → candidates** (:func:`equality_filters`, :func:`filtered_positions`): the five
-   equality dimensions (``""`` is a real filter), then a ``MetadataFilter``. Nothing outside
-   the candidates is scored or embedded.
+1. **filters → candidates** (:class:`RetrieveOptions`, :func:`equality_filters`,
+   :func:`filtered_positions`): the five equality dimensions (``""`` is a real filter), then a
+   ``MetadataFilter``. Nothing outside the candidates is scored or embedded.
 2. **index text** (:func:`index_text`): the text BM25 indexes and the dense channel embeds;
    ``chunk.text`` stays the text that is cited.
 3. **query variants** (:func:`query_variants`): the ``QueryRewriter``'s variants, original
@@ -18,9 +18,11 @@
 
 from __future__ import annotations
 
+import functools
+import inspect
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from dataclasses import dataclass, field, fields
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from ragspine_lite.pipeline.fusion import ChannelHits, Fusion, Hit
 from ragspine_lite.vector.base import embed_query_texts, outside_vocabulary
@@ -34,6 +36,7 @@ __all__ = [
     "PostRetrievalStep",
     "QueryRewriter",
     "RetrievalResult",
+    "RetrieveOptions",
     "choose_channel",
     "embed_queries",
     "equality_filters",
@@ -42,6 +45,7 @@ __all__ = [
     "index_text",
     "query_variants",
     "results_of",
+    "retrieve_keywords",
     "run_post_chain",
 ]
 
@@ -73,6 +77,65 @@ class RetrievalResult:
 
 
 # -- 1. filters → candidates ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RetrieveOptions:
+    """The keyword arguments of a search, as one value: the equality ``filters`` (each of
+    :data:`FILTER_DIMS` → its value, ``None``: no condition, ``""`` a real filter), ``top_k``
+    (``None``: the index's own), a ``metadata_filter`` and, for an index that reranks,
+    ``rerank`` and ``top_n``. Methods take them as keywords (a dimension each) through
+    :func:`retrieve_keywords`."""
+
+    filters: Mapping[str, str | None] = field(default_factory=lambda: dict.fromkeys(FILTER_DIMS))
+    top_k: int | None = None
+    rerank: bool = True
+    top_n: int | None = None
+    metadata_filter: Any | None = None
+
+
+_R = TypeVar("_R")
+_RERANK_ONLY = ("rerank", "top_n")
+
+
+def _keyword_parameters(reranks: bool) -> list[inspect.Parameter]:
+    """``self, query, *, <each filter dimension>, <each other RetrieveOptions field>``."""
+    positional, keyword = inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY
+    params = [inspect.Parameter("self", positional), inspect.Parameter("query", positional)]
+    params += [inspect.Parameter(d, keyword, default=None, annotation="str | None")
+               for d in FILTER_DIMS]
+    return params + [
+        inspect.Parameter(f.name, keyword, default=f.default, annotation=f.type)
+        for f in fields(RetrieveOptions)[1:]
+        if reranks or f.name not in _RERANK_ONLY
+    ]
+
+
+def retrieve_keywords(
+    *, reranks: bool = True
+) -> Callable[[Callable[[Any, str, RetrieveOptions], _R]], Callable[..., _R]]:
+    """Decorate ``method(self, query, options)`` into ``method(self, query, *, topic=None,
+    …)``: a keyword per filter dimension and per other field of :class:`RetrieveOptions`
+    (without ``reranks``, not ``rerank`` and ``top_n``), with that signature; another
+    keyword raises ``TypeError`` naming it."""
+    params = _keyword_parameters(reranks)
+    names = {p.name for p in params[2:]}
+
+    def decorate(method: Callable[[Any, str, RetrieveOptions], _R]) -> Callable[..., _R]:
+        @functools.wraps(method)
+        def with_keywords(self: Any, query: str, **keywords: Any) -> _R:
+            for name in keywords:
+                if name not in names:
+                    raise TypeError(
+                        f"{method.__qualname__}() got an unexpected keyword argument {name!r}"
+                    )
+            filters = {dim: keywords.pop(dim, None) for dim in FILTER_DIMS}
+            return method(self, query, RetrieveOptions(filters, **keywords))
+
+        with_keywords.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+        return with_keywords
+
+    return decorate
 
 
 def equality_filters(
