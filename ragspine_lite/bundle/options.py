@@ -26,6 +26,7 @@ __all__ = [
     "SEARCH_OPTIONS",
     "SearchOption",
     "SearchOutcome",
+    "check_top_k",
     "parse_filters",
     "postprocessor_of",
     "search_keywords",
@@ -92,6 +93,13 @@ SEARCH_DEFAULTS: Mapping[str, Any] = MappingProxyType(
 #: The options ``prefetch`` takes (a subset of :data:`SEARCH_OPTIONS`, same defaults).
 PREFETCH_OPTIONS: tuple[str, ...] = ("mode", "filters", "topK")
 _BY_NAME = {option.name: option for option in SEARCH_OPTIONS}
+
+
+def check_top_k(top_k: Any) -> int:
+    """``top_k`` if it is an integer from 1 to :data:`MAX_SEARCH_TOP_K`, else ``ValueError``."""
+    if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= MAX_SEARCH_TOP_K:
+        raise ValueError(f"topK must be an integer from 1 to {MAX_SEARCH_TOP_K}, got {top_k!r}")
+    return top_k
 
 
 def search_keywords(options: Mapping[str, Any]) -> dict[str, Any]:

@@ -38,6 +38,7 @@ from ragspine_lite.bundle.options import (
     SEARCH_DEFAULTS,
     SEARCH_MODES,
     SearchOutcome,
+    check_top_k,
     parse_filters,
     postprocessor_of,
 )
@@ -656,10 +657,7 @@ class BundleSearcher:
         started = time.perf_counter()
         if not isinstance(query, str):
             raise ValueError(f"query must be a string, got {query!r}")
-        if isinstance(top_k, bool) or not isinstance(top_k, int) or not (
-            1 <= top_k <= MAX_SEARCH_TOP_K
-        ):
-            raise ValueError(f"topK must be an integer from 1 to {MAX_SEARCH_TOP_K}, got {top_k!r}")
+        check_top_k(top_k)
         metadata_filter = parse_filters(filters)
         postprocessor = postprocessor_of(postprocess)
         hybrid = self._resolve_mode(mode) == "hybrid"
