@@ -19,15 +19,20 @@ from ragspine_lite.bundle import contract
 from ragspine_lite.bundle.options import SEARCH_DEFAULTS, SEARCH_OPTIONS, search_keywords
 from ragspine_lite.bundle.runtime import BundleSearcher
 
+# Reads the checkout's web/ (or runs Node): not in the Pyodide lane.
+checkout_only = pytest.mark.cpython_only
+
 WEB = Path(__file__).resolve().parent.parent / "web"
 NODE = shutil.which("node")
 
 
+@checkout_only
 def test_the_generated_files_are_what_the_declaration_generates():
     for path, text in contract.generated(WEB).items():
         assert path.read_text("utf-8") == text, f"{path.name} drifted: run {contract.REGENERATE}"
 
 
+@checkout_only
 def test_the_check_catches_a_hand_edit_and_write_repairs_it(tmp_path, capsys):
     for name in (contract.CONTRACT_MODULE, contract.TYPINGS):
         shutil.copy(WEB / name, tmp_path / name)
@@ -98,6 +103,7 @@ process.stdout.write(JSON.stringify(out));
 """
 
 
+@checkout_only
 def test_the_page_refuses_an_unknown_search_option_naming_it():
     if NODE is None:
         pytest.skip("node is not installed")
