@@ -73,23 +73,63 @@ def test_small_bundles_keep_the_exact_shards(tmp_path: Path) -> None:
     assert isinstance(open_scanner(DirectoryFiles(tmp_path), entry), ShardScanner)
 
 
+def parsed(root: Path, entry: dict, j: int) -> coarse._List:
+    count, path = entry["lists"][j]
+    return coarse._List((root / path).read_bytes(), count, DIM, path)
+
+
 def test_the_lists_partition_the_rows_and_the_build_is_deterministic(lists, tmp_path) -> None:
     root, entry, rows = lists
     assert entry["rows"] == ROWS and entry["missing"] == [4, 100, 299]
     assert "shards" not in entry and len(entry["lists"]) == coarse.list_count(ROWS - 3)
-    assert 1 <= entry["probe"] < len(entry["lists"])
+    assert 1 <= entry["probe"] < len(entry["lists"]) and entry["candidates"] >= 1
+    cents = (root / entry["centroids"]).read_bytes()
     seen: list[int] = []
-    for count, path in entry["lists"]:
-        data = (root / path).read_bytes() if count else b""
-        docnos = [int.from_bytes(data[4 * i : 4 * i + 4], "little") for i in range(count)]
-        assert docnos == sorted(docnos)
-        assert [signed(data[4 * count + i * DIM : 4 * count + (i + 1) * DIM])
-                for i in range(count)] == [rows[d] for d in docnos]
-        seen += docnos
+    for j, (count, _path) in enumerate(entry["lists"]):
+        if not count:
+            continue
+        found = parsed(root, entry, j)
+        assert found.docnos == sorted(found.docnos) and len(found.docnos) == count
+        in_blocks = []
+        for b, (n, block) in enumerate(found.blocks):
+            data = (root / block).read_bytes()
+            docnos = [int.from_bytes(data[4 * i : 4 * i + 4], "little") for i in range(n)]
+            assert docnos == sorted(d for d, k in zip(found.docnos, found.block_of, strict=True)
+                                    if k == b)
+            assert [signed(data[4 * n + i * DIM : 4 * n + (i + 1) * DIM])
+                    for i in range(n)] == [rows[d] for d in docnos]
+            in_blocks += docnos
+        assert sorted(in_blocks) == found.docnos
+        cent = signed(cents[j * DIM : (j + 1) * DIM])
+        for i, d in enumerate(found.docnos):  # the residual's scale and sign bits
+            res = [x - c for x, c in zip(rows[d], cent, strict=True)]
+            assert found.scales[i] == (16 * sum(map(abs, res)) + DIM // 2) // DIM
+            bits = found.signs[i * 2 : i * 2 + 2]
+            assert [bool(bits[k // 8] >> (k % 8) & 1) for k in range(DIM)] == [x > 0 for x in res]
+        seen += found.docnos
     assert sorted(seen) == [d for d in range(ROWS) if d not in (4, 100, 299)]
     again = write_vectors(root.parent / "chunks.db", [f"c{i:03d}" for i in range(ROWS)],
                           writer(tmp_path / "again"), model_id="m", min_rows=0, numpy=False)
     assert again == entry  # pure Python builds the same files
+
+
+@pytest.mark.parametrize("numpy", SCANNERS)
+def test_an_estimate_is_the_centroid_dot_plus_the_scaled_sign_dot(lists, numpy) -> None:
+    root, entry, rows = lists
+    cents = (root / entry["centroids"]).read_bytes()
+    rnd = random.Random(8)
+    q = [rnd.randrange(-127, 128) for _ in range(DIM)]
+    for j in range(len(entry["lists"])):
+        if not entry["lists"][j][0]:
+            continue
+        found = parsed(root, entry, j)
+        cent = signed(cents[j * DIM : (j + 1) * DIM])
+        cdot = sum(a * b for a, b in zip(q, cent, strict=True))
+        want = []
+        for i, d in enumerate(found.docnos):
+            sign = [1 if x > c else -1 for x, c in zip(rows[d], cent, strict=True)]
+            want.append(16 * cdot + found.scales[i] * sum(map(int.__mul__, q, sign)))
+        assert found.estimates(q, cdot, numpy) == want
 
 
 @needs_numpy
@@ -107,7 +147,8 @@ def test_numpy_and_pure_python_k_means_agree() -> None:
 @pytest.mark.parametrize("numpy", SCANNERS)
 def test_probing_every_list_is_the_exact_scan(lists, numpy) -> None:
     root, entry, rows = lists
-    scanner = CoarseScanner(Folder(root), entry, probe=len(entry["lists"]), numpy=numpy)
+    scanner = CoarseScanner(Folder(root), entry, probe=len(entry["lists"]), candidates=ROWS,
+                            numpy=numpy)
     rnd = random.Random(4)
     for threshold in (None, 0, 200):
         q = [rnd.randrange(-127, 128) for _ in range(DIM)]
@@ -116,25 +157,46 @@ def test_probing_every_list_is_the_exact_scan(lists, numpy) -> None:
 
 
 @pytest.mark.parametrize("numpy", SCANNERS)
-def test_a_probe_reads_its_lists_once_and_scores_them_exactly(lists, numpy) -> None:
+def test_a_probe_reads_its_lists_and_blocks_once_and_scores_them_exactly(lists, numpy) -> None:
     root, entry, rows = lists
     files = Folder(root)
-    scanner = CoarseScanner(files, entry, numpy=numpy)
+    scanner = CoarseScanner(files, entry, candidates=12, numpy=numpy)
     q = rows[17]
     query = bytes(b & 0xFF for b in q)
     probed = scanner.probed(query)
     assert len(probed) == entry["probe"] and files.reads == [entry["centroids"]]
+    blocks = scanner.blocks(query)
+    assert files.reads[1:] == [entry["lists"][j][1] for j in probed]
+    assert 1 <= len(blocks) <= 12 and {j for j, _ in blocks} <= set(probed)
     found = scanner.scan(query, None)
-    assert files.reads[1:] == [entry["lists"][j][1] for j in sorted(probed)]
+    paths = [parsed(root, entry, j).blocks[b][1] for j, b in blocks]
+    assert files.reads[1 + len(probed) :] == list(dict.fromkeys(paths))
     want = dict(exact(rows, q, None))
     assert found and all(want[d] == dot for d, dot in found)
-    assert (17, want[17]) in found  # a row is in the list of its nearest centroid
+    assert (17, want[17]) in found  # the row itself has the best estimate here
     reads = len(files.reads)
     assert scanner.scan(query, 0) == [h for h in found if h[1] > 0] and len(files.reads) == reads
-    # dots of any rows are exact: the docno → list map and their lists are read on need
+    # dots of any rows are exact: the docno → list map, their lists and blocks are read on need
     picked = [3, 4, 250, 17, 299]
     assert scanner.dots(query, picked) == [want.get(d, 0) for d in picked]
     assert entry["assign"] in files.reads
+
+
+def test_more_candidates_find_more_of_the_exact_top_ten(lists) -> None:
+    root, entry, rows = lists
+    rnd = random.Random(5)
+    queries = [[rnd.randrange(-127, 128) for _ in range(DIM)] for _ in range(20)]
+    found = []
+    for wanted in (4, 64, ROWS):
+        scanner = CoarseScanner(Folder(root), entry, probe=len(entry["lists"]),
+                                candidates=wanted)
+        hits = 0
+        for q in queries:
+            top = {d for d, _ in sorted(exact(rows, q, None), key=lambda h: (-h[1], h[0]))[:10]}
+            got = scanner.scan(bytes(b & 0xFF for b in q), None)
+            hits += len(top & {d for d, _ in sorted(got, key=lambda h: (-h[1], h[0]))[:10]})
+        found.append(hits)
+    assert found[0] < found[1] <= found[2] == 200
 
 
 def test_a_damaged_list_or_entry_is_a_clear_error(lists) -> None:
@@ -144,6 +206,9 @@ def test_a_damaged_list_or_entry_is_a_clear_error(lists) -> None:
     scanner = CoarseScanner(DirectoryFiles(root), {**entry, "probe": len(entry["lists"])})
     with pytest.raises(BundleFormatError, match="rebuild"):
         scanner.scan(bytes(DIM), None)
+    old = {k: v for k, v in entry.items() if k != "candidates"}  # the int8 lists of format 3
+    with pytest.raises(BundleFormatError, match="older layout: rebuild"):
+        CoarseScanner(DirectoryFiles(root), old)
     with pytest.raises(BundleFormatError, match="malformed"):
         CoarseScanner(DirectoryFiles(root), {**entry, "probe": 0})
     with pytest.raises(BundleFormatError, match="malformed"):
@@ -154,8 +219,9 @@ NODE_SCRIPT = r"""
 import { readFileSync } from "node:fs";
 import { CoarseScanner } from "%(module)s";
 const job = JSON.parse(readFileSync(0, "utf8"));
-const out = job.queries.map(({ query, threshold, docnos, probe }) => {
-  const scanner = new CoarseScanner(job.info, (p) => readFileSync(job.root + "/" + p), probe);
+const out = job.queries.map(({ query, threshold, docnos, probe, candidates }) => {
+  const read = (p) => readFileSync(job.root + "/" + p);
+  const scanner = new CoarseScanner(job.info, read, probe, candidates);
   const q = Int8Array.from(query);
   const scan = Array.from(scanner.scan(q, threshold));
   return { scan, dots: Array.from(scanner.dots(q, docnos)) };
@@ -171,12 +237,14 @@ def test_the_javascript_coarse_scanner_gives_the_python_pairs(lists, numpy) -> N
     rnd = random.Random(6)
     queries = [
         {"query": rows[rnd.randrange(ROWS)] if t != -1 else [127] * DIM, "threshold": t,
-         "docnos": [*rnd.sample(range(ROWS), 7), 4, 299], "probe": probe}
-        for t, probe in ((None, None), (0, None), (150, 3), (-1, None), (None, 10**6))
+         "docnos": [*rnd.sample(range(ROWS), 7), 4, 299], "probe": probe, "candidates": c}
+        for t, probe, c in ((None, None, None), (0, None, 5), (150, 3, 40), (-1, None, None),
+                            (None, 10**6, 10**6), (None, 10**6, 1))
     ]
     job = {"info": entry, "root": str(root), "queries": queries}
     for q, got in zip(queries, run_dense_module(NODE_SCRIPT, job), strict=True):
-        scanner = CoarseScanner(Folder(root), entry, probe=q["probe"], numpy=numpy)
+        scanner = CoarseScanner(Folder(root), entry, probe=q["probe"],
+                                candidates=q["candidates"], numpy=numpy)
         codes = bytes(b & 0xFF for b in q["query"])
         pairs = [tuple(got["scan"][i : i + 2]) for i in range(0, len(got["scan"]), 2)]
         assert pairs == scanner.scan(codes, q["threshold"])  # same pairs, same order
@@ -205,7 +273,8 @@ def test_the_header_has_the_coarse_lists_and_the_worker_info(coarse_site) -> Non
     assert entry is not None and "lists" in entry and entry["rows"] == bundle.n_docs
     with BundleSearcher.from_files(DirectoryFiles(root), embedding_backend=backend) as s:
         info = s.vector_shards()
-    assert {"centroids", "probe", "lists", "assign", "dim", "scale", "missing"} <= set(info)
+    assert {"centroids", "probe", "candidates", "lists", "assign", "dim", "scale",
+            "missing"} <= set(info)
 
 
 @pytest.mark.slow  # the slow lane: scripts/test.sh --quick skips it
@@ -214,7 +283,8 @@ def test_probing_every_list_equals_the_chunk_store_path(coarse_site, numpy) -> N
     db, root, backend = coarse_site
     files = DirectoryFiles(root)
     entry = ShardedBundle(files).vectors
-    scanner = CoarseScanner(files, entry, probe=len(entry["lists"]), numpy=numpy)
+    scanner = CoarseScanner(files, entry, probe=len(entry["lists"]), candidates=entry["rows"],
+                            numpy=numpy)
     with BundleSearcher(db, embedding_backend=backend) as reference, \
             BundleSearcher.from_files(files, embedding_backend=backend, scanner=scanner) as lazy:
         for query in hybrid_queries():

@@ -127,27 +127,79 @@ export class DenseScanner {
   }
 }
 
+function bytesOf(raw) {
+  return raw instanceof Uint8Array ? raw : new Uint8Array(raw.buffer || raw, raw.byteOffset || 0, raw.byteLength);
+}
+
+// One list file of the coarse layout: its blocks [count, path], and per row docno, block,
+// residual scale and sign bits (ragspine_lite.bundle.coarse).
+function parseList(raw, count, dim, path) {
+  const bytes = bytesOf(raw);
+  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const width = (dim + 7) >> 3;
+  const nblocks = bytes.length >= 4 ? view.getUint32(0, true) : -1;
+  const start = 4 + 12 * nblocks;
+  if (nblocks < 1 || bytes.length !== start + count * (8 + width)) throw new Error(`vector list ${path}: ${bytes.length} bytes, rebuild the bundle`);
+  const blocks = [];
+  for (let b = 0; b < nblocks; b++) {
+    const o = 4 + 12 * b;
+    let hex = "";
+    for (let k = 0; k < 8; k++) hex += bytes[o + 4 + k].toString(16).padStart(2, "0");
+    blocks.push([view.getUint32(o, true), `data/lists/v-${hex}.i8`]);
+  }
+  const docnos = new Uint32Array(count);
+  const blockOf = new Uint16Array(count);
+  const scales = new Uint16Array(count);
+  for (let i = 0; i < count; i++) {
+    docnos[i] = view.getUint32(start + 4 * i, true);
+    blockOf[i] = view.getUint16(start + 4 * count + 2 * i, true);
+    scales[i] = view.getUint16(start + 6 * count + 2 * i, true);
+    if (blockOf[i] >= nblocks) throw new Error(`vector list ${path} names a block it has not: rebuild the bundle`);
+  }
+  const signs = bytes.subarray(start + 8 * count);
+  return { blocks, docnos, blockOf, scales, signs, width };
+}
+
+// Per sign byte, the sum of q over the dims of each of its 256 values (Int32Array 256·width).
+function bitTables(q, width) {
+  const tables = new Int32Array(256 * width);
+  for (let k = 0; k < width; k++) {
+    for (let value = 1; value < 256; value++) {
+      const low = value & -value;
+      const dim = 8 * k + 31 - Math.clz32(low);
+      tables[256 * k + value] = tables[256 * k + (value ^ low)] + (dim < q.length ? q[dim] : 0);
+    }
+  }
+  return tables;
+}
+
 // The coarse (IVF) layout of a large bundle's vectors (ragspine_lite.bundle.coarse): int8
-// centroids, one file per list (its docnos as little-endian uint32, then their codes). `scan`
-// dots the query with every centroid, reads the `probe` best lists by (-dot, list) and scores
-// their rows exactly; `dots` reads the docno → list map (uint16) when a row's list is not in yet.
-// `read(path)` returns a file's bytes synchronously (the worker's bundle reader); each file is
-// read once. `info` is the worker op `vector_shards` of such a bundle: {dim, scale, centroids,
-// probe, lists: [[count, path], …], assign, missing, rows}. Same integers as CoarseScanner in
-// Python, pair for pair.
+// centroids; per list a small file (its block table, then per row docno, block, residual scale
+// and the sign bits of its residual); per block a file (its docnos as little-endian uint32, then
+// their codes). `scan` dots the query with every centroid, estimates every row of the `probe`
+// best lists by (-dot, list) as 16·(q·c) + scale·(q·s), reads the blocks of the `candidates`
+// best estimates by (-estimate, docno) and scores their rows exactly; `dots` reads the
+// docno → list map (uint16) when a row's list is not in yet. `read(path)` returns a file's bytes
+// synchronously (the worker's bundle reader); each file is read once. `info` is the worker op
+// `vector_shards` of such a bundle: {dim, scale, centroids, probe, candidates, lists:
+// [[count, path], …], assign, missing, rows}. Same integers as CoarseScanner in Python, pair for
+// pair.
 export class CoarseScanner {
-  constructor(info, read, probe) {
+  constructor(info, read, probe, candidates) {
+    if (!info.candidates) throw new Error("the bundle's coarse vectors are of an older layout: rebuild it");
     this.info = info;
     this.dim = info.dim;
     this.read = read;
     this.probe = Math.max(1, Math.min(info.lists.length, probe ?? info.probe));
-    this.loaded = new Map(); // list → {docnos, scanner}
-    this.where = new Map(); // docno → [list, row] of the lists read
+    this.candidates = Math.max(1, candidates ?? info.candidates);
+    this.loaded = new Map(); // list → parsed list file
+    this.blocks = new Map(); // "list/block" → {docnos, scanner}
+    this.where = new Map(); // docno → [list, block] of the lists read
     this.centroids = null;
     this.owner = null;
   }
 
-  // The lists a scan of `q` (Int32Array) reads, best first by (-dot, list).
+  // [list, centroid dot] of the lists a scan of `q` (Int32Array) reads, best first.
   probed(q) {
     if (!this.centroids) {
       const bytes = int8(this.read(this.info.centroids));
@@ -156,36 +208,66 @@ export class CoarseScanner {
     }
     const dots = this.centroids.dotAll(q);
     const order = Array.from(dots.keys()).sort((a, b) => dots[b] - dots[a] || a - b);
-    return order.slice(0, this.probe);
+    return order.slice(0, this.probe).map((j) => [j, dots[j]]);
   }
 
   list(j) {
     let found = this.loaded.get(j);
     if (found) return found;
     const [count, path] = this.info.lists[j];
-    const raw = count ? this.read(path) : new Uint8Array(0);
-    const bytes = raw instanceof Uint8Array ? raw : new Uint8Array(raw.buffer || raw, raw.byteOffset || 0, raw.byteLength);
-    if (bytes.length !== count * (4 + this.dim)) throw new Error(`vector list ${path}: ${bytes.length} bytes, rebuild the bundle`);
-    const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-    const docnos = new Uint32Array(count);
-    for (let i = 0; i < count; i++) {
-      docnos[i] = view.getUint32(4 * i, true);
-      this.where.set(docnos[i], [j, i]);
-    }
-    const codes = new Int8Array(bytes.buffer, bytes.byteOffset + 4 * count, count * this.dim);
-    found = { docnos, scanner: new DenseScanner(this.dim, codes) };
+    if (!count) throw new Error(`vector list ${j} is empty: rebuild the bundle`);
+    found = parseList(this.read(path), count, this.dim, path);
+    for (let i = 0; i < count; i++) this.where.set(found.docnos[i], [j, found.blockOf[i]]);
     this.loaded.set(j, found);
     return found;
   }
 
-  // Int32Array of (docno, dot) pairs with dot > threshold (every row when null) in the probed
-  // lists, list by list in list order, rows in docno order.
+  block(j, b) {
+    const key = `${j}/${b}`;
+    let found = this.blocks.get(key);
+    if (found) return found;
+    const [count, path] = this.list(j).blocks[b];
+    const bytes = bytesOf(this.read(path));
+    if (bytes.length !== count * (4 + this.dim)) throw new Error(`vector block ${path}: ${bytes.length} bytes, rebuild the bundle`);
+    const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+    const docnos = new Uint32Array(count);
+    for (let i = 0; i < count; i++) docnos[i] = view.getUint32(4 * i, true);
+    const codes = new Int8Array(bytes.buffer, bytes.byteOffset + 4 * count, count * this.dim);
+    found = { docnos, scanner: new DenseScanner(this.dim, codes) };
+    this.blocks.set(key, found);
+    return found;
+  }
+
+  // The [list, block] pairs a scan of `q` rescores, sorted: those of the `candidates` best
+  // estimates by (-estimate, docno).
+  chosen(q) {
+    let total = 0;
+    for (let i = 0; i < q.length; i++) total += q[i];
+    const ranked = [];
+    for (const [j, dot] of this.probed(q)) {
+      const { docnos, blockOf, scales, signs, width } = this.list(j);
+      const tables = bitTables(q, width);
+      for (let row = 0; row < docnos.length; row++) {
+        let up = 0;
+        const o = row * width;
+        for (let k = 0; k < width; k++) up += tables[256 * k + signs[o + k]];
+        ranked.push([16 * dot + scales[row] * (2 * up - total), docnos[row], j, blockOf[row]]);
+      }
+    }
+    ranked.sort((a, b) => b[0] - a[0] || a[1] - b[1]);
+    const picked = new Map();
+    for (const [, , j, b] of ranked.slice(0, this.candidates)) picked.set(`${j}/${b}`, [j, b]);
+    return Array.from(picked.values()).sort((a, b) => a[0] - b[0] || a[1] - b[1]);
+  }
+
+  // Int32Array of (docno, dot) pairs with dot > threshold (every row when null) in the chosen
+  // blocks, block by block in (list, block) order, rows in docno order.
   scan(query, threshold) {
     const q = DenseScanner.prototype.checkQuery.call(this, query);
     const every = threshold === null || threshold === undefined;
     const out = [];
-    for (const j of this.probed(q).sort((a, b) => a - b)) {
-      const { docnos, scanner } = this.list(j);
+    for (const [j, b] of this.chosen(q)) {
+      const { docnos, scanner } = this.block(j, b);
       const all = scanner.dotAll(q);
       for (let row = 0; row < docnos.length; row++) {
         if (every || all[row] > threshold) out.push(docnos[row], all[row]);
@@ -202,8 +284,7 @@ export class CoarseScanner {
       const d = docnos[i];
       if (!this.where.has(d)) {
         if (!this.owner) {
-          const raw = this.read(this.info.assign);
-          const bytes = new Uint8Array(raw.buffer || raw, raw.byteOffset || 0, raw.byteLength);
+          const bytes = bytesOf(this.read(this.info.assign));
           const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
           this.owner = Uint16Array.from({ length: bytes.length / 2 }, (_, k) => view.getUint16(2 * k, true));
         }
@@ -211,8 +292,8 @@ export class CoarseScanner {
         if (this.owner[d] === 0xffff) continue; // no vector: 0
         this.list(this.owner[d]);
       }
-      const [j, row] = this.where.get(d);
-      out[i] = this.loaded.get(j).scanner.dot(q, row);
+      const { docnos: ids, scanner } = this.block(...this.where.get(d));
+      out[i] = scanner.dot(q, ids.indexOf(d));
     }
     return out;
   }

@@ -1,17 +1,24 @@
-"""Vectors by need: an IVF layout of a bundle's int8 chunk vectors, probed then rescored exactly.
+"""Vectors by need: an IVF layout of a bundle's int8 chunk vectors, estimated, then rescored.
 
 A large bundle groups its chunk vectors into *lists* at build time: spherical k-means over the
 int8 codes (:func:`build_lists`, fixed seed, integer dot products, ties to the lower list) gives
 ``nlist`` int8 centroids (``data/vectors/v-<hash16>.i8``, read whole, the worker fetches it with
-the model) and one file per list (``data/lists/v-<hash16>.i8``: the list's docnos as ascending
-little-endian uint32, then their codes, row-major). A query's int8 codes are dotted with every
-centroid; the ``probe`` best lists (by ``(-dot, list)``) are read and their rows scored exactly,
-the same integers as the exact scan gives them. Rows outside those lists are not seen: that is
-the approximation (measured in ``docs/hybrid.md``). ``dots`` of given rows stay exact: it reads
-the docno → list map (``data/lists/v-<hash16>.i8`` too: a little-endian uint16 per docno) and
-the lists it needs.
+the model). Each list is cut again by k-means into *blocks* of about :data:`BLOCK_ROWS` rows, one
+file each (``data/lists/v-<hash16>.i8``: the block's docnos as ascending little-endian uint32,
+then their int8 codes). The list's own file (``data/lists/`` too) is small: its block table
+(uint32 count and the 8 hash bytes of each block's name), then per row its docno (uint32), block
+(uint16), residual scale (uint16) and the sign bits of its residual to the centroid (LSB first).
 
-Every step is integer arithmetic, so numpy and pure Python build the same lists and every
+A query's int8 codes are dotted with every centroid; in the ``probe`` best lists (by
+``(-dot, list)``) each row's dot is *estimated* from its sign bits, ``16·(q·c) + scale·(q·s)``
+(``s`` the ±1 signs, ``scale`` = ``16·mean|x − c|``, integers throughout); the blocks holding the
+``candidates`` best estimates (by ``(-estimate, docno)``) are read and their rows scored exactly,
+the same integers as the exact scan gives them. Rows outside those blocks are not seen: that is
+the approximation (measured in ``docs/hybrid.md``). ``dots`` of given rows stay exact: it reads
+the docno → list map (``data/lists/``: a little-endian uint16 per docno), the row's list and its
+block. Every file is read once and kept.
+
+Every step is integer arithmetic, so numpy and pure Python build the same files and every
 scanner (:class:`CoarseScanner` here, ``CoarseScanner`` in ``web/ragspine-dense.mjs``) returns
 the same ``(docno, dot)`` pairs. Bundles below :data:`COARSE_MIN_ROWS` vectors keep the exact
 layout (:func:`~ragspine_lite.bundle.dense.write_vector_shards`).
@@ -21,6 +28,7 @@ from __future__ import annotations
 
 import math
 import random
+import struct
 from array import array
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -40,6 +48,7 @@ __all__ = [
     "COARSE_SEED",
     "CoarseScanner",
     "build_lists",
+    "candidate_count",
     "list_count",
     "open_scanner",
     "probe_count",
@@ -53,17 +62,25 @@ COARSE_SEED = 20240531
 KMEANS_ROUNDS = 10
 TRAIN_PER_LIST = 64  # training rows per list (all rows when fewer)
 _NO_LIST = 0xFFFF  # the docno → list map's value for a row without a vector
+#: Rows per block of a list (the unit a query reads for its exact rescoring).
+BLOCK_ROWS = 16
+SIGN_WEIGHT = 16  # fixed point of the estimate: 16·(q·c) + scale·(q·s), scale = 16·mean|r|
+_BLOCK_ENTRY = struct.Struct("<I8s")  # a block's row count and the hash bytes of its name
 
 
 def list_count(rows: int) -> int:
-    """Lists for ``rows`` vectors: about ``4·√rows`` (rows of ~``√rows / 4``), at most 65,534."""
-    return max(1, min(_NO_LIST - 1, round(4 * math.sqrt(rows))))
+    """Lists for ``rows`` vectors: about ``2·√rows``, at most 65,534."""
+    return max(1, min(_NO_LIST - 1, round(2 * math.sqrt(rows))))
 
 
 def probe_count(lists: int) -> int:
-    """Lists a query reads by default: about 6 % of them, at least 4 (``docs/hybrid.md``: on
-    the developer set's real vectors, hybrid recall@10 0.988 against the exact scan)."""
-    return min(lists, max(4, round(0.06 * lists)))
+    """Lists a query estimates by default: about 8 % of them, at least 4."""
+    return min(lists, max(4, round(0.08 * lists)))
+
+
+def candidate_count(rows: int) -> int:
+    """Best estimates whose blocks a query reads by default."""
+    return min(rows, 64)
 
 
 def _dots_fn(codes: bytes, dim: int, numpy: bool | None) -> Callable[[bytes, int], list[int]]:
@@ -159,6 +176,75 @@ def build_lists(
     return flat, _dots_fn(codes, dim, numpy)(flat, len(centroids))
 
 
+def _little_endian() -> None:
+    if array("I").itemsize != 4 or array("H", [1]).tobytes() != b"\x01\x00":
+        raise RuntimeError("the coarse layout needs 4-byte little-endian unsigned ints")
+
+
+def residual_codes(
+    codes: bytes, centroid: bytes, dim: int, *, numpy: bool | None = None
+) -> tuple[list[int], bytes]:
+    """Per row of ``codes``: its residual scale ``16·mean|x − c|`` (rounded half up, at most
+    65,535) and the sign bits of ``x − c`` (bit ``i % 8`` of byte ``i // 8`` set when
+    ``x_i > c_i``), ``⌈dim / 8⌉`` bytes a row."""
+    rows, width = len(codes) // dim, (dim + 7) // 8
+    np = None if numpy is False else numpy_or_none()
+    if np is not None:
+        matrix = np.frombuffer(codes, dtype=np.int8).reshape(rows, dim).astype(np.int32)
+        res = matrix - np.frombuffer(centroid, dtype=np.int8).astype(np.int32)
+        scales = np.minimum(0xFFFF, (SIGN_WEIGHT * np.abs(res).sum(axis=1) + dim // 2) // dim)
+        bits = np.packbits(res > 0, axis=1, bitorder="little").reshape(rows, width)
+        return [int(s) for s in scales], bits.tobytes()
+    view, cent = memoryview(codes).cast("b"), memoryview(centroid).cast("b")
+    scales, signs = [], bytearray(rows * width)
+    for r in range(rows):
+        res = [x - c for x, c in zip(view[r * dim : (r + 1) * dim], cent, strict=True)]
+        scales.append(min(0xFFFF, (SIGN_WEIGHT * sum(map(abs, res)) + dim // 2) // dim))
+        for i, x in enumerate(res):
+            if x > 0:
+                signs[r * width + (i >> 3)] |= 1 << (i & 7)
+    return scales, bytes(signs)
+
+
+def _block_hash(path: str) -> bytes:
+    name = path.rsplit("/", 1)[-1]
+    if not (path == f"data/lists/{name}" and name.startswith("v-") and name.endswith(".i8")):
+        raise RuntimeError(f"a coarse block must be data/lists/v-<hash16>.i8, not {path!r}")
+    return bytes.fromhex(name[2:-3])
+
+
+def _block_path(raw: bytes) -> str:
+    return f"data/lists/v-{raw.hex()}.i8"
+
+
+def _list_file(
+    docnos: Sequence[int],
+    codes: bytes,
+    centroid: bytes,
+    write: Callable[[str, bytes], str],
+    codec: Int8Codec,
+    numpy: bool | None,
+) -> bytes:
+    """One list's file; its blocks (k-means of its rows) are written with ``write``."""
+    dim = len(centroid)
+    count = len(docnos)
+    parts = -(-count // BLOCK_ROWS)
+    labels = build_lists(codes, dim, parts, codec, numpy=numpy)[1] if parts > 1 else [0] * count
+    view = memoryview(codes)
+    block_of, table = array("H", [0]) * count, bytearray()
+    for b, label in enumerate(sorted(set(labels))):
+        rows = [i for i in range(count) if labels[i] == label]
+        for i in rows:
+            block_of[i] = b
+        body = b"".join(view[i * dim : (i + 1) * dim] for i in rows)
+        path = write("data/lists", array("I", [docnos[i] for i in rows]).tobytes() + body)
+        table += _BLOCK_ENTRY.pack(len(rows), _block_hash(path))
+    scales, signs = residual_codes(codes, centroid, dim, numpy=numpy)
+    head = struct.pack("<I", len(table) // _BLOCK_ENTRY.size) + bytes(table)
+    rows = array("I", docnos).tobytes() + block_of.tobytes() + array("H", scales).tobytes()
+    return head + rows + signs
+
+
 def write_vectors(
     db_path: Any,
     chunk_ids: Sequence[str],
@@ -176,6 +262,7 @@ def write_vectors(
         return write_vector_shards(
             db_path, chunk_ids, lambda data: write("data/vectors", data), model_id=model_id
         )
+    _little_endian()
     gone = set(missing)
     docnos = [d for d in range(len(chunk_ids)) if d not in gone]
     view = memoryview(flat)
@@ -188,12 +275,11 @@ def write_vectors(
         members[j].append(docno)
         owner[docno] = j
     lists = []
-    for rows in members:
-        head = array("I", rows)
-        if head.itemsize != 4 or array("H", [1]).tobytes() != b"\x01\x00":
-            raise RuntimeError("the coarse layout needs 4-byte little-endian unsigned ints")
+    for j, rows in enumerate(members):
         body = b"".join(view[d * dim : (d + 1) * dim] for d in rows)
-        lists.append([len(rows), write("data/lists", head.tobytes() + body) if rows else ""])
+        cent = centroids[j * dim : (j + 1) * dim]
+        data = _list_file(rows, body, cent, write, codec, numpy) if rows else b""
+        lists.append([len(rows), write("data/lists", data) if rows else ""])
     return {
         "model_id": model_id,
         "dim": dim,
@@ -202,31 +288,84 @@ def write_vectors(
         "rows": len(chunk_ids),
         "centroids": write("data/vectors", centroids),
         "probe": probe_count(nlist),
+        "candidates": candidate_count(len(docnos)),
         "lists": lists,
         "assign": write("data/lists", owner.tobytes()),
     }
 
 
-def _check_coarse(entry: Mapping[str, Any]) -> tuple[int, int, list[tuple[int, str]]]:
-    """``(dim, probe, lists)`` of a coarse ``vectors`` entry."""
+def _check_coarse(entry: Mapping[str, Any]) -> tuple[int, int, int, list[tuple[int, str]]]:
+    """``(dim, probe, candidates, lists)`` of a coarse ``vectors`` entry."""
+    if "candidates" not in entry:
+        raise BundleFormatError("the bundle's coarse vectors are of an older layout: rebuild it")
     try:
-        dim, probe = int(entry["dim"]), int(entry["probe"])
+        dim, probe, wanted = int(entry["dim"]), int(entry["probe"]), int(entry["candidates"])
         lists = [(int(n), str(p)) for n, p in entry["lists"]]
         str(entry["centroids"]), str(entry["assign"]), int(entry["rows"])
         Int8Codec(entry["scale"])
     except (KeyError, TypeError, ValueError) as exc:
         raise BundleFormatError(f"the bundle's vectors entry is malformed: {exc}") from None
-    if not 1 <= probe <= len(lists) or any(n < 0 or (n and not p) for n, p in lists):
+    if not 1 <= probe <= len(lists) or wanted < 1 or any(n < 0 or (n and not p) for n, p in lists):
         raise BundleFormatError(f"the bundle's coarse vectors entry is malformed (probe {probe})")
-    return dim, probe, lists
+    return dim, probe, wanted, lists
+
+
+class _List:
+    """One list file: its blocks' ``(count, path)``, and per row docno, block, scale, signs."""
+
+    def __init__(self, data: bytes, count: int, dim: int, path: str) -> None:
+        width = (dim + 7) // 8
+        nblocks = struct.unpack_from("<I", data)[0] if len(data) >= 4 else -1
+        start = 4 + nblocks * _BLOCK_ENTRY.size
+        if nblocks < 1 or len(data) != start + count * (8 + width):
+            raise BundleFormatError(f"vector list {path!r} holds {len(data)} bytes: rebuild")
+        self.blocks = [(n, _block_path(raw)) for n, raw in _BLOCK_ENTRY.iter_unpack(data[4:start])]
+        docnos, block_of, scales = array("I"), array("H"), array("H")
+        docnos.frombytes(data[start : start + 4 * count])
+        block_of.frombytes(data[start + 4 * count : start + 6 * count])
+        scales.frombytes(data[start + 6 * count : start + 8 * count])
+        if any(b >= nblocks for b in block_of):
+            raise BundleFormatError(f"vector list {path!r} names a block it has not: rebuild")
+        self.docnos, self.block_of = docnos.tolist(), block_of.tolist()
+        self.scales = scales.tolist()
+        self.signs, self.width, self.dim = data[start + 8 * count :], width, dim
+
+    def estimates(self, q: Sequence[int], centroid_dot: int, numpy: bool | None) -> list[int]:
+        """Each row's estimate ``16·(q·c) + scale·(2·Σ_{bit set} q_i − Σ q_i)``."""
+        np = None if numpy is False else numpy_or_none()
+        if np is not None:
+            bits = np.unpackbits(np.frombuffer(self.signs, dtype=np.uint8).reshape(-1, self.width),
+                                 axis=1, bitorder="little")[:, : self.dim]
+            ups: list[int] = (bits.astype(np.int64) @ np.asarray(q, dtype=np.int64)).tolist()
+        else:
+            tables = _bit_tables(q, self.width)
+            w, signs = self.width, self.signs
+            ups = [sum(t[b] for t, b in zip(tables, signs[r * w : (r + 1) * w], strict=True))
+                   for r in range(len(self.docnos))]
+        base, total = SIGN_WEIGHT * centroid_dot, sum(q)
+        return [base + s * (2 * up - total) for s, up in zip(self.scales, ups, strict=True)]
+
+
+def _bit_tables(q: Sequence[int], width: int) -> list[list[int]]:
+    """Per sign byte, the sum of ``q`` over the dims of each of its 256 values."""
+    padded = [*q, *[0] * (8 * width - len(q))]
+    tables = []
+    for k in range(width):
+        table = [0] * 256
+        for value in range(1, 256):
+            low = value & -value
+            table[value] = table[value ^ low] + padded[8 * k + low.bit_length() - 1]
+        tables.append(table)
+    return tables
 
 
 class CoarseScanner:
     """A :class:`~ragspine_lite.bundle.dense.DenseScanner` over a coarse ``vectors`` entry.
 
-    ``scan`` reads the centroids (once) and the ``probe`` best lists of the query (each
-    once, kept); ``probe`` overrides the entry's (its number of lists: the exact scan).
-    ``numpy`` as in :meth:`Int8Matrix.dots`. ``read`` lists the paths read, in order.
+    ``scan`` reads the centroids (once), the ``probe`` best lists of the query and the blocks
+    of its ``candidates`` best estimates (each file once, kept); ``probe`` and ``candidates``
+    override the entry's (every list and every row: the exact scan). ``numpy`` as in
+    :meth:`Int8Matrix.dots`. ``read`` lists the paths read, in order.
     """
 
     def __init__(
@@ -235,48 +374,82 @@ class CoarseScanner:
         entry: Mapping[str, Any],
         *,
         probe: int | None = None,
+        candidates: int | None = None,
         numpy: bool | None = None,
     ) -> None:
-        self.dim, self.probe, self._lists = _check_coarse(entry)
+        self.dim, self.probe, self.candidates, self._lists = _check_coarse(entry)
         if probe is not None:
             self.probe = max(1, min(len(self._lists), int(probe)))
+        if candidates is not None:
+            self.candidates = max(1, int(candidates))
         self._entry, self._files, self._numpy = entry, files, numpy
         self._centroids: Int8Matrix | None = None
-        self._loaded: dict[int, Int8Matrix] = {}
+        self._loaded: dict[int, _List] = {}
+        self._blocks: dict[tuple[int, int], Int8Matrix] = {}
         self._owner: array | None = None  # type: ignore[type-arg]
-        self._where: dict[int, tuple[int, int]] = {}  # docno → (list, row) of the lists read
+        self._where: dict[int, tuple[int, int]] = {}  # docno → (list, block) of the lists read
 
     def _read(self, path: str) -> bytes:
         return read_checked(self._files, path)
 
-    def probed(self, query: bytes) -> list[int]:
-        """The lists a scan of ``query`` reads, best first by ``(-dot, list)``."""
+    def _probe(self, query: bytes) -> list[tuple[int, int]]:
+        """``(list, centroid dot)`` of the lists a scan of ``query`` reads, best first."""
         if self._centroids is None:
             flat = self._read(str(self._entry["centroids"]))
             if len(flat) != len(self._lists) * self.dim:
                 raise BundleFormatError("the coarse centroids do not match the lists: rebuild")
             self._centroids = Int8Matrix.from_buffer(range(len(self._lists)), flat, self.dim)
         dots = self._centroids.dots(query, numpy=self._numpy)
-        return sorted(range(len(dots)), key=lambda j: (-dots[j], j))[: self.probe]
+        best = sorted(range(len(dots)), key=lambda j: (-dots[j], j))[: self.probe]
+        return [(j, dots[j]) for j in best]
 
-    def _list(self, j: int) -> Int8Matrix:
+    def probed(self, query: bytes) -> list[int]:
+        """The lists a scan of ``query`` reads, best first by ``(-dot, list)``."""
+        return [j for j, _ in self._probe(query)]
+
+    def _list(self, j: int) -> _List:
         if j not in self._loaded:
             count, path = self._lists[j]
-            data = self._read(path) if count else b""
+            if not count:
+                raise BundleFormatError(f"vector list {j} is empty: rebuild")
+            found = self._loaded[j] = _List(self._read(path), count, self.dim, path)
+            pairs = zip(found.docnos, found.block_of, strict=True)
+            self._where.update((d, (j, b)) for d, b in pairs)
+        return self._loaded[j]
+
+    def _block(self, j: int, b: int) -> Int8Matrix:
+        if (j, b) not in self._blocks:
+            count, path = self._list(j).blocks[b]
+            data = self._read(path)
             if len(data) != count * (4 + self.dim):
-                raise BundleFormatError(f"vector list {path!r} holds {len(data)} bytes: rebuild")
+                raise BundleFormatError(f"vector block {path!r} holds {len(data)} bytes: rebuild")
             docnos = array("I")
             docnos.frombytes(data[: 4 * count])
-            ids = docnos.tolist()
-            self._loaded[j] = Int8Matrix.from_buffer(ids, data[4 * count :], self.dim)
-            self._where.update((d, (j, row)) for row, d in enumerate(ids))
-        return self._loaded[j]
+            codes = data[4 * count :]
+            self._blocks[j, b] = Int8Matrix.from_buffer(docnos.tolist(), codes, self.dim)
+        return self._blocks[j, b]
+
+    def blocks(self, query: bytes) -> list[tuple[int, int]]:
+        """``(list, block)`` a scan of ``query`` rescores, in that order: those of the
+        ``candidates`` best estimates by ``(-estimate, docno)``."""
+        q = list(memoryview(bytes(query)).cast("b"))
+        if len(q) != self.dim:
+            raise ValueError(f"query has {len(q)} codes, dimension is {self.dim}")
+        ranked: list[tuple[int, int, int, int]] = []
+        for j, dot in self._probe(query):
+            found = self._list(j)
+            ests = found.estimates(q, dot, self._numpy)
+            ranked += zip(
+                [-e for e in ests], found.docnos, [j] * len(ests), found.block_of, strict=True
+            )
+        ranked.sort()
+        return sorted({(j, b) for _, _, j, b in ranked[: self.candidates]})
 
     def scan(self, query: bytes, threshold: int | None) -> list[tuple[int, int]]:
         found: list[tuple[int, int]] = []
-        for j in sorted(self.probed(query)):
-            matrix = self._list(j)
-            ids: list[Any] = matrix.ids  # a list's ids are docnos (ints)
+        for j, b in self.blocks(query):
+            matrix = self._block(j, b)
+            ids: list[Any] = matrix.ids  # a block's ids are docnos (ints)
             found += [(ids[i], dot) for i, dot in matrix.above(query, threshold, numpy=self._numpy)]
         return found
 
@@ -295,8 +468,8 @@ class CoarseScanner:
                     out.append(0)
                     continue
                 self._list(owner[d])
-            j, row = self._where[d]
-            out.append(self._loaded[j].dots(query, [row], numpy=self._numpy)[0])
+            matrix = self._block(*self._where[d])
+            out.append(matrix.dots(query, [matrix.ids.index(d)], numpy=self._numpy)[0])
         return out
 
 

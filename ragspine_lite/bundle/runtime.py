@@ -277,11 +277,13 @@ class BundleSearcher:
     def vector_shards(self) -> dict[str, Any]:
         """What a scanner outside Python needs: ``{"dim", "scale", "shards": [[start, count,
         path], …], "missing", "rows"}``, or for coarse lists the header entry's ``centroids``,
-        ``probe``, ``lists`` and ``assign`` instead of ``shards`` (``{}``: no vectors)."""
+        ``probe``, ``candidates``, ``lists`` and ``assign`` instead of ``shards`` (``{}``: no
+        vectors)."""
         vectors = self.sharded.vectors if self.sharded is not None else None
         if not vectors:
             return {}
-        keys = ("dim", "scale", "shards", "missing", "centroids", "probe", "lists", "assign")
+        keys = ("dim", "scale", "shards", "missing", "centroids", "probe", "candidates",
+                "lists", "assign")
         return {**{k: vectors[k] for k in keys if k in vectors}, "rows": self.sharded.n_docs}  # type: ignore[union-attr]
 
     def use_scanner(self, scanner: DenseScanner) -> None:
