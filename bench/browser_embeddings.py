@@ -371,6 +371,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="sizes for the vectors-by-need table instead (e.g. 10000,100000)")
     parser.add_argument("--coarse-real", type=int, default=0,
                         help="chunks of the real-vector coarse vs exact hybrid table (e.g. 10000)")
+    parser.add_argument("--settings", default="default,x2,x4",
+                        help="coarse probe:candidates pairs (default, xF = the defaults times F)")
     args = parser.parse_args(argv)
     if args.coarse:
         return coarse_bench(args, [int(x) for x in args.coarse.split(",") if x.strip()])
@@ -533,8 +535,8 @@ def coarse_bench(args: argparse.Namespace, sizes: list[int]) -> int:
     real = list(json.loads(cache.read_text("utf-8")).values())
     print(f"\nVectors by need, synthetic vectors around {len(real):,} real MiniLM chunk vectors, "
           f"{args.queries} queries, CPython (numpy)\n")
-    print("| chunks | layout | lists / probe | vector bytes, first query (cold) | next ten, "
-          "mean per query | recall@10 vs exact | scan p50 ms |")
+    print("| chunks | layout | lists / probe / candidates | vector bytes, first query (cold) | "
+          "next ten, mean per query | recall@10 vs exact | scan p50 ms |")
     print("|---:|---|---|---:|---:|---:|---:|")
     for n in sizes:
         folder = Path(tempfile.mkdtemp(prefix="ragspine-coarse-"))
@@ -552,9 +554,10 @@ def coarse_bench(args: argparse.Namespace, sizes: list[int]) -> int:
             exact = ShardScanner(CountingFiles(folder / "site"), exact_entry)
             wanted = [sorted(exact.scan(q, None), key=_best)[:K] for q in queries]
             print(f"| {n:,} | exact shards | – | {n * int(entry['dim']):,} | 0 | 1.000 | – |")
-            for probe in (entry["probe"], 4 * entry["probe"], 16 * entry["probe"]):
-                row = coarse_row(folder / "site", entry, probe, queries, wanted)
-                print(f"| {n:,} | coarse | {len(entry['lists'])} / {probe} | " + row + " |")
+            for probe, wanted_rows in settings(args, entry):
+                row = coarse_row(folder / "site", entry, probe, wanted_rows, queries, wanted)
+                print(f"| {n:,} | coarse | {len(entry['lists'])} / {probe} / {wanted_rows} | "
+                      + row + " |")
         finally:
             shutil.rmtree(folder, ignore_errors=True)
     return 0
@@ -607,14 +610,14 @@ def coarse_real(args: argparse.Namespace, n: int) -> int:
                 for q in asked]
     print(f"\nCoarse lists vs the exact scan, {args.set}, real MiniLM vectors, "
           f"{len(asked)} queries, CPython, hybrid searches (sharded reader)\n")
-    print("| chunks | lists / probe | vector bytes, first query (cold) | next ten, mean | "
-          "hybrid recall@10 vs exact | hybrid nDCG@10 coarse / exact |")
+    print("| chunks | lists / probe / candidates | vector bytes, first query (cold) | "
+          "next ten, mean | hybrid recall@10 vs exact | hybrid nDCG@10 coarse / exact |")
     print("|---:|---|---:|---:|---:|---|")
     exact_ndcg = sum(ndcg([h["doc_id"] for h in w], q["rel"])
                      for w, q in zip(want, asked, strict=True)) / len(asked)
-    for probe in (entry["probe"], 4 * entry["probe"], 16 * entry["probe"]):
+    for probe, wanted_rows in settings(args, entry):
         files = CountingFiles(coarse_root, prefixes=("data/vectors/", "data/lists/"))
-        scanner = CoarseScanner(files, entry, probe=probe)
+        scanner = CoarseScanner(files, entry, probe=probe, candidates=wanted_rows)
         per_query, recall, score = [], 0.0, 0.0
         with BundleSearcher.from_files(files, embedding_backend=backend, scanner=scanner) as s:
             for q, w in zip(asked, want, strict=True):
@@ -624,7 +627,8 @@ def coarse_real(args: argparse.Namespace, n: int) -> int:
                 top = {h["chunk_id"] for h in w}
                 recall += len(top & {h["chunk_id"] for h in got}) / max(1, len(top))
                 score += ndcg([h["doc_id"] for h in got], q["rel"])
-        print(f"| {entry['rows']:,} | {len(entry['lists'])} / {probe} | {per_query[0]:,} | "
+        print(f"| {entry['rows']:,} | {len(entry['lists'])} / {probe} / {wanted_rows} | "
+              f"{per_query[0]:,} | "
               f"{sum(per_query[1:11]) // 10:,} | {recall / len(asked):.3f} | "
               f"{score / len(asked):.4f} / {exact_ndcg:.4f} |")
     return 0
@@ -634,13 +638,29 @@ def _best(hit: tuple[int, int]) -> tuple[int, int]:
     return -hit[1], hit[0]
 
 
-def coarse_row(root: Path, entry: dict[str, Any], probe: int, queries: list[bytes],
-               wanted: list[list[tuple[int, int]]]) -> str:
-    """Bytes (first, next ten), recall@10 and scan p50 of one probe count, a cold reader."""
+def settings(args: argparse.Namespace, entry: dict[str, Any]) -> list[tuple[int, int]]:
+    """The ``(probe, candidates)`` pairs of ``--settings`` (``P:C,…``; ``default`` is the
+    entry's own, ``xF`` the entry's times F)."""
+    out = []
+    for item in args.settings.split(","):
+        if item == "default":
+            out.append((int(entry["probe"]), int(entry["candidates"])))
+        elif item.startswith("x"):
+            f = float(item[1:])
+            out.append((round(f * entry["probe"]), round(f * entry["candidates"])))
+        elif item:
+            probe, wanted = item.split(":")
+            out.append((int(probe), int(wanted)))
+    return out
+
+
+def coarse_row(root: Path, entry: dict[str, Any], probe: int, wanted_rows: int,
+               queries: list[bytes], wanted: list[list[tuple[int, int]]]) -> str:
+    """Bytes (first, next ten), recall@10 and scan p50 of one setting, a cold reader."""
     from ragspine_lite.bundle.coarse import CoarseScanner
 
     files = CountingFiles(root)
-    scanner = CoarseScanner(files, entry, probe=probe)
+    scanner = CoarseScanner(files, entry, probe=probe, candidates=wanted_rows)
     per_query, recalls, times = [], [], []
     for q, want in zip(queries, wanted, strict=True):
         before, started = files.bytes, time.perf_counter()
