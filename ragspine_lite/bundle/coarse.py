@@ -246,8 +246,8 @@ def _list_file(
         table += _BLOCK_ENTRY.pack(len(rows), _block_hash(path))
     scales, signs = residual_codes(codes, centroid, dim, numpy=numpy)
     head = struct.pack("<I", len(table) // _BLOCK_ENTRY.size) + bytes(table)
-    rows = array("I", docnos).tobytes() + block_of.tobytes() + array("H", scales).tobytes()
-    return head + rows + signs
+    columns = array("I", docnos).tobytes() + block_of.tobytes() + array("H", scales).tobytes()
+    return head + columns + signs
 
 
 def write_vectors(
@@ -474,7 +474,8 @@ class CoarseScanner:
                     continue
                 self._list(owner[d])
             matrix = self._block(*self._where[d])
-            out.append(matrix.dots(query, [matrix.ids.index(d)], numpy=self._numpy)[0])
+            ids: list[Any] = matrix.ids  # a block's ids are docnos (ints)
+            out.append(matrix.dots(query, [ids.index(d)], numpy=self._numpy)[0])
         return out
 
 
