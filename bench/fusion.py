@@ -2,7 +2,7 @@
 
     python bench/fusion.py [--data DIR] [--sets squad_train,cmrc_train,drcd_test]
                            [--models minilm,use,e5] [--queries N] [--trials N]
-                           [--cache .cache/fusion] [--calibrate]
+                           [--cache .cache/fusion] [--calibrate] [--seed N] [--fillers N]
 
 DIR holds the developer retrieval sets (default: ``shared/data`` beside the repository). Every
 paragraph is one chunk. Per set × model the script prints, in ONE table, for each rule:
@@ -126,9 +126,12 @@ def nonsense_queries(n: int, seed: int = 7) -> list[str]:
 
 
 def unique_word_trials(
-    corpus: list[dict], n: int, language: str, seed: int = 11
+    corpus: list[dict], n: int, language: str, seed: int = 11, fillers: int | None = None
 ) -> tuple[list[dict], list[tuple[str, str]]]:
-    """``n`` paragraphs each given its own made-up word → (modified corpus, (query, id) pairs)."""
+    """``n`` paragraphs each given its own made-up word → (modified corpus, (query, id) pairs).
+
+    The query is the word alone or with one common word (alternately), or with ``fillers``
+    common words ("zorblat population history")."""
     rng = random.Random(seed)
     chosen = rng.sample(range(len(corpus)), min(n, len(corpus)))
     modified = list(corpus)
@@ -140,7 +143,11 @@ def unique_word_trials(
             rng.randint(0, len(text))
         )
         modified[i] = {**corpus[i], "text": f"{text[:cut]} {word} {text[cut:]}"}
-        query = word if j % 2 == 0 else f"{word} {COMMON[language][j // 2 % len(COMMON[language])]}"
+        common = COMMON[language]
+        if fillers is not None:
+            query = " ".join([word, *(common[(j + f) % len(common)] for f in range(fillers))])
+        else:
+            query = word if j % 2 == 0 else f"{word} {common[j // 2 % len(common)]}"
         trials.append((query, corpus[i]["id"]))
     return modified, trials
 
@@ -243,7 +250,7 @@ class Searcher:
 
 def run(
     name: str, path: Path, model_name: str, cache: VectorCache, n_queries: int | None,
-    trials: int, calibrate: bool,
+    trials: int, calibrate: bool, seed: int = 11, fillers: int | None = None,
 ) -> list[dict[str, object]]:
     corpus, queries, qrels = load_set(path)
     queries = [q for q in queries if q["id"] in qrels][:n_queries]
@@ -254,7 +261,7 @@ def run(
     qmatrix = cache.get(model, key, [q["text"] for q in queries], queries=True)
     nonsense = nonsense_queries(trials)
     nmatrix = cache.get(model, key, nonsense, queries=True)
-    modified, uniq = unique_word_trials(corpus, trials, language)
+    modified, uniq = unique_word_trials(corpus, trials, language, seed, fillers)
     changed = [i for i, (a, b) in enumerate(zip(corpus, modified, strict=True)) if a is not b]
     mmatrix = matrix.copy()  # type: ignore[attr-defined]
     mmatrix[changed] = cache.get(model, key, [modified[i]["text"] for i in changed])
@@ -338,6 +345,9 @@ def main(argv: list[str] | None = None) -> int:
                     "use for the Chinese sets")
     ap.add_argument("--queries", type=int, default=None, help="first N queries of each set")
     ap.add_argument("--trials", type=int, default=200, help="nonsense and unique-word trials")
+    ap.add_argument("--seed", type=int, default=11, help="of the unique-word trials (11)")
+    ap.add_argument("--fillers", type=int, default=None,
+                    help="common words after the made-up word (default: none or one, alternately)")
     ap.add_argument("--cache", type=Path, default=REPO / ".cache" / "fusion")
     ap.add_argument("--calibrate", action="store_true", help="print cosine distributions")
     args = ap.parse_args(argv)
@@ -350,7 +360,8 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         models = args.models or DEFAULT_MODELS.get(name, "minilm")
         for i, model_name in enumerate(m for m in models.split(",") if m):
-            got = run(name, path, model_name, cache, args.queries, args.trials, args.calibrate)
+            got = run(name, path, model_name, cache, args.queries, args.trials, args.calibrate,
+                      args.seed, args.fillers)
             rows.extend(got if i == 0 else got[1:])  # one bm25 row per set
     print_table(rows)
     return 0
