@@ -160,7 +160,14 @@ function describeBundle() {
 
 async function ready(search, params) {
   demo.rs = search.runtime;
-  demo.info = demo.rs.info;
+  // The instant lane answers the box already; ingest, reranking and the versions need Pyodide.
+  try {
+    demo.info = await demo.rs.fullEngine();
+  } catch (err) {
+    setState("error");
+    showError(`The full search engine could not start (plain searches still work): ${err.message}`);
+    return;
+  }
   demo.marks.ready = performance.now();
   describeBundle();
   $("#remote-apply").disabled = false;

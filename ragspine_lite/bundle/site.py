@@ -17,7 +17,9 @@ sections with anchors) into a chunk store through the normal ingest path, and as
                             packed from the package being run
     pyodide/                the Pyodide core (pinned 314.0.8), from the package data
     ragspine-lite.mjs/.d.ts the JS API; ragspine-worker.mjs the module Web Worker
-    ragspine-search.mjs     the <ragspine-search> element (inline, or a Ctrl/Cmd-K modal)
+    ragspine-search.mjs     the <ragspine-search> element (inline, or a Ctrl/Cmd-K modal): the box,
+                            all a page that never searches loads (with ragspine-i18n/-ui.mjs)
+    ragspine-panel.mjs      its results panel, loaded on the visitor's first intent
     ragspine-dense.mjs      the worker's exact int8 scan of the chunk vectors
     ragspine-instant.mjs    the worker's instant lane: plain BM25 searches in JavaScript,
                             equal to the Python path's, answered before Pyodide is up

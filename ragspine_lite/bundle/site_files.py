@@ -62,8 +62,8 @@ MICROPIP_VERSION = "0.11.1"
 MICROPIP_WHEEL = f"micropip-{MICROPIP_VERSION}-py3-none-any.whl"
 RUNTIME_FILES = (
     "ragspine-lite.mjs", "ragspine-lite.d.ts", "ragspine-worker.mjs", "ragspine-search.mjs",
-    "ragspine-dense.mjs", "ragspine-instant.mjs", "ragspine-i18n.mjs", "ragspine-ui.mjs",
-    "ragspine-contract.mjs",
+    "ragspine-panel.mjs", "ragspine-dense.mjs", "ragspine-instant.mjs", "ragspine-i18n.mjs",
+    "ragspine-ui.mjs", "ragspine-contract.mjs",
 )
 DEMO_FILES = ("index.html", "demo.mjs", "demo.css")
 #: The default search page's template (written as index.html with the site's title).
