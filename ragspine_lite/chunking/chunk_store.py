@@ -211,27 +211,9 @@ class ChunkIndexer(Protocol):
 
 
 @dataclass
-class StoredChunk:
+class StoredChunk(Chunk):
     """A :class:`Chunk` as persisted: every chunk field, then the ingest bookkeeping."""
 
-    chunk_id: str
-    doc_id: str
-    seq: int
-    text: str
-    source_locator: str
-    para_start: int
-    para_end: int
-    title: str = ""
-    topic: str = ""
-    entity: str = ""
-    geography: str = ""
-    period: str = ""
-    language: str = ""
-    sensitivity: str = "INTERNAL"
-    parent_id: str = ""
-    heading: str = ""
-    window_text: str = ""
-    parent_locator: str = ""
     valid_as_of: str = ""
     ingested_at: str = ""
     version: int = 1
@@ -749,7 +731,7 @@ def _parse_version(value: object) -> int:
 
 def _check_chunk(index: int, chunk: object) -> None:
     """Reject anything that is not a well-typed Chunk before the transaction starts."""
-    if not isinstance(chunk, (Chunk, StoredChunk)):
+    if not isinstance(chunk, Chunk):
         raise TypeError(f"chunks[{index}] must be a Chunk, got {type(chunk).__name__}")
     for name in _CHUNK_FIELDS:
         value = getattr(chunk, name)
