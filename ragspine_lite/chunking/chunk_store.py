@@ -24,7 +24,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import sqlite3
-import weakref
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, fields
 from datetime import UTC, datetime
@@ -34,7 +33,7 @@ from typing import Any, NamedTuple, Protocol, runtime_checkable
 from ragspine_lite.chunking.chunking import Chunk
 from ragspine_lite.common.errors import RagspineError
 from ragspine_lite.common.sensitivity import canonical_sensitivity
-from ragspine_lite.common.sqlite import connect, immediate_transaction
+from ragspine_lite.common.sqlite import SqliteFile
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -220,7 +219,7 @@ class StoredChunk(Chunk):
     active: bool = True
 
 
-class ChunkStore:
+class ChunkStore(SqliteFile):
     """Versioned chunk store over one SQLite database (a path or ``":memory:"``).
 
     Call :meth:`init_schema` once before writing. Usable as a context manager; the connection
@@ -230,46 +229,16 @@ class ChunkStore:
     raises :class:`ChunkStoreError` before touching it.
     """
 
+    _what = "chunk store"
+    _error = ChunkStoreError
+
     def __init__(self, db_path: str | Path, *, read_only: bool = False) -> None:
-        self.db_path = str(db_path)
-        self.read_only = bool(read_only)
-        conn = connect(self.db_path, "chunk store", ChunkStoreError, read_only=self.read_only)
-        conn.row_factory = sqlite3.Row
-        self._conn = conn
-        self._finalizer = weakref.finalize(self, conn.close)
+        self._open(db_path, read_only).row_factory = sqlite3.Row
         self._indexers: dict[str, ChunkIndexer] = {}
-
-    # -- lifecycle ---------------------------------------------------------------------------
-
-    @property
-    def closed(self) -> bool:
-        """Whether :meth:`close` has run."""
-        return not self._finalizer.alive
-
-    def close(self) -> None:
-        """Close the connection; calling it again does nothing."""
-        self._finalizer()
-
-    def __enter__(self) -> ChunkStore:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         state = "closed" if self.closed else "read-only" if self.read_only else "open"
         return f"ChunkStore({self.db_path!r}, {state})"
-
-    def _connection(self) -> sqlite3.Connection:
-        if self.closed:
-            raise ChunkStoreError(f"chunk store {self.db_path!r} is closed")
-        return self._conn
-
-    def _transaction(self, action: str) -> contextlib.AbstractContextManager[sqlite3.Connection]:
-        """One ``BEGIN IMMEDIATE`` … ``COMMIT``; any failure rolls everything back."""
-        if self.read_only:
-            raise ChunkStoreError(f"{action} refused: chunk store {self.db_path!r} is read-only")
-        return immediate_transaction(self._connection(), action, self.db_path, ChunkStoreError)
 
     @contextlib.contextmanager
     def snapshot(self) -> Iterator[sqlite3.Connection]:
