@@ -23,11 +23,12 @@ from ragspine_lite.chunking.chunking import (
     _pack_spans,
     _ParagraphChunker,
 )
+from ragspine_lite.text.markdown import HEADING
 
 __all__ = ["LayoutAwareChunker", "group_children_by_parent", "is_heading"]
 
 _CJK_NUMERALS = "一二三四五六七八九十百千"
-_MARKDOWN_HEADING_RE = re.compile(r"^#{1,6}\s+\S")
+_MARKDOWN_HEADING_RE = re.compile(rf"^{HEADING}\S")
 _CHAPTER_HEADING_RE = re.compile(f"^第[0-9{_CJK_NUMERALS}]+[章节篇部回讲]")
 _NUMBERED_HEADING_RE = re.compile(
     rf"^(\d+(\.\d+)*|[{_CJK_NUMERALS}]+|[IVXLCDMivxlcdm]+)[.、)）]\s*\S"
