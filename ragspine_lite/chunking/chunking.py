@@ -136,6 +136,16 @@ def _split_oversized(paragraph: str, max_chars: int) -> list[str]:
     return pieces
 
 
+def _overlap(paragraphs: list[str], numbers: list[int], overlap_chars: int) -> list[int]:
+    """The longest run of trailing paragraph ``numbers`` whose text fits in ``overlap_chars``."""
+    carry: list[int] = []
+    for previous in reversed(numbers):
+        if _joined_len([paragraphs[n - 1] for n in (previous, *carry)]) > overlap_chars:
+            break
+        carry.insert(0, previous)
+    return carry
+
+
 def _make_chunk(meta: DocumentMeta, seq: int, text: str, start: int, end: int) -> Chunk:
     return Chunk(
         chunk_id=f"{meta.doc_id}#c{seq}",
@@ -219,12 +229,7 @@ def chunk_document(
             continue
         if len(buffer) > carried:
             emit(buffer)
-            carry: list[int] = []
-            for previous in reversed(buffer):
-                if _joined_len([paragraphs[previous - 1], *texts(carry)]) > overlap_chars:
-                    break
-                carry.insert(0, previous)
-            buffer = carry
+            buffer = _overlap(paragraphs, buffer, overlap_chars)
         # Only carried paragraphs are left: drop them from the front until the new one fits.
         while buffer and _joined_len([*texts(buffer), paragraph]) > max_chars:
             buffer.pop(0)
