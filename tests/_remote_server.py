@@ -5,14 +5,18 @@ that answers whatever a test scripts. Everything binds 127.0.0.1 on a free port 
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import socket
 import subprocess
+import sys
 import threading
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -45,6 +49,32 @@ def wait_healthy(url: str, proc: subprocess.Popen, *, path: str = "/healthz",
         except OSError:
             time.sleep(0.2)
     return False
+
+
+@contextlib.contextmanager
+def serve_remote_process(*args: str, log: Path) -> Iterator[tuple[str, subprocess.Popen]]:
+    """``ragspine-lite serve-remote --port P ARGS`` in a child process (no token from the
+    environment), its output in ``log`` → ``(url, process)`` once ``/healthz`` answers. A
+    start-up that fails fails the test with the log's tail; the process is stopped after."""
+    port = free_port()
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "ragspine_lite", "serve-remote", "--port", str(port), *args],
+            stdout=out, stderr=subprocess.STDOUT, env={**os.environ, "RAGSPINE_REMOTE_TOKEN": ""},
+        )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        if not wait_healthy(url, proc):
+            raise RuntimeError(f"serve-remote did not become healthy (exit {proc.poll()})")
+        yield url, proc
+    except RuntimeError as exc:
+        pytest.fail(f"{exc}: {log.read_text(errors='replace')[-2000:]}")
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
 
 
 def _free_socket() -> socket.socket:

@@ -5,6 +5,17 @@ from __future__ import annotations
 import pytest
 
 
+@pytest.fixture
+def store():
+    """An empty in-memory :class:`ChunkStore` with its schema, closed after the test."""
+    from ragspine_lite.chunking.chunk_store import ChunkStore
+
+    s = ChunkStore(":memory:")
+    s.init_schema()
+    yield s
+    s.close()
+
+
 @pytest.fixture(scope="module")
 def bundle_db(tmp_path_factory):
     """A bundle chunk store exported from the bundled samples (BM25 only)."""

@@ -764,8 +764,7 @@ def _snapshot(folder: Path) -> dict[str, bytes]:
 def _as_the_os_would_for_a_user(monkeypatch, folder: Path) -> None:
     """Make ``folder`` read-only even for root, whom file modes do not stop: ``os.access``
     says so, and any write transaction fails as SQLite fails on a read-only file."""
-    from ragspine_lite.chunking import chunk_store
-    from ragspine_lite.vector import sqlite_store
+    from ragspine_lite.common import sqlite as stores_sqlite
 
     real_access = os.access
 
@@ -778,8 +777,7 @@ def _as_the_os_would_for_a_user(monkeypatch, folder: Path) -> None:
         raise error(f"{action} failed on {db_path!r}: attempt to write a readonly database")
 
     monkeypatch.setattr(os, "access", access)
-    for module in (chunk_store, sqlite_store):
-        monkeypatch.setattr(module, "immediate_transaction", refuse)
+    monkeypatch.setattr(stores_sqlite, "immediate_transaction", refuse)  # every store's writes
 
 
 @pytest.fixture

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from ragspine_lite.chunking.chunk_store import ChunkStore
 from ragspine_lite.chunking.chunking import DocumentMeta
 from ragspine_lite.lexical.retrieval import HybridRetriever, NarrativeIndex
 from ragspine_lite.link.narrative_link import NarrativeIndexRetriever, build_narrative_retriever
@@ -23,14 +22,6 @@ FILTERS = [{}, {"entity": "ACME_HK"}, {"period": "2023"}, {"entity": "ACME_CN", 
 def ingest(index: NarrativeIndex) -> None:
     for doc_id, (text, entity, period) in DOCS.items():
         index.ingest(text, DocumentMeta(doc_id=doc_id, entity=entity, period=period))
-
-
-@pytest.fixture
-def store():
-    s = ChunkStore(":memory:")
-    s.init_schema()
-    yield s
-    s.close()
 
 
 def run_hybrid(retriever: HybridRetriever) -> str:

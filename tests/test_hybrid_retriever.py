@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from _bm25_reference import as_tuples, reference_search
+from _fakes import RecordingBackend
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -20,22 +21,6 @@ from ragspine_lite.vector.store import InProcessVectorStore
 
 def mk(cid: str, text: str, doc_id: str = "doc", **kw: str) -> Chunk:
     return Chunk(cid, doc_id, 0, text, f"{doc_id}#para1", 1, 1, **kw)
-
-
-class RecordingBackend:
-    """Deterministic embeddings that remember every text they were asked to embed."""
-
-    def __init__(self, dim: int = 64) -> None:
-        self.inner = DeterministicEmbeddingBackend(dim=dim)
-        self.calls: list[list[str]] = []
-
-    def embed_texts(self, texts: list[str]) -> list[list[float]]:
-        self.calls.append(list(texts))
-        return self.inner.embed_texts(texts)
-
-    @property
-    def seen(self) -> list[str]:
-        return [t for call in self.calls for t in call]
 
 
 class RecordingStore(InProcessVectorStore):

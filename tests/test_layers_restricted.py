@@ -8,7 +8,6 @@ searched for the secret tokens; a reverse proof shows the same text unlabelled d
 
 from __future__ import annotations
 
-import pytest
 from test_restricted_exits import (
     OPEN_DOCS,
     SECRET_DOCS,
@@ -17,7 +16,6 @@ from test_restricted_exits import (
     leaked,
 )
 
-from ragspine_lite.chunking.chunk_store import ChunkStore
 from ragspine_lite.chunking.chunking import DocumentMeta
 from ragspine_lite.common.llm import EchoProvider
 from ragspine_lite.contextual import make_index_text_fn
@@ -47,14 +45,6 @@ class RecordingEmbedder(DeterministicEmbeddingBackend):
     def embed_texts(self, texts):
         self.seen.extend(texts)
         return super().embed_texts(texts)
-
-
-@pytest.fixture
-def store():
-    s = ChunkStore(":memory:")
-    s.init_schema()
-    yield s
-    s.close()
 
 
 def make_index(store, judge=None, **kw) -> NarrativeIndex:

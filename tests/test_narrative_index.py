@@ -6,6 +6,7 @@ import logging
 
 import pytest
 from _bm25_reference import as_tuples, reference_search
+from _fakes import RecordingBackend
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -22,16 +23,6 @@ from ragspine_lite.lexical.tokenizer import tokenize
 from ragspine_lite.vector.embedding_backends import DeterministicEmbeddingBackend
 from ragspine_lite.vector.persistence_policy import IsolationFirstPolicy, PersistEverythingPolicy
 from ragspine_lite.vector.store import InProcessVectorStore, VectorRecord
-
-
-class RecordingBackend:
-    def __init__(self, dim: int = 64) -> None:
-        self.inner = DeterministicEmbeddingBackend(dim=dim)
-        self.calls: list[list[str]] = []
-
-    def embed_texts(self, texts: list[str]) -> list[list[float]]:
-        self.calls.append(list(texts))
-        return self.inner.embed_texts(texts)
 
 
 class ReverseJudge:
@@ -73,14 +64,6 @@ class SplitLinesChunker:
 def paragraphs(*words: str) -> str:
     """One paragraph per word group, each long enough to become its own chunk at max 60."""
     return "\n".join(f"{w} " + "filler text " * 4 for w in words)
-
-
-@pytest.fixture
-def store():
-    s = ChunkStore(":memory:")
-    s.init_schema()
-    yield s
-    s.close()
 
 
 def meta(doc_id: str, **kw: str) -> DocumentMeta:

@@ -76,14 +76,6 @@ def leaked(texts) -> list[str]:
     return [t for t in texts for tok in SECRET_TOKENS if tok in str(t)]
 
 
-@pytest.fixture
-def store():
-    s = ChunkStore(":memory:")
-    s.init_schema()
-    yield s
-    s.close()
-
-
 @pytest.mark.parametrize("hybrid", [False, True], ids=["bm25", "hybrid"])
 def test_exit1_judge_never_sees_restricted_text_through_the_index(store, hybrid):
     judge = RecordingJudge()

@@ -8,6 +8,7 @@ import sqlite3
 from array import array
 
 import pytest
+from _fakes import rec
 
 from ragspine_lite.chunking.chunk_store import ChunkStore
 from ragspine_lite.chunking.chunking import DocumentMeta
@@ -23,10 +24,6 @@ from ragspine_lite.vector.sqlite_store import (
     embedding_model_id,
 )
 from ragspine_lite.vector.store import VectorRecord, VectorStore, make_vector_store
-
-
-def rec(rid: str, *vector: float, **metadata: str) -> VectorRecord:
-    return VectorRecord(rid, tuple(vector), metadata)
 
 
 def f32(values: tuple[float, ...]) -> list[float]:

@@ -6,6 +6,7 @@ import importlib.metadata
 import math
 
 import pytest
+from _fakes import rec
 
 from ragspine_lite.lexical.scoring import cosine_similarity
 from ragspine_lite.vector import store as store_mod
@@ -19,10 +20,6 @@ from ragspine_lite.vector.store import (
     VectorStore,
     make_vector_store,
 )
-
-
-def rec(rid: str, *vector: float, **metadata: str) -> VectorRecord:
-    return VectorRecord(rid, tuple(vector), metadata)
 
 
 def filled() -> InProcessVectorStore:

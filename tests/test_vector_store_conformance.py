@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 import pytest
+from _fakes import rec
 from _vector_stores import KINDS, as_tuples, corpus, opener_for, queries
 
 from ragspine_lite.vector.store import InProcessVectorStore, VectorRecord, VectorStore
@@ -26,10 +27,6 @@ def opener(request, tmp_path):
 @pytest.fixture
 def store(opener):
     return opener.open()
-
-
-def rec(rid: str, *vector: float, **metadata: str) -> VectorRecord:
-    return VectorRecord(rid, tuple(vector), metadata)
 
 
 def fill(store) -> None:

@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ragspine_lite.common.glossary import DEFAULT_GLOSSARY, Glossary, find_terms
+from ragspine_lite.text.markdown import BULLET, FENCE, HEADING, IMAGE, NUMBERED, QUOTE
 
 __all__ = [
     "EXCERPT_WORDS",
@@ -102,11 +103,11 @@ def match_spans(query: str, text: str) -> list[list[int]]:
 
 
 # Markdown left in chunk text: heading/list/quote markers, emphasis, code ticks, links, images.
-_MD_LINE_RE = re.compile(r"^\s*(?:#{1,6}\s+|[-*+]\s+|\d{1,9}[.)]\s+|>\s?)", re.MULTILINE)
-_HEADING_LINE_RE = re.compile(r"^\s*#{1,6}\s")
+_MD_LINE_RE = re.compile(rf"^\s*(?:{HEADING}|{BULLET}|{NUMBERED}|{QUOTE})", re.MULTILINE)
+_HEADING_LINE_RE = re.compile(rf"^\s*{HEADING}")
 # A code fence line with its info string ("```javascript"): markup, not text of the excerpt.
-_FENCE_LINE_RE = re.compile(r"^\s*(?:`{3,}|~{3,})[^`]*$")
-_MD_IMAGE_RE = re.compile(r"!\[([^\]]*)\]\([^)]*\)")
+_FENCE_LINE_RE = re.compile(rf"^\s*{FENCE}[^`]*$")
+_MD_IMAGE_RE = re.compile(IMAGE)
 _MD_LINK_RE = re.compile(r"\[([^\]]+)\]\([^)]*\)")
 _MD_MARK_RE = re.compile(r"(\*\*|__|`)|(?<![\w*])[*_](?=\S)|(?<=\S)[*_](?![\w*])")
 _TAG_RE = re.compile(r"</?[A-Za-z][^<>]*>")

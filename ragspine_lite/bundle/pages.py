@@ -24,6 +24,7 @@ from pathlib import PurePosixPath
 from urllib.parse import quote
 
 from ragspine_lite.chunking.sources import HTML_EXTENSIONS, Section
+from ragspine_lite.text.markdown import BULLET, FENCE, HEADING, IMAGE, NUMBERED, QUOTE
 
 __all__ = [
     "PAGES_DIR",
@@ -37,15 +38,15 @@ __all__ = [
 #: Where rendered Markdown/text pages go inside the bundle.
 PAGES_DIR = "pages"
 
-_FENCE_RE = re.compile(r"^(```|~~~)")
-_HEADING_RE = re.compile(r"^(#{1,6})\s+(\S.*?)\s*#*\s*$")
-_BULLET_RE = re.compile(r"^[-*+]\s+(.*)$")
-_NUMBERED_RE = re.compile(r"^\d{1,9}[.)]\s+(.*)$")
-_QUOTE_RE = re.compile(r"^>\s?(.*)$")
+_FENCE_RE = re.compile(f"^{FENCE}")
+_HEADING_RE = re.compile(rf"^{HEADING}(\S.*?)\s*#*\s*$")
+_BULLET_RE = re.compile(f"^{BULLET}(.*)$")
+_NUMBERED_RE = re.compile(f"^{NUMBERED}(.*)$")
+_QUOTE_RE = re.compile(f"^{QUOTE}(.*)$")
 _RULE_RE = re.compile(r"^([-*_])(\s*\1){2,}\s*$")
 # Inline Markdown on already-escaped text: `code`, ![alt](src), [text](href), **b**, *i*, _i_.
 _CODE_RE = re.compile(r"`([^`]+)`")
-_IMAGE_RE = re.compile(r"!\[([^\]]*)\]\([^)]*\)")
+_IMAGE_RE = re.compile(IMAGE)
 _LINK_RE = re.compile(r"\[([^\]]+)\]\(([^)\s]+)(?:\s+&quot;[^)]*&quot;)?\)")
 _STRONG_RE = re.compile(r"(\*\*|__)(?=\S)(.+?)(?<=\S)\1")
 _EM_RE = re.compile(r"(?<![\w*])([*_])(?=\S)(.+?)(?<=\S)\1(?![\w*])")
@@ -113,71 +114,81 @@ def _inline(text: str) -> str:
 
 def _markdown_blocks(body: str, anchors: Mapping[int, str]) -> list[str]:
     """Block HTML for a Markdown body; heading lines get ``id=anchors[paragraph number]``."""
-    blocks: list[str] = []
-    paragraph: list[str] = []
-    items: list[str] = []
-    list_tag = ""
+    out = _Blocks()
     fence: list[str] | None = None
     number = 0  # paragraph numbers count non-blank lines, as the chunkers and sections do
-
-    def flush() -> None:
-        nonlocal list_tag
-        if paragraph:
-            blocks.append("<p>" + "<br>\n".join(_inline(p) for p in paragraph) + "</p>")
-            paragraph.clear()
-        if items:
-            listed = "".join(f"<li>{i}</li>" for i in items)
-            blocks.append(f"<{list_tag}>{listed}</{list_tag}>")
-            items.clear()
-            list_tag = ""
-
     for raw in body.split("\n"):
         line = raw.strip()
         if line:
             number += 1
         if fence is not None:
             if _FENCE_RE.match(line):
-                blocks.append("<pre><code>" + html.escape("\n".join(fence)) + "</code></pre>")
+                out.code(fence)
                 fence = None
             else:
                 fence.append(raw)
-            continue
-        if not line:
-            flush()
-            continue
-        if _FENCE_RE.match(line):
-            flush()
+        elif not line:
+            out.flush()
+        elif _FENCE_RE.match(line):
+            out.flush()
             fence = []
-            continue
+        else:
+            out.line(line, anchors.get(number, ""))
+    if fence is not None:
+        out.code(fence)
+    out.flush()
+    return out.blocks
+
+
+class _Blocks:
+    """Block HTML written line by line: an open paragraph or list stays open until a block
+    of another kind (or a blank line) closes it with :meth:`flush`."""
+
+    def __init__(self) -> None:
+        self.blocks: list[str] = []
+        self.paragraph: list[str] = []
+        self.items: list[str] = []
+        self.list_tag = ""
+
+    def flush(self) -> None:
+        if self.paragraph:
+            self.blocks.append("<p>" + "<br>\n".join(_inline(p) for p in self.paragraph) + "</p>")
+            self.paragraph.clear()
+        if self.items:
+            listed = "".join(f"<li>{i}</li>" for i in self.items)
+            self.blocks.append(f"<{self.list_tag}>{listed}</{self.list_tag}>")
+            self.items.clear()
+            self.list_tag = ""
+
+    def code(self, lines: list[str]) -> None:
+        self.blocks.append("<pre><code>" + html.escape("\n".join(lines)) + "</code></pre>")
+
+    def line(self, line: str, anchor: str) -> None:
+        """One stripped, non-blank line outside a fence; ``anchor`` is its heading id."""
         heading = _HEADING_RE.match(line)
         bullet = _BULLET_RE.match(line)
         numbered = _NUMBERED_RE.match(line)
         if heading:
-            flush()
+            self.flush()
             level = len(heading.group(1))
-            anchor = anchors.get(number, "")
             attr = f' id="{html.escape(anchor, quote=True)}"' if anchor else ""
-            blocks.append(f"<h{level}{attr}>{_inline(heading.group(2))}</h{level}>")
+            self.blocks.append(f"<h{level}{attr}>{_inline(heading.group(2))}</h{level}>")
         elif _RULE_RE.match(line):
-            flush()
-            blocks.append("<hr>")
+            self.flush()
+            self.blocks.append("<hr>")
         elif bullet or numbered:
             tag = "ul" if bullet else "ol"
-            if paragraph or (items and list_tag != tag):
-                flush()
-            list_tag = tag
-            items.append(_inline((bullet or numbered).group(1)))  # type: ignore[union-attr]
+            if self.paragraph or (self.items and self.list_tag != tag):
+                self.flush()
+            self.list_tag = tag
+            self.items.append(_inline((bullet or numbered).group(1)))  # type: ignore[union-attr]
         elif (quoted := _QUOTE_RE.match(line)) is not None:
-            flush()
-            blocks.append(f"<blockquote><p>{_inline(quoted.group(1))}</p></blockquote>")
+            self.flush()
+            self.blocks.append(f"<blockquote><p>{_inline(quoted.group(1))}</p></blockquote>")
         else:
-            if items:
-                flush()
-            paragraph.append(line)
-    if fence is not None:
-        blocks.append("<pre><code>" + html.escape("\n".join(fence)) + "</code></pre>")
-    flush()
-    return blocks
+            if self.items:
+                self.flush()
+            self.paragraph.append(line)
 
 
 def _text_blocks(body: str) -> list[str]:

@@ -24,7 +24,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import sqlite3
-import weakref
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, fields
 from datetime import UTC, datetime
@@ -34,7 +33,7 @@ from typing import Any, NamedTuple, Protocol, runtime_checkable
 from ragspine_lite.chunking.chunking import Chunk
 from ragspine_lite.common.errors import RagspineError
 from ragspine_lite.common.sensitivity import canonical_sensitivity
-from ragspine_lite.common.sqlite import connect, immediate_transaction
+from ragspine_lite.common.sqlite import SqliteFile
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -211,34 +210,16 @@ class ChunkIndexer(Protocol):
 
 
 @dataclass
-class StoredChunk:
+class StoredChunk(Chunk):
     """A :class:`Chunk` as persisted: every chunk field, then the ingest bookkeeping."""
 
-    chunk_id: str
-    doc_id: str
-    seq: int
-    text: str
-    source_locator: str
-    para_start: int
-    para_end: int
-    title: str = ""
-    topic: str = ""
-    entity: str = ""
-    geography: str = ""
-    period: str = ""
-    language: str = ""
-    sensitivity: str = "INTERNAL"
-    parent_id: str = ""
-    heading: str = ""
-    window_text: str = ""
-    parent_locator: str = ""
     valid_as_of: str = ""
     ingested_at: str = ""
     version: int = 1
     active: bool = True
 
 
-class ChunkStore:
+class ChunkStore(SqliteFile):
     """Versioned chunk store over one SQLite database (a path or ``":memory:"``).
 
     Call :meth:`init_schema` once before writing. Usable as a context manager; the connection
@@ -248,46 +229,16 @@ class ChunkStore:
     raises :class:`ChunkStoreError` before touching it.
     """
 
+    _what = "chunk store"
+    _error = ChunkStoreError
+
     def __init__(self, db_path: str | Path, *, read_only: bool = False) -> None:
-        self.db_path = str(db_path)
-        self.read_only = bool(read_only)
-        conn = connect(self.db_path, "chunk store", ChunkStoreError, read_only=self.read_only)
-        conn.row_factory = sqlite3.Row
-        self._conn = conn
-        self._finalizer = weakref.finalize(self, conn.close)
+        self._open(db_path, read_only).row_factory = sqlite3.Row
         self._indexers: dict[str, ChunkIndexer] = {}
-
-    # -- lifecycle ---------------------------------------------------------------------------
-
-    @property
-    def closed(self) -> bool:
-        """Whether :meth:`close` has run."""
-        return not self._finalizer.alive
-
-    def close(self) -> None:
-        """Close the connection; calling it again does nothing."""
-        self._finalizer()
-
-    def __enter__(self) -> ChunkStore:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         state = "closed" if self.closed else "read-only" if self.read_only else "open"
         return f"ChunkStore({self.db_path!r}, {state})"
-
-    def _connection(self) -> sqlite3.Connection:
-        if self.closed:
-            raise ChunkStoreError(f"chunk store {self.db_path!r} is closed")
-        return self._conn
-
-    def _transaction(self, action: str) -> contextlib.AbstractContextManager[sqlite3.Connection]:
-        """One ``BEGIN IMMEDIATE`` … ``COMMIT``; any failure rolls everything back."""
-        if self.read_only:
-            raise ChunkStoreError(f"{action} refused: chunk store {self.db_path!r} is read-only")
-        return immediate_transaction(self._connection(), action, self.db_path, ChunkStoreError)
 
     @contextlib.contextmanager
     def snapshot(self) -> Iterator[sqlite3.Connection]:
@@ -343,18 +294,7 @@ class ChunkStore:
                     f"chunk store {self.db_path!r} has schema version {stored}, newer than "
                     f"this ragspine_lite supports ({SCHEMA_VERSION}); upgrade ragspine_lite"
                 )
-            columns = ",\n    ".join(f"{name} {decl}" for name, decl in _COLUMNS)
-            conn.execute(f"CREATE TABLE IF NOT EXISTS {_TABLE} (\n    {columns}\n)")
-            existing = {r["name"] for r in conn.execute(f"PRAGMA table_info({_TABLE})")}
-            for name, decl in _COLUMNS:
-                if name in existing:
-                    continue
-                if "DEFAULT" not in decl:
-                    raise ChunkStoreError(
-                        f"table {_TABLE!r} in {self.db_path!r} lacks required column "
-                        f"{name!r}, which cannot be added to existing rows; rebuild the store"
-                    )
-                conn.execute(f"ALTER TABLE {_TABLE} ADD COLUMN {name} {decl}")
+            self._create_chunk_table(conn)
             conn.execute(
                 f"CREATE UNIQUE INDEX IF NOT EXISTS ux_narrative_chunk "
                 f"ON {_TABLE} (doc_id, version, seq)"
@@ -386,6 +326,21 @@ class ChunkStore:
             generation = _read_generation(conn)
             for indexer in self._indexers.values():
                 indexer.ensure(conn, generation)
+
+    def _create_chunk_table(self, conn: sqlite3.Connection) -> None:
+        """The chunk table, with every column an older table lacks added (when it can be)."""
+        columns = ",\n    ".join(f"{name} {decl}" for name, decl in _COLUMNS)
+        conn.execute(f"CREATE TABLE IF NOT EXISTS {_TABLE} (\n    {columns}\n)")
+        existing = {r["name"] for r in conn.execute(f"PRAGMA table_info({_TABLE})")}
+        for name, decl in _COLUMNS:
+            if name in existing:
+                continue
+            if "DEFAULT" not in decl:
+                raise ChunkStoreError(
+                    f"table {_TABLE!r} in {self.db_path!r} lacks required column "
+                    f"{name!r}, which cannot be added to existing rows; rebuild the store"
+                )
+            conn.execute(f"ALTER TABLE {_TABLE} ADD COLUMN {name} {decl}")
 
     def generation(self) -> int:
         """The write counter: bumped by every :meth:`replace_doc_chunks` (0 before any)."""
@@ -492,16 +447,7 @@ class ChunkStore:
         """
         if not isinstance(valid_as_of, str):
             raise ValueError(f"valid_as_of must be a str, got {valid_as_of!r}")
-        items: list[tuple[str, list[Chunk]]] = []
-        for doc_id, chunks in docs:
-            if not isinstance(doc_id, str) or not doc_id.strip():
-                raise ValueError(f"doc_id must be a non-empty str, got {doc_id!r}")
-            if isinstance(chunks, (str, bytes)):
-                raise TypeError(f"chunks must be a list of Chunk, got {type(chunks).__name__}")
-            batch = list(chunks)
-            for index, chunk in enumerate(batch):
-                _check_chunk(index, chunk)
-            items.append((doc_id, batch))
+        items = _checked_docs(docs)
         if not items:
             return 0
         ingested_at = datetime.now(UTC).isoformat()
@@ -509,7 +455,6 @@ class ChunkStore:
             f"replace_doc_chunks({items[0][0]!r})" if len(items) == 1
             else f"replace_docs({len(items)} documents)"
         )
-        written = 0
         with self._transaction(action) as conn:
             indexers = list(self._indexers.values())
             retired: list[ChunkRow] = []
@@ -517,11 +462,6 @@ class ChunkStore:
             if indexers:
                 last_rowid = conn.execute(f"SELECT MAX(rowid) FROM {_TABLE}").fetchone()[0] or 0
             for doc_id, batch in items:
-                row = conn.execute(
-                    f"SELECT COALESCE(MAX(version), 0) AS v FROM {_TABLE} WHERE doc_id = ?",
-                    (doc_id,),
-                ).fetchone()
-                version = int(row["v"]) + 1
                 if indexers:
                     retired.extend(
                         _chunk_rows(
@@ -532,35 +472,33 @@ class ChunkStore:
                             )
                         )
                     )
-                conn.execute(
-                    f"UPDATE {_TABLE} SET active = 0 WHERE doc_id = ? AND active = 1", (doc_id,)
-                )
-                conn.executemany(
-                    _INSERT_SQL,
-                    (self._row(chunk, valid_as_of, ingested_at, version) for chunk in batch),
-                )
-                written += len(batch)
+                self._write_version(conn, doc_id, batch, valid_as_of, ingested_at)
             conn.execute(
                 f"INSERT INTO {_META_TABLE} (key, value) VALUES (?, '1') ON CONFLICT(key) "
                 "DO UPDATE SET value = CAST(value AS INTEGER) + 1",
                 (_GENERATION_KEY,),
             )
             if indexers:
-                # Rows are never deleted, so the new rows are exactly those past the old
-                # maximum; rows both added and retired within this write concern nobody.
-                # "+active": read the rowid range, not the (active, ...) index of every row.
-                added = _chunk_rows(
-                    conn.execute(
-                        f"SELECT rowid, chunk_id, text FROM {_TABLE} "
-                        "WHERE rowid > ? AND +active = 1 ORDER BY rowid",
-                        (last_rowid,),
-                    )
-                )
-                retired.sort(key=lambda r: r.rowid)
-                generation = _read_generation(conn)
-                for indexer in indexers:
-                    indexer.on_replace(conn, retired, added, generation)
-        return written
+                _notify(conn, indexers, sorted(retired, key=lambda r: r.rowid), last_rowid)
+        return sum(len(batch) for _doc_id, batch in items)
+
+    def _write_version(
+        self,
+        conn: sqlite3.Connection,
+        doc_id: str,
+        batch: list[Chunk],
+        valid_as_of: str,
+        ingested_at: str,
+    ) -> None:
+        """Retire ``doc_id``'s active rows and insert ``batch`` as its next version."""
+        row = conn.execute(
+            f"SELECT COALESCE(MAX(version), 0) AS v FROM {_TABLE} WHERE doc_id = ?", (doc_id,)
+        ).fetchone()
+        version = int(row["v"]) + 1
+        conn.execute(f"UPDATE {_TABLE} SET active = 0 WHERE doc_id = ? AND active = 1", (doc_id,))
+        conn.executemany(
+            _INSERT_SQL, (self._row(chunk, valid_as_of, ingested_at, version) for chunk in batch)
+        )
 
     @staticmethod
     def _row(
@@ -723,6 +661,44 @@ def _active_where(*values: str | None) -> tuple[str, list[str]]:
     return _where(_FILTER_COLUMNS[1:], values)
 
 
+def _checked_docs(docs: Iterable[tuple[str, Iterable[Chunk]]]) -> list[tuple[str, list[Chunk]]]:
+    """``(doc_id, chunks)`` pairs as lists, every id and chunk checked before any write."""
+    items: list[tuple[str, list[Chunk]]] = []
+    for doc_id, chunks in docs:
+        if not isinstance(doc_id, str) or not doc_id.strip():
+            raise ValueError(f"doc_id must be a non-empty str, got {doc_id!r}")
+        if isinstance(chunks, (str, bytes)):
+            raise TypeError(f"chunks must be a list of Chunk, got {type(chunks).__name__}")
+        batch = list(chunks)
+        for index, chunk in enumerate(batch):
+            _check_chunk(index, chunk)
+        items.append((doc_id, batch))
+    return items
+
+
+def _notify(
+    conn: sqlite3.Connection,
+    indexers: list[ChunkIndexer],
+    retired: list[ChunkRow],
+    last_rowid: int,
+) -> None:
+    """Hand one write to the side indexes: ``retired`` rows, and the rows added past
+    ``last_rowid`` (the maximum before the write)."""
+    # Rows are never deleted, so the new rows are exactly those past the old maximum; rows
+    # both added and retired within this write concern nobody.
+    # "+active": read the rowid range, not the (active, ...) index of every row.
+    added = _chunk_rows(
+        conn.execute(
+            f"SELECT rowid, chunk_id, text FROM {_TABLE} "
+            "WHERE rowid > ? AND +active = 1 ORDER BY rowid",
+            (last_rowid,),
+        )
+    )
+    generation = _read_generation(conn)
+    for indexer in indexers:
+        indexer.on_replace(conn, retired, added, generation)
+
+
 def _chunk_rows(cursor: Iterable[Any]) -> list[ChunkRow]:
     return [ChunkRow(int(r[0]), r[1], r[2]) for r in cursor]
 
@@ -749,7 +725,7 @@ def _parse_version(value: object) -> int:
 
 def _check_chunk(index: int, chunk: object) -> None:
     """Reject anything that is not a well-typed Chunk before the transaction starts."""
-    if not isinstance(chunk, (Chunk, StoredChunk)):
+    if not isinstance(chunk, Chunk):
         raise TypeError(f"chunks[{index}] must be a Chunk, got {type(chunk).__name__}")
     for name in _CHUNK_FIELDS:
         value = getattr(chunk, name)

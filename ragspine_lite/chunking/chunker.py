@@ -63,15 +63,7 @@ class Chunker(Protocol):
 class DefaultChunker:
     """The paragraph packer of :func:`chunk_document`, behind the :class:`Chunker` seam."""
 
-    def chunk(
-        self,
-        text: str,
-        meta: DocumentMeta,
-        *,
-        max_chars: int = DEFAULT_CHUNK_CHARS,
-        overlap_chars: int = DEFAULT_OVERLAP_CHARS,
-    ) -> list[Chunk]:
-        return chunk_document(text, meta, max_chars=max_chars, overlap_chars=overlap_chars)
+    chunk = staticmethod(chunk_document)
 
 
 _OFF = "none"

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 __all__ = [
@@ -135,6 +136,16 @@ def _split_oversized(paragraph: str, max_chars: int) -> list[str]:
     return pieces
 
 
+def _overlap(paragraphs: list[str], numbers: list[int], overlap_chars: int) -> list[int]:
+    """The longest run of trailing paragraph ``numbers`` whose text fits in ``overlap_chars``."""
+    carry: list[int] = []
+    for previous in reversed(numbers):
+        if _joined_len([paragraphs[n - 1] for n in (previous, *carry)]) > overlap_chars:
+            break
+        carry.insert(0, previous)
+    return carry
+
+
 def _make_chunk(meta: DocumentMeta, seq: int, text: str, start: int, end: int) -> Chunk:
     return Chunk(
         chunk_id=f"{meta.doc_id}#c{seq}",
@@ -218,12 +229,7 @@ def chunk_document(
             continue
         if len(buffer) > carried:
             emit(buffer)
-            carry: list[int] = []
-            for previous in reversed(buffer):
-                if _joined_len([paragraphs[previous - 1], *texts(carry)]) > overlap_chars:
-                    break
-                carry.insert(0, previous)
-            buffer = carry
+            buffer = _overlap(paragraphs, buffer, overlap_chars)
         # Only carried paragraphs are left: drop them from the front until the new one fits.
         while buffer and _joined_len([*texts(buffer), paragraph]) > max_chars:
             buffer.pop(0)
@@ -232,3 +238,57 @@ def chunk_document(
     if len(buffer) > carried:
         emit(buffer)
     return chunks
+
+
+class _ParagraphChunker:
+    """Base of the strategies that work on a document's paragraphs.
+
+    :meth:`chunk` validates the budget and splits the paragraphs; text without any, or a
+    document that :meth:`_packs_plainly`, is packed by :func:`chunk_document`; the rest goes
+    to the subclass's :meth:`_chunk_paragraphs`.
+    """
+
+    def chunk(
+        self,
+        text: str,
+        meta: DocumentMeta,
+        *,
+        max_chars: int = DEFAULT_CHUNK_CHARS,
+        overlap_chars: int = DEFAULT_OVERLAP_CHARS,
+    ) -> list[Chunk]:
+        _validate_budget(max_chars, overlap_chars)
+        paragraphs = _split_paragraphs(text)
+        if not paragraphs or self._packs_plainly(meta):
+            return chunk_document(text, meta, max_chars=max_chars, overlap_chars=overlap_chars)
+        return self._chunk_paragraphs(paragraphs, meta, max_chars, overlap_chars)
+
+    def _packs_plainly(self, meta: DocumentMeta) -> bool:
+        """Whether this document skips the strategy for plain packing (default: never)."""
+        return False
+
+    def _chunk_paragraphs(
+        self, paragraphs: list[str], meta: DocumentMeta, max_chars: int, overlap_chars: int
+    ) -> list[Chunk]:
+        raise NotImplementedError
+
+
+def _pack_spans(
+    paragraphs: list[str],
+    meta: DocumentMeta,
+    spans: Iterable[tuple[int, int, dict[str, str]]],
+    max_chars: int,
+    overlap_chars: int,
+) -> list[Chunk]:
+    """Pack each ``(first, last, fields)`` paragraph span on its own, numbered document-wide.
+
+    ``first``/``last`` are 1-based inclusive; ``fields`` are set on every chunk of the span.
+    """
+    prefix = _locator_prefix(meta)
+    out: list[Chunk] = []
+    for first, last, fields in spans:
+        span_text = "\n".join(paragraphs[first - 1 : last])
+        for local in chunk_document(
+            span_text, meta, max_chars=max_chars, overlap_chars=overlap_chars
+        ):
+            out.append(_renumber(local, seq=len(out), offset=first - 1, prefix=prefix, **fields))
+    return out

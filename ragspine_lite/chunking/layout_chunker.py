@@ -16,22 +16,19 @@ import re
 from collections.abc import Iterable
 
 from ragspine_lite.chunking.chunking import (
-    DEFAULT_CHUNK_CHARS,
-    DEFAULT_OVERLAP_CHARS,
     Chunk,
     DocumentMeta,
     _locator,
     _locator_prefix,
-    _renumber,
-    _split_paragraphs,
-    _validate_budget,
-    chunk_document,
+    _pack_spans,
+    _ParagraphChunker,
 )
+from ragspine_lite.text.markdown import HEADING
 
 __all__ = ["LayoutAwareChunker", "group_children_by_parent", "is_heading"]
 
 _CJK_NUMERALS = "一二三四五六七八九十百千"
-_MARKDOWN_HEADING_RE = re.compile(r"^#{1,6}\s+\S")
+_MARKDOWN_HEADING_RE = re.compile(rf"^{HEADING}\S")
 _CHAPTER_HEADING_RE = re.compile(f"^第[0-9{_CJK_NUMERALS}]+[章节篇部回讲]")
 _NUMBERED_HEADING_RE = re.compile(
     rf"^(\d+(\.\d+)*|[{_CJK_NUMERALS}]+|[IVXLCDMivxlcdm]+)[.、)）]\s*\S"
@@ -76,7 +73,7 @@ def group_children_by_parent(chunks: Iterable[Chunk]) -> dict[str, list[Chunk]]:
     return groups
 
 
-class LayoutAwareChunker:
+class LayoutAwareChunker(_ParagraphChunker):
     """Chunk per section; subclasses change ``_is_heading`` and ``_child_extra`` only."""
 
     def _is_heading(self, line: str) -> bool:
@@ -100,39 +97,15 @@ class LayoutAwareChunker:
                 sections[-1] = (heading, first, number)
         return sections
 
-    def chunk(
-        self,
-        text: str,
-        meta: DocumentMeta,
-        *,
-        max_chars: int = DEFAULT_CHUNK_CHARS,
-        overlap_chars: int = DEFAULT_OVERLAP_CHARS,
+    def _chunk_paragraphs(
+        self, paragraphs: list[str], meta: DocumentMeta, max_chars: int, overlap_chars: int
     ) -> list[Chunk]:
         """Chunk each section separately; paragraph numbers and ``seq`` stay document-global."""
-        _validate_budget(max_chars, overlap_chars)
-        paragraphs = _split_paragraphs(text)
-        if not paragraphs:
-            return chunk_document(text, meta, max_chars=max_chars, overlap_chars=overlap_chars)
         prefix = _locator_prefix(meta)
-        out: list[Chunk] = []
+        spans: list[tuple[int, int, dict[str, str]]] = []
         for index, (heading, first, last) in enumerate(self._sections(paragraphs)):
             section_text = "\n".join(paragraphs[first - 1 : last])
-            parent_locator = _locator(prefix, first, last)
-            extra = self._child_extra(section_text, parent_locator)
-            local_chunks = chunk_document(
-                section_text, meta, max_chars=max_chars, overlap_chars=overlap_chars
-            )
-            for local in local_chunks:
-                out.append(
-                    _renumber(
-                        local,
-                        seq=len(out),
-                        offset=first - 1,
-                        prefix=prefix,
-                        heading=heading,
-                        parent_id=f"{meta.doc_id}#s{index}",
-                        **extra,
-                    )
-                )
-        return out
-
+            extra = self._child_extra(section_text, _locator(prefix, first, last))
+            fields = {"heading": heading, "parent_id": f"{meta.doc_id}#s{index}", **extra}
+            spans.append((first, last, fields))
+        return _pack_spans(paragraphs, meta, spans, max_chars, overlap_chars)

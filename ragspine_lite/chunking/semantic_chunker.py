@@ -17,15 +17,10 @@ import math
 from typing import Any
 
 from ragspine_lite.chunking.chunking import (
-    DEFAULT_CHUNK_CHARS,
-    DEFAULT_OVERLAP_CHARS,
     Chunk,
     DocumentMeta,
-    _locator_prefix,
-    _renumber,
-    _split_paragraphs,
-    _validate_budget,
-    chunk_document,
+    _pack_spans,
+    _ParagraphChunker,
 )
 from ragspine_lite.common.sensitivity import is_restricted, sends_text_off_host
 
@@ -55,7 +50,7 @@ def _percentile(values: list[float], percentile: float) -> float:
     return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
 
 
-class SemanticChunker:
+class SemanticChunker(_ParagraphChunker):
     """Split where the embedding distance between neighbouring paragraphs peaks.
 
     ``embedder`` is anything with ``embed_texts(list[str]) -> list[list[float]]``;
@@ -114,28 +109,13 @@ class SemanticChunker:
         segments.append((first, len(paragraphs)))
         return segments
 
-    def chunk(
-        self,
-        text: str,
-        meta: DocumentMeta,
-        *,
-        max_chars: int = DEFAULT_CHUNK_CHARS,
-        overlap_chars: int = DEFAULT_OVERLAP_CHARS,
+    def _packs_plainly(self, meta: DocumentMeta) -> bool:
+        # A RESTRICTED document never goes to an off-host embedder: plain packing.
+        return is_restricted(meta.sensitivity) and sends_text_off_host(self.embedder)
+
+    def _chunk_paragraphs(
+        self, paragraphs: list[str], meta: DocumentMeta, max_chars: int, overlap_chars: int
     ) -> list[Chunk]:
         """Chunk each semantic segment separately; numbering stays document-global."""
-        _validate_budget(max_chars, overlap_chars)
-        paragraphs = _split_paragraphs(text)
-        if not paragraphs or (
-            is_restricted(meta.sensitivity) and sends_text_off_host(self.embedder)
-        ):
-            # A RESTRICTED document never goes to an off-host embedder: plain packing.
-            return chunk_document(text, meta, max_chars=max_chars, overlap_chars=overlap_chars)
-        prefix = _locator_prefix(meta)
-        out: list[Chunk] = []
-        for first, last in self._segments(paragraphs):
-            segment_text = "\n".join(paragraphs[first - 1 : last])
-            for local in chunk_document(
-                segment_text, meta, max_chars=max_chars, overlap_chars=overlap_chars
-            ):
-                out.append(_renumber(local, seq=len(out), offset=first - 1, prefix=prefix))
-        return out
+        spans = [(first, last, {}) for first, last in self._segments(paragraphs)]
+        return _pack_spans(paragraphs, meta, spans, max_chars, overlap_chars)

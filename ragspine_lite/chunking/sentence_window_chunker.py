@@ -15,14 +15,10 @@ from __future__ import annotations
 from ragspine_lite.chunking.chunking import (
     _SENTENCE_ENDERS,
     _SENTENCE_RE,
-    DEFAULT_CHUNK_CHARS,
-    DEFAULT_OVERLAP_CHARS,
     Chunk,
     DocumentMeta,
     _make_chunk,
-    _split_paragraphs,
-    _validate_budget,
-    chunk_document,
+    _ParagraphChunker,
 )
 
 __all__ = ["DEFAULT_WINDOW_SIZE", "SentenceWindowChunker"]
@@ -45,7 +41,7 @@ def _sentence_spans(paragraph: str) -> list[tuple[int, int]]:
     return spans
 
 
-class SentenceWindowChunker:
+class SentenceWindowChunker(_ParagraphChunker):
     """One chunk per sentence with a ``window_size``-sentence window on each side.
 
     ``window_size`` below 0 is treated as 0 (the window is the sentence itself).
@@ -56,19 +52,10 @@ class SentenceWindowChunker:
             raise TypeError(f"window_size must be int, got {window_size!r}")
         self.window_size = max(0, window_size)
 
-    def chunk(
-        self,
-        text: str,
-        meta: DocumentMeta,
-        *,
-        max_chars: int = DEFAULT_CHUNK_CHARS,
-        overlap_chars: int = DEFAULT_OVERLAP_CHARS,
+    def _chunk_paragraphs(
+        self, paragraphs: list[str], meta: DocumentMeta, max_chars: int, overlap_chars: int
     ) -> list[Chunk]:
         """Sentence chunks; ``max_chars``/``overlap_chars`` are validated but not used."""
-        _validate_budget(max_chars, overlap_chars)
-        paragraphs = _split_paragraphs(text)
-        if not paragraphs:
-            return chunk_document(text, meta, max_chars=max_chars, overlap_chars=overlap_chars)
         # Flat, document-wide list: (paragraph number, start, end).
         sentences = [
             (number, start, end)

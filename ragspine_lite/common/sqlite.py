@@ -1,16 +1,19 @@
-"""What the SQLite-backed stores share: opening (optionally read-only) and write transactions."""
+"""What the SQLite-backed stores share: opening (optionally read-only), write transactions
+and the lifecycle of one connection (:class:`SqliteFile`)."""
 
 from __future__ import annotations
 
 import contextlib
 import os
 import sqlite3
+import weakref
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Self
 
 from ragspine_lite.common.sensitivity import register_sql_predicate
 
-__all__ = ["connect", "immediate_transaction"]
+__all__ = ["SqliteFile", "connect", "immediate_transaction"]
 
 
 def connect(
@@ -64,3 +67,58 @@ def immediate_transaction(
         if isinstance(exc, sqlite3.Error):
             raise error(f"{action} failed on {db_path!r}: {exc}") from exc
         raise
+
+
+class SqliteFile:
+    """One store's connection to a SQLite file, closed once (also when garbage-collected).
+
+    A subclass names itself in ``_what`` (``"chunk store"``) and its error class in ``_error``,
+    and calls :meth:`_open` from ``__init__``. Usable as a context manager; a closed store
+    refuses reads, a read-only one refuses every write (both raise ``_error``).
+    """
+
+    _what = "store"
+    _error: type[Exception] = sqlite3.Error
+    db_path: str
+    read_only: bool
+
+    def _open(self, db_path: str | Path, read_only: bool = False) -> sqlite3.Connection:
+        """Connect (see :func:`connect`) and arrange for the connection to be closed."""
+        self.db_path = str(db_path)
+        self.read_only = bool(read_only)
+        conn = connect(self.db_path, self._what, self._error, read_only=self.read_only)
+        self._conn = conn
+        self._finalizer = weakref.finalize(self, conn.close)
+        return conn
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` has run."""
+        return not self._finalizer.alive
+
+    def close(self) -> None:
+        """Close the connection; calling it again does nothing."""
+        self._finalizer()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def _connection(self) -> sqlite3.Connection:
+        if self.closed:
+            raise self._error(f"{self._what} {self.db_path!r} is closed")
+        return self._conn
+
+    def _transaction(self, action: str) -> contextlib.AbstractContextManager[sqlite3.Connection]:
+        """One ``BEGIN IMMEDIATE`` … ``COMMIT``; any failure rolls everything back and calls
+        :meth:`_rolled_back`."""
+        if self.read_only:
+            raise self._error(f"{action} refused: {self._what} {self.db_path!r} is read-only")
+        return immediate_transaction(
+            self._connection(), action, self.db_path, self._error, self._rolled_back
+        )
+
+    def _rolled_back(self) -> None:
+        """Drop what a rolled-back write may have left in memory (default: nothing)."""

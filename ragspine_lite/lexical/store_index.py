@@ -277,30 +277,12 @@ class StoreBM25Index(BM25Index):
             conn.execute(f"DROP TABLE IF EXISTS {table}")
         for ddl in _DDL:
             conn.execute(ddl)
-        docs: dict[str, array] = {}
-        tfs: dict[str, array] = {}
-        lengths = array(UINT)
-        total = 0
-        n_docs = 0
-        postings = 0
+        segment = _Segment()
         for rowid, text in conn.execute(
             f"SELECT rowid, text FROM {_CHUNKS} WHERE +active = 1 ORDER BY rowid"  # table order
         ):
-            tokens = tokenize(text)
-            if rowid >= len(lengths):
-                lengths.extend(_zeros(rowid + 1 - len(lengths)))
-            lengths[rowid] = len(tokens)
-            total += len(tokens)
-            n_docs += 1
-            counts = Counter(tokens)
-            postings += len(counts)
-            for term, f in counts.items():
-                d = docs.get(term)
-                if d is None:
-                    d = docs[term] = array(UINT)
-                    tfs[term] = array(UINT)
-                d.append(rowid)
-                tfs[term].append(f)
+            segment.add(rowid, tokenize(text))
+        docs, tfs, lengths = segment.docs, segment.tfs, segment.lengths
         conn.executemany(
             f"INSERT INTO {_TERM} (term, df, max_tf, min_len) VALUES (?, ?, ?, ?)",
             ((term, len(d), max(tfs[term]), min(map(lengths.__getitem__, d)))
@@ -316,8 +298,9 @@ class StoreBM25Index(BM25Index):
         ).fetchone()[0]
         stats = dict.fromkeys(_COUNTERS, 0)
         stats.update(
-            generation=generation, docs=n_docs, total_length=total, main_postings=postings,
-            main_version=self._main_version + 1, duplicate_rows=int(duplicates),
+            generation=generation, docs=segment.n_docs, total_length=segment.total,
+            main_postings=segment.postings, main_version=self._main_version + 1,
+            duplicate_rows=int(duplicates),
         )
         _write_stats(conn, stats)
         conn.execute(
@@ -336,25 +319,8 @@ class StoreBM25Index(BM25Index):
         touched: set[str] = set()
         for (text,) in _texts_of(conn, sorted(dead)):
             touched.update(tokenize(text))
-        delta: dict[str, tuple[list[int], list[int]]] = {}
-        for term, docno, tf in conn.execute(
-            f"SELECT term, docno, tf FROM {_DELTA} ORDER BY term, docno"
-        ):
-            entry = delta.get(term)
-            if entry is None:
-                entry = delta[term] = ([], [])
-            entry[0].append(docno)
-            entry[1].append(tf)
-        lengths = self._unpack_stat(conn, "main_lengths")
-        new_docs = conn.execute(f"SELECT docno, length FROM {_DELTA_DOC} ORDER BY docno").fetchall()
-        if new_docs:
-            end = new_docs[-1][0] + 1
-            if end > len(lengths):
-                lengths.extend(_zeros(end - len(lengths)))
-            for docno, length in new_docs:
-                lengths[docno] = length
-        for docno in dead:
-            lengths[docno] = 0
+        delta = _delta_postings(conn)
+        lengths = self._merged_lengths(conn, dead)
         postings = stats["main_postings"]
         read = f"SELECT docs, tfs FROM {_MAIN} WHERE term = ?"
         for term in sorted(touched | delta.keys()):
@@ -370,19 +336,7 @@ class StoreBM25Index(BM25Index):
                 docs.extend(extra[0])
                 tfs.extend(extra[1])
             postings += len(docs)
-            if docs:
-                conn.execute(
-                    f"UPDATE {_TERM} SET df = ?, max_tf = ?, min_len = ? WHERE term = ?",
-                    (len(docs), max(tfs), min(map(lengths.__getitem__, docs)), term),
-                )
-                conn.execute(
-                    f"INSERT INTO {_MAIN} (term, docs, tfs) VALUES (?, ?, ?) ON CONFLICT(term) "
-                    "DO UPDATE SET docs = excluded.docs, tfs = excluded.tfs",
-                    (term, _pack(docs), _pack(tfs)),
-                )
-            else:
-                conn.execute(f"DELETE FROM {_TERM} WHERE term = ?", (term,))
-                conn.execute(f"DELETE FROM {_MAIN} WHERE term = ?", (term,))
+            _write_merged_term(conn, term, docs, tfs, lengths)
         conn.execute(f"DELETE FROM {_DELTA}")
         conn.execute(f"DELETE FROM {_DELTA_DOC}")
         conn.execute(f"DELETE FROM {_DEAD}")
@@ -394,6 +348,20 @@ class StoreBM25Index(BM25Index):
             main_version=stats["main_version"] + 1,
         )
         self._forget()
+
+    def _merged_lengths(self, conn: sqlite3.Connection, dead: set[int]) -> array:
+        """The main segment's document lengths with the delta's documents in, the dead out."""
+        lengths = self._unpack_stat(conn, "main_lengths")
+        new_docs = conn.execute(f"SELECT docno, length FROM {_DELTA_DOC} ORDER BY docno").fetchall()
+        if new_docs:
+            end = new_docs[-1][0] + 1
+            if end > len(lengths):
+                lengths.extend(_zeros(end - len(lengths)))
+            for docno, length in new_docs:
+                lengths[docno] = length
+        for docno in dead:
+            lengths[docno] = 0
+        return lengths
 
     def _forget(self) -> None:
         """Drop every cached read (after this object rewrote the index)."""
@@ -584,6 +552,70 @@ def _write_stats(conn: sqlite3.Connection, stats: dict[str, int]) -> None:
 def _stat_blob(conn: sqlite3.Connection, key: str) -> bytes | None:
     row = conn.execute(f"SELECT value FROM {_STAT} WHERE key = ?", (key,)).fetchone()
     return None if row is None else row[0]
+
+
+class _Segment:
+    """A main segment being built: per term its docnos and term frequencies (ascending
+    docnos), every document's length, and the totals the stats record."""
+
+    def __init__(self) -> None:
+        self.docs: dict[str, array] = {}
+        self.tfs: dict[str, array] = {}
+        self.lengths = array(UINT)
+        self.total = 0
+        self.n_docs = 0
+        self.postings = 0
+
+    def add(self, rowid: int, tokens: list[str]) -> None:
+        """Index one document (``rowid`` above every one added before)."""
+        lengths = self.lengths
+        if rowid >= len(lengths):
+            lengths.extend(_zeros(rowid + 1 - len(lengths)))
+        lengths[rowid] = len(tokens)
+        self.total += len(tokens)
+        self.n_docs += 1
+        counts = Counter(tokens)
+        self.postings += len(counts)
+        for term, f in counts.items():
+            d = self.docs.get(term)
+            if d is None:
+                d = self.docs[term] = array(UINT)
+                self.tfs[term] = array(UINT)
+            d.append(rowid)
+            self.tfs[term].append(f)
+
+
+def _delta_postings(conn: sqlite3.Connection) -> dict[str, tuple[list[int], list[int]]]:
+    """The delta segment as term → (docnos, term frequencies), docnos ascending."""
+    delta: dict[str, tuple[list[int], list[int]]] = {}
+    for term, docno, tf in conn.execute(
+        f"SELECT term, docno, tf FROM {_DELTA} ORDER BY term, docno"
+    ):
+        entry = delta.get(term)
+        if entry is None:
+            entry = delta[term] = ([], [])
+        entry[0].append(docno)
+        entry[1].append(tf)
+    return delta
+
+
+def _write_merged_term(
+    conn: sqlite3.Connection, term: str, docs: array, tfs: array, lengths: array
+) -> None:
+    """Store one term's merged postings (and its statistics), or drop a term left with none."""
+    if docs:
+        conn.execute(
+            f"UPDATE {_TERM} SET df = ?, max_tf = ?, min_len = ? WHERE term = ?",
+            (len(docs), max(tfs), min(map(lengths.__getitem__, docs)), term),
+        )
+        conn.execute(
+            f"INSERT INTO {_MAIN} (term, docs, tfs) VALUES (?, ?, ?) ON CONFLICT(term) "
+            "DO UPDATE SET docs = excluded.docs, tfs = excluded.tfs",
+            (term, _pack(docs), _pack(tfs)),
+        )
+    else:
+        conn.execute(f"DELETE FROM {_TERM} WHERE term = ?", (term,))
+        conn.execute(f"DELETE FROM {_MAIN} WHERE term = ?", (term,))
 
 
 def _texts_of(conn: sqlite3.Connection, rowids: list[int]) -> Iterator[tuple[str]]:

@@ -1,23 +1,11 @@
-"""The agent link: snippet dicts with full lineage, RESTRICTED exit #2, LLM listwise judge."""
+"""The agent link: snippet dicts with full lineage, RESTRICTED exit #2, LLM listwise judge.
+
+The package's names are those of :mod:`ragspine_lite.link.narrative_link`.
+"""
 
 from __future__ import annotations
 
-from ragspine_lite.link.narrative_link import (
-    JUDGE_SYSTEM_PROMPT,
-    NarrativeIndexRetriever,
-    NarrativeRetriever,
-    OpenOnlyIndex,
-    ProviderListwiseJudge,
-    VisibleFilter,
-    build_narrative_retriever,
-)
+from ragspine_lite.link import narrative_link
+from ragspine_lite.link.narrative_link import *  # noqa: F403
 
-__all__ = [
-    "JUDGE_SYSTEM_PROMPT",
-    "NarrativeIndexRetriever",
-    "NarrativeRetriever",
-    "OpenOnlyIndex",
-    "ProviderListwiseJudge",
-    "VisibleFilter",
-    "build_narrative_retriever",
-]
+__all__ = narrative_link.__all__

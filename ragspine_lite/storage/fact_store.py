@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import math
 import sqlite3
-import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -25,7 +24,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from ragspine_lite.common.errors import RagspineError
 from ragspine_lite.common.registry import Registry
-from ragspine_lite.common.sqlite import connect, immediate_transaction
+from ragspine_lite.common.sqlite import SqliteFile
 
 __all__ = [
     "DEFAULT_REVIEW_STATUSES",
@@ -126,30 +125,20 @@ def _check(index: int, fact: object) -> Fact:
     return fact
 
 
-class SqliteFactStore:
+class SqliteFactStore(SqliteFile):
     """Facts in one SQLite database (a path or ``":memory:"``), table ``fact_metric``.
 
     One connection, bound to the creating thread. Call :meth:`init_schema` before writing.
     """
 
+    _what = "fact store"
+    _error = FactStoreError
+
     def __init__(self, db_path: str | Path) -> None:
-        self.db_path = str(db_path)
-        conn = connect(self.db_path, "fact store", FactStoreError)
-        conn.row_factory = sqlite3.Row
-        self._conn = conn
-        self._finalizer = weakref.finalize(self, conn.close)
+        self._open(db_path).row_factory = sqlite3.Row
 
     def __repr__(self) -> str:
         return f"SqliteFactStore({self.db_path!r})"
-
-    def __enter__(self) -> SqliteFactStore:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def close(self) -> None:
-        self._finalizer()
 
     def init_schema(self) -> None:
         """Create ``fact_metric`` and its unique indexes (idempotent)."""
@@ -158,15 +147,15 @@ class SqliteFactStore:
             f"{name} INTEGER" if name == "corrected_audit_seq" else f"{name} TEXT"
             for name in _FIELDS
         )
-        with immediate_transaction(self._conn, "init_schema", self.db_path, FactStoreError):
-            self._conn.execute(
+        with self._transaction("init_schema") as conn:
+            conn.execute(
                 f"CREATE TABLE IF NOT EXISTS {_TABLE} ({columns}, dim_key TEXT NOT NULL)"
             )
-            self._conn.execute(
+            conn.execute(
                 f"CREATE UNIQUE INDEX IF NOT EXISTS ux_{_TABLE}_dims ON {_TABLE} "
                 "(metric_code, entity, channel, period_type, period)"
             )
-            self._conn.execute(
+            conn.execute(
                 f"CREATE UNIQUE INDEX IF NOT EXISTS ux_{_TABLE}_dim_key ON {_TABLE} (dim_key)"
             )
 
@@ -180,8 +169,8 @@ class SqliteFactStore:
             + ", ".join(f"{n} = excluded.{n}" for n in _FIELDS)
         )
         rows = [_row(f) for f in checked]
-        with immediate_transaction(self._conn, "upsert_facts", self.db_path, FactStoreError):
-            self._conn.executemany(sql, rows)
+        with self._transaction("upsert_facts") as conn:
+            conn.executemany(sql, rows)
         return len(rows)
 
     def query(self, metric_code: str, entity: str, period_type: str, period: str,

@@ -103,6 +103,20 @@ def sync_chunk_vectors(
             continue
         text = index_text_fn(chunk) if index_text_fn is not None else chunk.text
         wanted[chunk.chunk_id] = (chunk, text, _text_hash(text))
+    removed, fresh = _drop_stale(vector_store, wanted)
+    todo = [entry for cid, entry in wanted.items() if cid not in fresh]
+    for start in range(0, len(todo), batch_size):
+        batch = todo[start : start + batch_size]
+        vector_store.upsert(_embedded_records(batch, backend))
+        if progress is not None:
+            progress(start + len(batch), len(todo), batch[-1][0].chunk_id)
+    return len(todo), removed
+
+
+def _drop_stale(
+    vector_store: VectorStore, wanted: dict[str, tuple[Any, str, str]]
+) -> tuple[int, set[str]]:
+    """Delete the stored vectors not wanted or of changed text → ``(removed, fresh ids)``."""
     known = getattr(vector_store, "metadata_by_id", None)
     have: dict[str, dict[str, str]] = known() if known is not None else {}
     stale = [
@@ -112,23 +126,21 @@ def sync_chunk_vectors(
     ]
     # Only a store with metadata_by_id has stale rows, and such stores have delete_ids.
     removed = vector_store.delete_ids(stale) if stale else 0  # type: ignore[attr-defined]
-    fresh = set(have) - set(stale)
-    todo = [entry for cid, entry in wanted.items() if cid not in fresh]
-    for start in range(0, len(todo), batch_size):
-        batch = todo[start : start + batch_size]
-        vectors = list(backend.embed_texts([text for _c, text, _h in batch]))
-        if len(vectors) != len(batch):
-            raise ValueError(
-                f"embedding backend returned {len(vectors)} vectors for {len(batch)} texts"
-            )
-        vector_store.upsert([
-            VectorRecord(
-                id=chunk.chunk_id,
-                vector=tuple(float(x) for x in vec),
-                metadata=chunk_vector_metadata(chunk, text, digest=digest),
-            )
-            for (chunk, text, digest), vec in zip(batch, vectors, strict=True)
-        ])
-        if progress is not None:
-            progress(start + len(batch), len(todo), batch[-1][0].chunk_id)
-    return len(todo), removed
+    return removed, set(have) - set(stale)
+
+
+def _embedded_records(batch: list[tuple[Any, str, str]], backend: Any) -> list[VectorRecord]:
+    """``(chunk, text, digest)`` entries embedded in one call, as records to upsert."""
+    vectors = list(backend.embed_texts([text for _c, text, _h in batch]))
+    if len(vectors) != len(batch):
+        raise ValueError(
+            f"embedding backend returned {len(vectors)} vectors for {len(batch)} texts"
+        )
+    return [
+        VectorRecord(
+            id=chunk.chunk_id,
+            vector=tuple(float(x) for x in vec),
+            metadata=chunk_vector_metadata(chunk, text, digest=digest),
+        )
+        for (chunk, text, digest), vec in zip(batch, vectors, strict=True)
+    ]

@@ -27,14 +27,12 @@ older row with its id is removed.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 import operator
 import re
 import sqlite3
 import sys
-import weakref
 from array import array
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -42,20 +40,22 @@ from types import SimpleNamespace
 from typing import Any
 
 from ragspine_lite.common.errors import RagspineError
-from ragspine_lite.common.sqlite import connect, immediate_transaction
-from ragspine_lite.vector.persistence_policy import IsolationFirstPolicy, PersistencePolicy
-from ragspine_lite.vector.quantize import Int8Codec, Int8Matrix, calibrate_scale
-from ragspine_lite.vector.store import (
+from ragspine_lite.common.sqlite import SqliteFile
+from ragspine_lite.vector._exact import (
     DEFAULT_QUERY_K,
+    CheckedQuery,
     VectorHit,
     VectorRecord,
-    _as_vector,
-    _check_k,
+    _check_query_dim,
     _check_str_metadata,
     _check_where,
     _matches,
+    _norm,
+    _query_args,
     _stage_records,
 )
+from ragspine_lite.vector.persistence_policy import IsolationFirstPolicy, PersistencePolicy
+from ragspine_lite.vector.quantize import Int8Codec, Int8Matrix, calibrate_scale
 
 __all__ = [
     "DEFAULT_VECTOR_MODEL_ID",
@@ -105,11 +105,7 @@ def _unpack(blob: bytes) -> array:  # type: ignore[type-arg]
     return values
 
 
-def _norm(values: Sequence[float]) -> float:
-    return math.sqrt(math.fsum(x * x for x in values))
-
-
-class SqliteVectorStore:
+class SqliteVectorStore(CheckedQuery, SqliteFile):
     """Exact cosine search over vectors kept in a SQLite table; pure Python.
 
     ``db_path`` is a file path or ``":memory:"``; ``model_id`` selects this store's rows;
@@ -128,6 +124,9 @@ class SqliteVectorStore:
     scores are dequantised integer dots (``dot / scale²``), still on the cosine scale the
     fusion expects, ranked by ``(-dot, id)``.
     """
+
+    _what = "vector store"
+    _error = VectorStoreError
 
     def __init__(
         self,
@@ -149,7 +148,6 @@ class SqliteVectorStore:
             raise ValueError(
                 f"table must be a SQL identifier (letters, digits, '_'), got {table!r}"
             )
-        self.db_path = str(db_path)
         self.model_id = model_id
         self.table = table
         self.model_table = f"{table}_model"
@@ -157,10 +155,7 @@ class SqliteVectorStore:
         self.persistence_policy = (
             persistence_policy if persistence_policy is not None else IsolationFirstPolicy()
         )
-        self.read_only = bool(read_only)
-        conn = connect(self.db_path, "vector store", VectorStoreError, read_only=self.read_only)
-        self._conn = conn
-        self._finalizer = weakref.finalize(self, conn.close)
+        self._open(db_path, read_only)
         # id -> (vector, norm, metadata); None = not loaded (or stale)
         self._rows: dict[str, tuple[array, float, dict[str, str]]] | None = None  # type: ignore[type-arg]
         self._data_version: int | None = None
@@ -176,43 +171,17 @@ class SqliteVectorStore:
             )
         self.quantization: str = recorded or quantization or "float32"
 
-    # -- lifecycle ---------------------------------------------------------------------
-
-    @property
-    def closed(self) -> bool:
-        return not self._finalizer.alive
-
-    def close(self) -> None:
-        """Close the connection; calling it again does nothing."""
-        self._finalizer()
-
-    def __enter__(self) -> SqliteVectorStore:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
     def __repr__(self) -> str:
         state = "closed" if self.closed else f"count={self.count()}, dim={self.dim}"
         if self.quantization != "float32":
             state += f", quantization={self.quantization!r}"
         return f"SqliteVectorStore({self.db_path!r}, model_id={self.model_id!r}, {state})"
 
-    def _connection(self) -> sqlite3.Connection:
-        if self.closed:
-            raise VectorStoreError(f"vector store {self.db_path!r} is closed")
-        return self._conn
-
-    def _transaction(self, action: str) -> contextlib.AbstractContextManager[sqlite3.Connection]:
-        if self.read_only:
-            raise VectorStoreError(f"{action} refused: vector store {self.db_path!r} is read-only")
-        return immediate_transaction(
-            self._connection(), action, self.db_path, VectorStoreError, self._drop_row_cache
-        )
-
     def _drop_row_cache(self) -> None:
         self._rows = None
         self._matrix = None
+
+    _rolled_back = _drop_row_cache
 
     def _init_schema(self) -> None:
         with self._transaction("init_schema") as conn:
@@ -284,25 +253,30 @@ class SqliteVectorStore:
                 "the file was damaged or edited, rebuild its vectors from the documents"
             )
 
+    def _read(self, sql: str, params: Sequence[Any], failure: str) -> list[Any]:
+        """The rows of one statement; a SQLite error → ``VectorStoreError(f"{failure}: …")``."""
+        try:
+            return self._connection().execute(sql, tuple(params)).fetchall()
+        except sqlite3.Error as exc:
+            raise VectorStoreError(f"{failure}: {exc}") from exc
+
     @property
     def dim(self) -> int | None:
         """The recorded dimension of this model's vectors, or ``None`` before any."""
-        try:
-            row = self._connection().execute(
-                f"SELECT dim FROM {self.model_table} WHERE model_id = ?", (self.model_id,)
-            ).fetchone()
-        except sqlite3.Error as exc:
-            raise VectorStoreError(f"reading {self.db_path!r} failed: {exc}") from exc
-        return None if row is None else int(row[0])
+        rows = self._read(
+            f"SELECT dim FROM {self.model_table} WHERE model_id = ?",
+            (self.model_id,),
+            f"reading {self.db_path!r} failed",
+        )
+        return int(rows[0][0]) if rows else None
 
     def models(self) -> dict[str, int]:
         """Every model with recorded vectors in this file → its dimension."""
-        try:
-            rows = self._connection().execute(
-                f"SELECT model_id, dim FROM {self.model_table} ORDER BY model_id"
-            ).fetchall()
-        except sqlite3.Error as exc:
-            raise VectorStoreError(f"reading {self.db_path!r} failed: {exc}") from exc
+        rows = self._read(
+            f"SELECT model_id, dim FROM {self.model_table} ORDER BY model_id",
+            (),
+            f"reading {self.db_path!r} failed",
+        )
         return {model: int(dim) for model, dim in rows}
 
     # -- the VectorStore protocol ----------------------------------------------------------
@@ -378,18 +352,13 @@ class SqliteVectorStore:
         return Int8Codec(scale)
 
     def _ranked(
-        self, vector: Sequence[float], k: int, where: Mapping[str, str] | None
+        self, query: tuple[float, ...], k: int, where: Mapping[str, str] | None
     ) -> list[tuple[float, str]]:
         """The ``k`` best as ``(-score, id)``, best first (the order of ``(-score, id)``)."""
-        k = _check_k(k)
-        where = _check_where(where, allow_none=True)
-        query = _as_vector(vector, "query")
         rows = self._load()
         if not rows:
             return []
-        dim = self.dim
-        if len(query) != dim:
-            raise ValueError(f"query dimension {len(query)} != store dimension {dim}")
+        _check_query_dim(query, self.dim)
         if self._codec is not None:
             return self._ranked_int8(self._codec, query, k, where, rows)
         qnorm = _norm(query)
@@ -426,15 +395,10 @@ class SqliteVectorStore:
         best = matrix.top_k(codec.encode(query), k, picked)
         return [(-codec.cosine(dot), rid) for dot, rid in best]
 
-    def query(
-        self,
-        vector: Sequence[float],
-        *,
-        k: int = DEFAULT_QUERY_K,
-        where: Mapping[str, str] | None = None,
+    def _query(
+        self, query: tuple[float, ...], k: int, where: Mapping[str, str] | None
     ) -> list[VectorHit]:
-        """The ``k`` best records by cosine among those matching ``where``."""
-        ranked = self._ranked(vector, k, where)
+        ranked = self._ranked(query, k, where)
         rows = self._rows or {}
         return [VectorHit(id=rid, score=-neg, metadata=dict(rows[rid][2])) for neg, rid in ranked]
 
@@ -446,7 +410,7 @@ class SqliteVectorStore:
         where: Mapping[str, str] | None = None,
     ) -> list[tuple[str, float]]:
         """:meth:`query` as ``(id, score)`` pairs: the same hits, in order, without metadata."""
-        return [(rid, -neg) for neg, rid in self._ranked(vector, k, where)]
+        return [(rid, -neg) for neg, rid in self._ranked(*_query_args(vector, k, where))]
 
     def delete(self, *, where: Mapping[str, str]) -> int:
         """Remove this model's records matching ``where`` (empty → all of them)."""
@@ -472,13 +436,12 @@ class SqliteVectorStore:
 
     def count(self) -> int:
         """Number of this model's stored records."""
-        try:
-            row = self._connection().execute(
-                f"SELECT COUNT(*) FROM {self.table} WHERE model_id = ?", (self.model_id,)
-            ).fetchone()
-        except sqlite3.Error as exc:
-            raise VectorStoreError(f"counting vectors in {self.db_path!r} failed: {exc}") from exc
-        return int(row[0])
+        rows = self._read(
+            f"SELECT COUNT(*) FROM {self.table} WHERE model_id = ?",
+            (self.model_id,),
+            f"counting vectors in {self.db_path!r} failed",
+        )
+        return int(rows[0][0])
 
     def int8_codes(self) -> tuple[Int8Codec, dict[str, bytes]]:
         """This model's codec and every stored id → its int8 codes (int8 mode only).

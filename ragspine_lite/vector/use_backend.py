@@ -111,141 +111,185 @@ class UseEmbeddingBackend:
 # -- ONNX export ---------------------------------------------------------------------------
 
 
+class _Graph:
+    """The initializers and nodes of one ONNX graph, collected in the order they are made."""
+
+    def __init__(self) -> None:
+        self.np = lazy_extra_import("numpy", extra=EMBED_USE_EXTRA)
+        self.onnx = lazy_extra_import("onnx", extra=EMBED_USE_EXTRA)
+        self.inits: list[Any] = []
+        self.nodes: list[Any] = []
+
+    def const(self, name: str, value: Any) -> str:
+        self.inits.append(self.onnx.numpy_helper.from_array(self.np.asarray(value), name))
+        return name
+
+    def weight(self, weights: Any, name: str) -> str:
+        """The float32 initializer of ``weights[name]``, under the same name."""
+        return self.const(name, weights[name].astype(self.np.float32))
+
+    def node(self, op: str, inputs: list[str], name: str, **attrs: Any) -> str:
+        self.nodes.append(self.onnx.helper.make_node(op, inputs, [name], name=f"n_{name}", **attrs))
+        return name
+
+    def model(self) -> Any:
+        """The checked ``ModelProto`` (opset 17) mapping ``input_ids``/``attention_mask`` to
+        ``sentence_embedding``."""
+        helper, tensor = self.onnx.helper, self.onnx.TensorProto
+        graph = helper.make_graph(
+            self.nodes,
+            "use_multilingual_v3",
+            [
+                helper.make_tensor_value_info("input_ids", tensor.INT64, ["batch", "seq"]),
+                helper.make_tensor_value_info("attention_mask", tensor.INT64, ["batch", "seq"]),
+            ],
+            [helper.make_tensor_value_info("sentence_embedding", tensor.FLOAT,
+                                           ["batch", USE_DIM])],
+            initializer=self.inits,
+        )
+        model = helper.make_model(
+            graph, opset_imports=[helper.make_opsetid("", 17)], producer_name="ragspine-lite"
+        )
+        model.ir_version = 8
+        self.onnx.checker.check_model(model)
+        return model
+
+
 def _build_graph(weights: Any) -> Any:
     """The USE forward pass as an ONNX ``ModelProto`` (opset 17) built from the weights."""
-    np = lazy_extra_import("numpy", extra=EMBED_USE_EXTRA)
-    onnx = lazy_extra_import("onnx", extra=EMBED_USE_EXTRA)
-    from onnx import TensorProto, helper, numpy_helper
+    g = _Graph()
+    eps = float(weights["eps"])
+    _embedding(g, weights, eps)
+    _projection(g, weights, eps)
+    branch_out = [_cnn_branch(g, weights, i, n, left) for i, (n, left) in enumerate(_ORDERS)]
+    g.node("Concat", ["emb", *branch_out], "feats_raw", axis=-1)
+    g.node(
+        "LayerNormalization",
+        ["feats_raw", g.weight(weights, "ln_g"), g.weight(weights, "ln_b")],
+        "feats",
+        axis=-1,
+        epsilon=eps,
+    )
+    _pooling(g, weights)
+    _dan_head(g, weights)
+    return g.model()
 
+
+def _embedding(g: _Graph, weights: Any, eps: float) -> None:
+    """The embedding lookup with per-row-group dequantisation → ``emb`` [B, T, 512]; the
+    shared constants and the float mask ``mask``/``mask3``."""
+    np, f32 = g.np, g.np.float32
     table = np.empty((_VOCAB_CHUNKS * weights["q1"].shape[0], weights["q1"].shape[1]), np.uint8)
     for i in range(_VOCAB_CHUNKS):
         table[i::_VOCAB_CHUNKS] = weights[f"q{i + 1}"]
-    eps = float(weights["eps"])
-    inits: list[Any] = []
-    nodes: list[Any] = []
+    g.const("table", table)
+    g.const("scale", weights["scale"].astype(f32))
+    g.const("lo", weights["lo"].astype(f32))
+    g.const("chunks", np.array(_VOCAB_CHUNKS, np.int64))
+    g.const("ax_last", np.array([-1], np.int64))
+    g.const("ax_seq", np.array([1], np.int64))
+    g.const("eps", np.array(eps, f32))
+    float_type = g.onnx.TensorProto.FLOAT
+    g.node("Gather", ["table", "input_ids"], "emb_q")
+    g.node("Cast", ["emb_q"], "emb_u", to=float_type)
+    g.node("Mod", ["input_ids", "chunks"], "chunk")
+    g.node("Gather", ["scale", "chunk"], "emb_s")
+    g.node("Gather", ["lo", "chunk"], "emb_l")
+    g.node("Unsqueeze", ["emb_s", "ax_last"], "emb_s3")
+    g.node("Unsqueeze", ["emb_l", "ax_last"], "emb_l3")
+    g.node("Mul", ["emb_u", "emb_s3"], "emb_m")
+    g.node("Add", ["emb_m", "emb_l3"], "emb")
+    g.node("Cast", ["attention_mask"], "mask", to=float_type)
+    g.node("Unsqueeze", ["mask", "ax_last"], "mask3")
 
-    def const(name: str, value: Any) -> str:
-        inits.append(numpy_helper.from_array(np.asarray(value), name))
-        return name
 
-    def node(op: str, inputs: list[str], name: str, **attrs: Any) -> str:
-        nodes.append(helper.make_node(op, inputs, [name], name=f"n_{name}", **attrs))
-        return name
+def _projection(g: _Graph, weights: Any, eps: float) -> None:
+    """The three branch projections, layer-normalised together over 768 columns → ``x``;
+    and ``seq_len`` [T]."""
+    np, f32 = g.np, g.np.float32
 
-    f32 = np.float32
-    const("table", table)
-    const("scale", weights["scale"].astype(f32))
-    const("lo", weights["lo"].astype(f32))
-    const("chunks", np.array(_VOCAB_CHUNKS, np.int64))
-    const("ax_last", np.array([-1], np.int64))
-    const("ax_seq", np.array([1], np.int64))
-    const("eps", np.array(eps, f32))
+    def joined(prefix: str, axis: int = 0) -> Any:
+        return np.concatenate([weights[f"{prefix}{n}"] for n, _ in _ORDERS], axis=axis).astype(f32)
 
-    # embedding lookup with per-row-group dequantisation → [B, T, 512]
-    node("Gather", ["table", "input_ids"], "emb_q")
-    node("Cast", ["emb_q"], "emb_u", to=TensorProto.FLOAT)
-    node("Mod", ["input_ids", "chunks"], "chunk")
-    node("Gather", ["scale", "chunk"], "emb_s")
-    node("Gather", ["lo", "chunk"], "emb_l")
-    node("Unsqueeze", ["emb_s", "ax_last"], "emb_s3")
-    node("Unsqueeze", ["emb_l", "ax_last"], "emb_l3")
-    node("Mul", ["emb_u", "emb_s3"], "emb_m")
-    node("Add", ["emb_m", "emb_l3"], "emb")
-    node("Cast", ["attention_mask"], "mask", to=TensorProto.FLOAT)
-    node("Unsqueeze", ["mask", "ax_last"], "mask3")
+    g.const("proj_W", joined("proj", axis=1))
+    g.const("proj_b", joined("proj_b"))
+    g.const("ln_g_all", joined("ln_g"))
+    g.const("ln_b_all", joined("ln_b"))
+    g.node("MatMul", ["emb", "proj_W"], "proj_m")
+    g.node("Add", ["proj_m", "proj_b"], "proj")
+    g.node("LayerNormalization", ["proj", "ln_g_all", "ln_b_all"], "x", axis=-1, epsilon=eps)
+    g.node("Shape", ["input_ids"], "ids_shape")
+    g.const("i1", np.array([1], np.int64))
+    g.const("i2", np.array([2], np.int64))
+    g.node("Slice", ["ids_shape", "i1", "i2"], "seq_len")
 
-    # the three branch projections, layer-normalised together over 768 columns
-    const("proj_W", np.concatenate([weights[f"proj{n}"] for n, _ in _ORDERS], axis=1).astype(f32))
-    const("proj_b", np.concatenate([weights[f"proj_b{n}"] for n, _ in _ORDERS]).astype(f32))
-    const("ln_g_all", np.concatenate([weights[f"ln_g{n}"] for n, _ in _ORDERS]).astype(f32))
-    const("ln_b_all", np.concatenate([weights[f"ln_b{n}"] for n, _ in _ORDERS]).astype(f32))
-    node("MatMul", ["emb", "proj_W"], "proj_m")
-    node("Add", ["proj_m", "proj_b"], "proj")
-    node("LayerNormalization", ["proj", "ln_g_all", "ln_b_all"], "x", axis=-1, epsilon=eps)
-    node("Shape", ["input_ids"], "ids_shape")
-    const("i1", np.array([1], np.int64))
-    const("i2", np.array([2], np.int64))
-    node("Slice", ["ids_shape", "i1", "i2"], "seq_len")  # [T]
 
-    def windows(src: str, n: int, left: int, tag: str) -> str:
-        """[B, T, 256] → [B, T, n*256]: positions t-left … t-left+n-1, zero outside."""
-        node("Mul", [src, "mask3"], f"{tag}_z")
-        pads = const(f"{tag}_pads", np.array([0, left, 0, 0, n - 1 - left, 0], np.int64))
-        node("Pad", [f"{tag}_z", pads], f"{tag}_p")
-        parts = []
-        for k in range(n):
-            start = const(f"{tag}_s{k}", np.array([k], np.int64))
-            node("Add", ["seq_len", start], f"{tag}_e{k}")
-            parts.append(node("Slice", [f"{tag}_p", start, f"{tag}_e{k}", "ax_seq"],
-                              f"{tag}_w{k}"))
-        return node("Concat", parts, f"{tag}_win", axis=-1)
+def _windows(g: _Graph, src: str, n: int, left: int, tag: str) -> str:
+    """[B, T, 256] → [B, T, n*256]: positions t-left … t-left+n-1, zero outside."""
+    np = g.np
+    g.node("Mul", [src, "mask3"], f"{tag}_z")
+    pads = g.const(f"{tag}_pads", np.array([0, left, 0, 0, n - 1 - left, 0], np.int64))
+    g.node("Pad", [f"{tag}_z", pads], f"{tag}_p")
+    parts = []
+    for k in range(n):
+        start = g.const(f"{tag}_s{k}", np.array([k], np.int64))
+        g.node("Add", ["seq_len", start], f"{tag}_e{k}")
+        parts.append(g.node("Slice", [f"{tag}_p", start, f"{tag}_e{k}", "ax_seq"], f"{tag}_w{k}"))
+    return g.node("Concat", parts, f"{tag}_win", axis=-1)
 
-    branch_out = []
-    for i, (n, left) in enumerate(_ORDERS):
-        lo_i = const(f"b{n}_lo", np.array([i * _CNN_DIM], np.int64))
-        hi_i = const(f"b{n}_hi", np.array([(i + 1) * _CNN_DIM], np.int64))
-        xs = node("Slice", ["x", lo_i, hi_i, "ax_last"], f"b{n}_xs")
-        for step, (w, b) in enumerate(((f"w1_{n}", f"b1_{n}"), (f"w2_{n}", f"b2_{n}"))):
-            src = xs if step == 0 else f"b{n}_h0"
-            win = windows(src, n, left, f"b{n}_c{step}")
-            node("MatMul", [win, const(w, weights[w].astype(f32))], f"b{n}_mm{step}")
-            node("Add", [f"b{n}_mm{step}", const(b, weights[b].astype(f32))], f"b{n}_a{step}")
-            node("Relu", [f"b{n}_a{step}"], f"b{n}_r{step}")
-            node("Add", [f"b{n}_r{step}", src], f"b{n}_h{step}")
-        branch_out.append(f"b{n}_h1")
-    node("Concat", ["emb", *branch_out], "feats_raw", axis=-1)
-    const("ln_g", weights["ln_g"].astype(f32))
-    const("ln_b", weights["ln_b"].astype(f32))
-    node("LayerNormalization", ["feats_raw", "ln_g", "ln_b"], "feats", axis=-1, epsilon=eps)
 
-    # sqrt-length pooling of feats @ cnn_W + cnn_b over the real tokens
-    node("Mul", ["feats", "mask3"], "feats_m")
-    node("ReduceSum", ["feats_m", "ax_seq"], "feats_sum", keepdims=0)
-    node("ReduceSum", ["mask", "ax_seq"], "lens")  # [B, 1]
-    node("MatMul", ["feats_sum", const("cnn_W", weights["cnn_W"].astype(f32))], "pool_m")
-    node("Mul", ["lens", const("cnn_b", weights["cnn_b"].astype(f32))], "pool_b")
-    node("Add", ["pool_m", "pool_b"], "pool_s")
-    node("Sqrt", ["lens"], "lens_sqrt")
-    node("Div", ["pool_s", "lens_sqrt"], "pooled")
+def _cnn_branch(g: _Graph, weights: Any, i: int, n: int, left: int) -> str:
+    """Branch ``i`` (order ``n``): two residual convolutions over its 256 columns of ``x``."""
+    np = g.np
+    lo_i = g.const(f"b{n}_lo", np.array([i * _CNN_DIM], np.int64))
+    hi_i = g.const(f"b{n}_hi", np.array([(i + 1) * _CNN_DIM], np.int64))
+    xs = g.node("Slice", ["x", lo_i, hi_i, "ax_last"], f"b{n}_xs")
+    for step, (w, b) in enumerate(((f"w1_{n}", f"b1_{n}"), (f"w2_{n}", f"b2_{n}"))):
+        src = xs if step == 0 else f"b{n}_h0"
+        win = _windows(g, src, n, left, f"b{n}_c{step}")
+        g.node("MatMul", [win, g.weight(weights, w)], f"b{n}_mm{step}")
+        g.node("Add", [f"b{n}_mm{step}", g.weight(weights, b)], f"b{n}_a{step}")
+        g.node("Relu", [f"b{n}_a{step}"], f"b{n}_r{step}")
+        g.node("Add", [f"b{n}_r{step}", src], f"b{n}_h{step}")
+    return f"b{n}_h1"
 
-    # the DAN head and L2 normalisation
+
+def _pooling(g: _Graph, weights: Any) -> None:
+    """Sqrt-length pooling of ``feats @ cnn_W + cnn_b`` over the real tokens → ``pooled``."""
+    g.node("Mul", ["feats", "mask3"], "feats_m")
+    g.node("ReduceSum", ["feats_m", "ax_seq"], "feats_sum", keepdims=0)
+    g.node("ReduceSum", ["mask", "ax_seq"], "lens")  # [B, 1]
+    g.node("MatMul", ["feats_sum", g.weight(weights, "cnn_W")], "pool_m")
+    g.node("Mul", ["lens", g.weight(weights, "cnn_b")], "pool_b")
+    g.node("Add", ["pool_m", "pool_b"], "pool_s")
+    g.node("Sqrt", ["lens"], "lens_sqrt")
+    g.node("Div", ["pool_s", "lens_sqrt"], "pooled")
+
+
+def _dan_head(g: _Graph, weights: Any) -> None:
+    """The DAN head on ``pooled`` and the L2 normalisation → ``sentence_embedding``."""
     for name in ("d0", "d1", "d2", "d3", "p1", "p3"):
-        const(name, weights[name].astype(f32))
-    node("MatMul", ["pooled", "d0"], "y0_m")
-    node("Relu", ["y0_m"], "y0")
-    node("MatMul", ["pooled", "p1"], "y1_a")
-    node("MatMul", ["y0", "d1"], "y1_b")
-    node("Add", ["y1_a", "y1_b"], "y1_s")
-    node("Relu", ["y1_s"], "y1")
-    node("MatMul", ["y1", "d2"], "y2_m")
-    node("Relu", ["y2_m"], "y2")
-    node("MatMul", ["y1", "p3"], "z_a")
-    node("MatMul", ["y2", "d3"], "z_b")
-    node("Add", ["z_a", "z_b"], "z_s")
-    node("Tanh", ["z_s"], "z")
-    node("Mul", ["z", "z"], "z_sq")
-    node("ReduceSum", ["z_sq", "ax_last"], "z_ss")
-    node("Max", ["z_ss", "eps"], "z_ssc")
-    node("Sqrt", ["z_ssc"], "z_norm")
-    nodes.append(helper.make_node("Div", ["z", "z_norm"], ["sentence_embedding"], name="n_out"))
+        g.weight(weights, name)
 
-    graph = helper.make_graph(
-        nodes,
-        "use_multilingual_v3",
-        [
-            helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch", "seq"]),
-            helper.make_tensor_value_info("attention_mask", TensorProto.INT64, ["batch", "seq"]),
-        ],
-        [helper.make_tensor_value_info("sentence_embedding", TensorProto.FLOAT,
-                                       ["batch", USE_DIM])],
-        initializer=inits,
+    def layer(src: str, weight: str, name: str) -> str:  # relu(src @ weight)
+        return g.node("Relu", [g.node("MatMul", [src, weight], f"{name}_m")], name)
+
+    def skip(a: str, wa: str, b: str, wb: str, name: str, act: str) -> str:  # act(a@wa + b@wb)
+        mm_a = g.node("MatMul", [a, wa], f"{name}_a")
+        mm_b = g.node("MatMul", [b, wb], f"{name}_b")
+        return g.node(act, [g.node("Add", [mm_a, mm_b], f"{name}_s")], name)
+
+    y0 = layer("pooled", "d0", "y0")
+    y1 = skip("pooled", "p1", y0, "d1", "y1", "Relu")
+    y2 = layer(y1, "d2", "y2")
+    z = skip(y1, "p3", y2, "d3", "z", "Tanh")
+    g.node("Mul", [z, z], "z_sq")
+    g.node("ReduceSum", ["z_sq", "ax_last"], "z_ss")
+    g.node("Max", ["z_ss", "eps"], "z_ssc")
+    g.node("Sqrt", ["z_ssc"], "z_norm")
+    g.nodes.append(
+        g.onnx.helper.make_node("Div", [z, "z_norm"], ["sentence_embedding"], name="n_out")
     )
-    model = helper.make_model(
-        graph, opset_imports=[helper.make_opsetid("", 17)], producer_name="ragspine-lite"
-    )
-    model.ir_version = 8
-    onnx.checker.check_model(model)
-    return model
 
 
 def export_use_onnx(out_dir: str | os.PathLike[str]) -> Path:

@@ -5,12 +5,15 @@ OpenAI-compatible LLM; a relay keeps every byte the browser sends."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
 import pytest
-from _remote_server import RecordingRelay, StubHTTPServer, chat_reply, free_port, wait_healthy
+from _remote_server import (
+    RecordingRelay,
+    StubHTTPServer,
+    chat_reply,
+    free_port,
+    serve_remote_process,
+)
 from _site import CANARY, browser_module
 from test_demo_page import drop_file, wait_ready
 
@@ -41,28 +44,12 @@ def llm():
 
 @pytest.fixture(scope="module")
 def endpoint(base_url, llm, tmp_path_factory):
-    port = free_port()
-    log = tmp_path_factory.mktemp("remote-llm") / "serve-remote.log"
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "ragspine_lite", "serve-remote", "--port", str(port),
-             "--token", TOKEN, "--cors-origin", base_url.rstrip("/"), "--no-preload",
-             "--llm-url", llm.url + "/v1", "--llm-model", "stub-llm", "--log-level", "warning"],
-            stdout=out, stderr=subprocess.STDOUT, env={**os.environ, "RAGSPINE_REMOTE_TOKEN": ""},
-        )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        if not wait_healthy(url, proc):
-            raise RuntimeError(f"serve-remote did not become healthy (exit {proc.poll()})")
+    with serve_remote_process(
+        "--token", TOKEN, "--cors-origin", base_url.rstrip("/"), "--no-preload",
+        "--llm-url", llm.url + "/v1", "--llm-model", "stub-llm", "--log-level", "warning",
+        log=tmp_path_factory.mktemp("remote-llm") / "serve-remote.log",
+    ) as (url, _proc):
         yield url
-    except RuntimeError as exc:
-        pytest.fail(f"{exc}: {log.read_text(errors='replace')[-2000:]}")
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
 
 
 def _run(page, script: str, arg=None):

@@ -9,14 +9,11 @@ stopped endpoint leaves the fused order on screen instead of an error.
 
 from __future__ import annotations
 
-import os
 import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from _remote_server import RecordingRelay, free_port, wait_healthy
+from _remote_server import RecordingRelay, serve_remote_process
 from _site import CANARY, browser_module, kept_store, with_page_vectors
 from test_demo_page import (
     BOOT_TIMEOUT_MS,
@@ -50,31 +47,13 @@ ACME revenue growth plans for {CANARY} are confidential until the board signs.
 @pytest.fixture(scope="module")
 def endpoint(base_url, semantic_url, tmp_path_factory):
     """``ragspine-lite serve-remote`` in a child process (CORS for both demo sites) → its URL."""
-    port = free_port()
     origins = [base_url.rstrip("/"), semantic_url.rstrip("/")]
-    log = tmp_path_factory.mktemp("remote") / "serve-remote.log"
-    env = {**os.environ, "RAGSPINE_REMOTE_TOKEN": ""}
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "ragspine_lite", "serve-remote", "--port", str(port),
-             "--token", TOKEN, "--cors-origin", origins[0], "--cors-origin", origins[1],
-             "--splade-model", "none",
-             "--embed-model", "none", "--log-level", "warning"],
-            stdout=out, stderr=subprocess.STDOUT, env=env,
-        )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        if not wait_healthy(url, proc):
-            raise RuntimeError(f"serve-remote did not become healthy (exit {proc.poll()})")
+    with serve_remote_process(
+        "--token", TOKEN, "--cors-origin", origins[0], "--cors-origin", origins[1],
+        "--splade-model", "none", "--embed-model", "none", "--log-level", "warning",
+        log=tmp_path_factory.mktemp("remote") / "serve-remote.log",
+    ) as (url, proc):
         yield {"url": url, "proc": proc}
-    except RuntimeError as exc:
-        pytest.fail(f"{exc}: {log.read_text(errors='replace')[-2000:]}")
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
 
 
 @pytest.fixture

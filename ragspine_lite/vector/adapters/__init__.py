@@ -9,7 +9,7 @@ The shared semantics are the in-process store's: the first non-empty batch fixes
 dimension (a reopen restores it), ``where`` is an AND of exact equality over metadata, and the
 final top-k is always an exact ``math.fsum`` cosine re-rank of the stored (float32) vectors,
 ordered by ``(-score, id)``; the engine's own search only narrows the pool
-(:func:`~ragspine_lite.vector.store._pool_size`), or every row is re-ranked when the store
+(:func:`~ragspine_lite.vector._exact._pool_size`), or every row is re-ranked when the store
 holds no more than ``pool_ceiling``. Stores keep what they are given, RESTRICTED included
 (the exits strip it); :attr:`external_store` tells the writers
 (:func:`~ragspine_lite.vector.persistence_policy.withheld_from_vectors`) never to hand them a
@@ -24,14 +24,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from types import ModuleType
 from typing import Any
 
-from ragspine_lite.vector.store import (
-    DEFAULT_QUERY_K,
+from ragspine_lite.vector._exact import (
+    CheckedQuery,
     VectorHit,
     VectorRecord,
-    _as_vector,
-    _check_k,
+    _check_query_dim,
     _check_str_metadata,
-    _check_where,
     _pool_size,
     _rerank,
     _stage_records,
@@ -68,7 +66,7 @@ def _non_negative(name: str, value: object) -> int:
     return value
 
 
-class ExternalStore:
+class ExternalStore(CheckedQuery):
     """What the three adapters share: validation, the pool rule, the lifecycle."""
 
     #: A store outside this package's own engines: RESTRICTED chunks are never written to it.
@@ -94,28 +92,15 @@ class ExternalStore:
         _check_str_metadata(staged)
         return {rid: (vec, md) for rid, vec, md in staged}, len(staged), dim
 
-    def _query_args(
-        self, vector: Sequence[float], k: int, where: Mapping[str, str] | None
-    ) -> tuple[tuple[float, ...], int, Mapping[str, str] | None]:
-        k = _check_k(k)
-        where = _check_where(where, allow_none=True)
-        query = _as_vector(vector, "query")
-        if self._dim is not None and len(query) != self._dim:
-            raise ValueError(f"query dimension {len(query)} != store dimension {self._dim}")
-        return query, k, where
-
     def _pool(self, k: int, count: int) -> int:
         return _pool_size(k, self.ef_search, count, self.pool_ceiling)
 
-    def query(
-        self,
-        vector: Sequence[float],
-        *,
-        k: int = DEFAULT_QUERY_K,
-        where: Mapping[str, str] | None = None,
+    def _query(
+        self, query: tuple[float, ...], k: int, where: Mapping[str, str] | None
     ) -> list[VectorHit]:
         """The ``k`` best records by exact cosine among those matching ``where``."""
-        query, k, where = self._query_args(vector, k, where)
+        if self._dim is not None:
+            _check_query_dim(query, self._dim)
         return _rerank(self._candidates(query, k, where), query, k=k, where=where)
 
     def _candidates(

@@ -23,6 +23,7 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from ragspine_lite.common.settings import env_value
+from ragspine_lite.vector._exact import VectorRecord, _check_where
 from ragspine_lite.vector.adapters import (
     DEFAULT_POOL_CEILING,
     ExternalStore,
@@ -30,7 +31,6 @@ from ragspine_lite.vector.adapters import (
     import_sdk,
 )
 from ragspine_lite.vector.sqlite_store import VectorStoreError
-from ragspine_lite.vector.store import VectorRecord, _check_where
 from ragspine_lite.vector.store_env import PG_URL_ENV
 
 __all__ = ["PG_URL_ENV", "PgVectorVectorStore", "pg_connect_args"]

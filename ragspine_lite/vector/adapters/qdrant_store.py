@@ -16,6 +16,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from ragspine_lite.vector._exact import VectorRecord, _check_where
 from ragspine_lite.vector.adapters import (
     DEFAULT_POOL_CEILING,
     ExternalStore,
@@ -23,7 +24,6 @@ from ragspine_lite.vector.adapters import (
     import_sdk,
 )
 from ragspine_lite.vector.sqlite_store import VectorStoreError
-from ragspine_lite.vector.store import VectorRecord, _check_where
 
 __all__ = ["DEFAULT_COLLECTION", "QdrantVectorStore", "point_id"]
 

@@ -19,6 +19,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from ragspine_lite.vector._exact import VectorRecord, _check_where, _matches
 from ragspine_lite.vector.adapters import (
     DEFAULT_POOL_CEILING,
     VECTOR_EXTRA,
@@ -27,7 +28,6 @@ from ragspine_lite.vector.adapters import (
     import_sdk,
 )
 from ragspine_lite.vector.sqlite_store import VectorStoreError, _pack, _unpack
-from ragspine_lite.vector.store import VectorRecord, _check_where, _matches
 
 __all__ = ["DEFAULT_TABLE", "VEC0_MAX_K", "SqliteVecVectorStore", "connect_with_vec"]
 
