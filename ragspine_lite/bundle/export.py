@@ -45,12 +45,12 @@ from ragspine_lite.chunking.chunking import (
     DEFAULT_CHUNK_CHARS,
     DEFAULT_OVERLAP_CHARS,
     DocumentMeta,
+    chunk_document,
 )
 from ragspine_lite.chunking.sources import (
     Section,
     discover_documents,
-    load_document,
-    load_sections,
+    load_document_sections,
 )
 from ragspine_lite.common.errors import RagspineError
 from ragspine_lite.common.sensitivity import SQL_IS_RESTRICTED, is_restricted
@@ -165,14 +165,14 @@ def load_corpus(
     docs: list[SourceDocument] = []
     seen: dict[str, str] = {}
     for i, (path, root) in enumerate(files, 1):
-        body, meta = load_document(path, root=root, **defaults)
+        body, meta, sections = load_document_sections(path, root=root, **defaults)
         if meta.doc_id in seen:
             raise ValueError(
                 f"doc_id {meta.doc_id!r} is used by both {seen[meta.doc_id]!r} and {str(path)!r}"
             )
         seen[meta.doc_id] = str(path)
         rel = Path(os.path.relpath(path, root)).as_posix()
-        docs.append(SourceDocument(str(path), body, meta, load_sections(path), rel_path=rel))
+        docs.append(SourceDocument(str(path), body, meta, sections, rel_path=rel))
         if progress is not None:
             progress(i, len(files), str(path))
     strip_title_suffix(docs)
@@ -278,6 +278,7 @@ def export_store(
     embedding_backend: Any | None = None,
     embedding_batch_size: int | None = None,
     index_text_fn: Any | None = None,
+    lexical_index: bool = True,
 ) -> ExportReport:
     """Write the non-RESTRICTED ``docs`` into a new chunk store at ``db_path``.
 
@@ -310,21 +311,13 @@ def export_store(
     store = ChunkStore(target)
     try:
         store.init_schema()
-        index = NarrativeIndex(
+        _ingest(store, exported, report, progress, (chunker, max_chars, overlap_chars))
+        index = NarrativeIndex(  # attached after the writes: its BM25 index is built once
             store, max_chars=max_chars, overlap_chars=overlap_chars, chunker=chunker,
             index_text_fn=index_text_fn,
         )
-        for i, doc in enumerate(exported, 1):
-            n = index.ingest(doc.body, doc.meta)
-            report.chunks += n
-            if n:
-                report.documents += 1
-                language = doc.meta.language or ""
-                report.languages[language] = report.languages.get(language, 0) + 1
-            else:
-                report.empty_documents += 1
-            if progress is not None:
-                progress(i, len(exported), doc.path)
+        if lexical_index:
+            store.sync_indexers()
         facets = {
             name: sorted(
                 r["v"]
@@ -377,6 +370,39 @@ def export_store(
     finally:
         conn.close()
     return report
+
+
+#: Documents written per chunk-store transaction (one sync to disk each).
+INGEST_BATCH = 1000
+
+
+def _ingest(
+    store: ChunkStore,
+    exported: Sequence[SourceDocument],
+    report: ExportReport,
+    progress: Progress | None,
+    chunking: tuple[Any, int, int],
+) -> None:
+    """Chunk every document as ``NarrativeIndex.ingest`` does (``chunking``: the chunker or
+    ``None``, max and overlap chars) and write them in batched transactions."""
+    chunker, max_chars, overlap_chars = chunking
+    chunk = chunker.chunk if chunker is not None else chunk_document
+    batch: list[tuple[str, list[Any]]] = []
+    for i, doc in enumerate(exported, 1):
+        chunks = chunk(doc.body, doc.meta, max_chars=max_chars, overlap_chars=overlap_chars)
+        batch.append((doc.meta.doc_id, chunks))
+        report.chunks += len(chunks)
+        if chunks:
+            report.documents += 1
+            language = doc.meta.language or ""
+            report.languages[language] = report.languages.get(language, 0) + 1
+        else:
+            report.empty_documents += 1
+        if len(batch) >= INGEST_BATCH or i == len(exported):
+            store.replace_docs(batch)
+            batch = []
+        if progress is not None:
+            progress(i, len(exported), doc.path)
 
 
 def _prefixed(progress: Progress | None, phase: str) -> Progress | None:

@@ -28,6 +28,7 @@ scores and rankings are bit-identical.
 from __future__ import annotations
 
 import json
+import zlib
 from array import array
 from bisect import bisect_right
 from collections import Counter, OrderedDict
@@ -415,16 +416,31 @@ class _Writer:
 
 
 def _target(total: int, floor: int) -> int:
-    """Bytes per file: ``floor``, or more when ``floor`` would make over ``MAX_FILES`` files."""
-    return max(floor, -(-total // MAX_FILES))
+    """Bytes per file: ``floor``, or ``floor`` times the power of two that keeps the files
+    under ``MAX_FILES`` (a step function of ``total``: small edits keep the same target)."""
+    target = floor
+    while -(-2 * total // target) > MAX_FILES:  # a file holds at least half the target
+        target *= 2
+    return target
 
 
-def _groups(sizes: Sequence[int], target: int) -> list[tuple[int, int]]:
-    """Consecutive ``[start, end)`` runs of items whose sizes add up to about ``target``."""
+#: One item in this many may open a new file once the current one holds half its target.
+CUT_ODDS = 4
+
+
+def _groups(keys: Sequence[str], sizes: Sequence[int], target: int) -> list[tuple[int, int]]:
+    """Consecutive ``[start, end)`` runs of items whose sizes add up to about ``target``.
+
+    Content-defined cuts: a run ends before an item whose key hashes to a cut point once it
+    holds ``target // 2`` bytes (or at ``2 * target``), so an edit moves the cuts near it
+    only and every other file keeps its bytes, hence its name.
+    """
     out: list[tuple[int, int]] = []
     start, acc = 0, 0
-    for i, size in enumerate(sizes):
-        if acc and acc + size > target:
+    for i, (key, size) in enumerate(zip(keys, sizes, strict=True)):
+        if acc >= 2 * target or (
+            acc >= target // 2 and zlib.crc32(key.encode("utf-8")) % CUT_ODDS == 0
+        ):
             out.append((start, i))
             start, acc = i, 0
         acc += size
@@ -479,7 +495,7 @@ def _write_terms(
     terms = sorted(postings)
     sizes = [len(t.encode("utf-8")) + 16 + 5 * len(postings[t][0]) for t in terms]
     first_terms, paths = [], []
-    for start, end in _groups(sizes, _target(sum(sizes), TERM_SHARD_BYTES)):
+    for start, end in _groups(terms, sizes, _target(sum(sizes), TERM_SHARD_BYTES)):
         entries, docs, tfs, idfs = [], [], [], array("d")
         for term in terms[start:end]:
             d, f = postings[term]
@@ -530,16 +546,23 @@ def _write_fragments(
     out: _Writer, chunks: list[StoredChunk], docs: Mapping[str, tuple[str, list[Any]]]
 ) -> tuple[array, list[str]]:
     sizes = [len(c.text.encode("utf-8")) + 200 for c in chunks]
+    keys = [c.chunk_id for c in chunks]
     starts, paths = array("I"), []
-    for start, end in _groups(sizes, _target(sum(sizes), FRAGMENT_BYTES)):
+    for start, end in _groups(keys, sizes, _target(sum(sizes), FRAGMENT_BYTES)):
         part = chunks[start:end]
-        rows = [[getattr(c, name) for name in _CHUNK_FIELDS] for c in part]
+        rows = [[_stable(c, name) for name in _CHUNK_FIELDS] for c in part]
         doc_ids = dict.fromkeys(c.doc_id for c in part)
         listed = [[d, *docs.get(d, ("", []))] for d in doc_ids]
         data = pack({"start": start, "fields": list(_CHUNK_FIELDS), "rows": rows, "docs": listed})
         starts.append(start)
         paths.append(out.write("data/text", "f", data))
     return starts, paths
+
+
+def _stable(chunk: StoredChunk, name: str) -> Any:
+    """A chunk field as a fragment keeps it: the build's clock (``ingested_at``) is left out,
+    so the same chunks make the same bytes on every build."""
+    return "" if name == "ingested_at" else getattr(chunk, name)
 
 
 def _write_filters(out: _Writer, chunks: list[StoredChunk]) -> str:

@@ -663,6 +663,7 @@ def _build(
             progress=indexing,
             embedding_backend=backend,
             index_text_fn=contextual_index_text if contextual else None,
+            lexical_index=keep_store is not None,
         )
         log(f"chunk store: {report.documents} document(s), {report.chunks} chunk(s)")
         shards = write_shards(store, staging, progress=phase("sharding"))

@@ -352,10 +352,35 @@ def load_document(
     bad front matter (:class:`SensitivityError`, a ``ValueError``, for a sensitivity label
     outside the vocabulary or labels that disagree); ``OSError`` when the file cannot be read.
     """
+    body, meta, _ = load_document_sections(
+        path, root=root, doc_id=doc_id, title=title, topic=topic, entity=entity,
+        geography=geography, period=period, language=language, sensitivity=sensitivity,
+        source_locator_prefix=source_locator_prefix,
+    )
+    return body, meta
+
+
+def load_document_sections(
+    path: str | Path,
+    *,
+    root: str | Path | None = None,
+    doc_id: str | None = None,
+    title: str = "",
+    topic: str = "",
+    entity: str = "",
+    geography: str = "",
+    period: str = "",
+    language: str = "",
+    sensitivity: str = "INTERNAL",
+    source_locator_prefix: str = "",
+) -> tuple[str, DocumentMeta, list[Section]]:
+    """:func:`load_document` plus the body's :func:`load_sections`, from one read and parse."""
     p = Path(path)
     _check_extension(p)
     text = _read_text(p)
-    fields, body, derived_title, derived_language, _ = _split_source(text, p.suffix, str(p))
+    fields, body, derived_title, derived_language, anchors = _split_source(
+        text, p.suffix, str(p)
+    )
     meta = _build_meta(
         fields,
         body,
@@ -374,7 +399,8 @@ def load_document(
         source_locator_prefix=source_locator_prefix,
         source=str(p),
     )
-    return body, meta
+    sections = heading_sections(body, anchors, slugs=p.suffix.lower() not in HTML_EXTENSIONS)
+    return body, meta, sections
 
 
 def document_from_text(
