@@ -281,11 +281,14 @@ def test_progress_bar_prints_deciles_per_phase_when_not_a_tty(bw):
         for i in range(1, 21):
             bar(i, 20, f"{phase} doc{i}.md")
     lines = stream.getvalue().splitlines()
-    assert lines[0] == "build reading: 1/20 (0%)"
-    assert lines[10] == "build reading: 20/20 (100%)"
-    assert lines[11] == "build indexing: 1/20 (0%)"
-    assert lines[-1] == "build indexing: 20/20 (100%)"
+    assert lines[0].startswith("build reading: 1/20 (0%), ")
+    assert lines[10].startswith("build reading: 20/20 (100%), ")
+    assert lines[11].startswith("build indexing: 1/20 (0%), ")
+    assert lines[-1].startswith("build indexing: 20/20 (100%), ")
     assert len(lines) == 22
+    # Each line tells the pace: pages per second and the time left (none at the end).
+    assert re.fullmatch(r".*\(0%\), [\d,]+ pages/s, ETA \d+ s", lines[0])
+    assert lines[-1].endswith(" pages/s, ETA 0 s")
     quiet = io.StringIO()
     bw.ProgressBar("build", stream=quiet, min_total=50)(1, 3, "reading x")
     assert quiet.getvalue() == ""
@@ -579,7 +582,7 @@ def test_the_embedding_phase_reports_progress(embedded_site):
     bar = load_build_wasm().ProgressBar("build", stream=stream, min_total=1)
     for d, t, item in seen:
         bar(d, t, item)
-    assert f"build embedding: {chunks}/{chunks} (100%)" in stream.getvalue().splitlines()
+    assert f"build embedding: {chunks}/{chunks} (100%), " in stream.getvalue()
 
 
 def test_the_built_store_searches_hybrid_and_gates_chinese_queries(embedded_site):

@@ -31,10 +31,11 @@ import json
 import zlib
 from array import array
 from bisect import bisect_right
-from collections import Counter, OrderedDict
+from collections import Counter, OrderedDict, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
-from itertools import accumulate, pairwise
+from itertools import accumulate
+from operator import sub
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -477,16 +478,14 @@ def _read_store(db_path: Path) -> tuple[dict[str, Any], list[StoredChunk], Any]:
 def _postings_of(token_lists: Iterable[list[str]]) -> tuple[array, dict[str, list[list[int]]]]:
     """Lengths by docno and, per term, ``[docnos, tfs]`` in docno order."""
     lengths = array("I")
-    postings: dict[str, list[list[int]]] = {}
+    docs: defaultdict[str, list[int]] = defaultdict(list)
+    tfs: defaultdict[str, list[int]] = defaultdict(list)
     for docno, tokens in enumerate(token_lists):
         lengths.append(len(tokens))
         for term, tf in Counter(tokens).items():
-            entry = postings.get(term)
-            if entry is None:
-                entry = postings[term] = [[], []]
-            entry[0].append(docno)
-            entry[1].append(tf)
-    return lengths, postings
+            docs[term].append(docno)
+            tfs[term].append(tf)
+    return lengths, {term: [d, tfs[term]] for term, d in docs.items()}
 
 
 def _write_terms(
@@ -499,8 +498,9 @@ def _write_terms(
         entries, docs, tfs, idfs = [], [], [], array("d")
         for term in terms[start:end]:
             d, f = postings[term]
-            entries.append([term, len(d), max(f), min(lengths[x] for x in d), len(d)])
-            docs.extend([d[0], *(b - a for a, b in pairwise(d))])
+            entries.append([term, len(d), max(f), min(map(lengths.__getitem__, d)), len(d)])
+            docs.append(d[0])
+            docs.extend(map(sub, d[1:], d))
             tfs.extend(f)
             idfs.append(bm25_idf(len(lengths), len(d)))
         arrays = {"docs": array("I", docs), "tfs": _smallest_unsigned(tfs), "idf": idfs}

@@ -1,0 +1,91 @@
+"""Rebuilding a site: the same documents give the same bytes, and an edit renames only the
+few files its text lives in (content-addressed names keep browser and CDN caches valid)."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+from _site import load_build_wasm, shared_wheels
+
+from ragspine_lite.bundle.runtime import BundleSearcher
+from ragspine_lite.bundle.shards import DirectoryFiles
+
+pytestmark = pytest.mark.cpython_only
+
+PAGE = """<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{title}</title>
+</head><body><main><h1>{title}</h1><p>{text}</p></main></body></html>
+"""
+WORDS = ("river basin harbour quarry meadow lantern orchard glacier canyon delta ridge marsh "
+         "valley summit forest island lagoon prairie tundra savanna").split()
+
+
+def write_pages(folder: Path, n: int) -> None:
+    """``n`` HTML pages of distinct, deterministic text (several chunks' worth in all)."""
+    folder.mkdir(parents=True)
+    for i in range(n):
+        text = " ".join(f"{WORDS[(i + j) % len(WORDS)]}{(i * 31 + j * 17) % 211}"
+                        for j in range(120))
+        (folder / f"page-{i:03d}.html").write_text(
+            PAGE.format(title=f"Page {i}", text=f"page{i} alpha {text} omega"), "utf-8"
+        )
+
+
+def files_of(root: Path) -> dict[str, str]:
+    return {
+        p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in root.rglob("*") if p.is_file()
+    }
+
+
+def changed(before: dict[str, str], after: dict[str, str]) -> set[str]:
+    return (before.keys() ^ after.keys()) | {
+        k for k in before.keys() & after.keys() if before[k] != after[k]
+    }
+
+
+def hits(site: Path, query: str) -> list[str]:
+    searcher = BundleSearcher.from_files(DirectoryFiles(site))
+    try:
+        return [hit["url"] for hit in searcher.search(query, top_k=5).hits]
+    finally:
+        searcher.close()
+
+
+def test_a_rebuild_is_byte_identical_and_an_edit_touches_a_handful_of_files(tmp_path,
+                                                                           tmp_path_factory):
+    bw = load_build_wasm()
+    wheel, micropip = shared_wheels(tmp_path_factory)
+    docs = tmp_path / "docs"
+    write_pages(docs, 120)
+
+    def build(out: Path) -> dict[str, str]:
+        bw.build_site([docs], out, title="Rebuild", page=False, wheel=wheel, micropip=micropip)
+        return files_of(out)
+
+    site = tmp_path / "site"
+    first = build(site)
+    for kind in ("data/terms/", "data/text/f-"):  # many shards of each kind, not one
+        assert len([p for p in first if p.startswith(kind)]) >= 4, kind
+    assert build(site) == first  # nothing changed: every byte and name is the same
+
+    page = docs / "page-031.html"
+    page.write_text(page.read_text("utf-8").replace("page31 ", "zorbla "), "utf-8")
+    edited = build(site)
+    touched = changed(first, edited)
+    # the header, the old and new term shards, the page's fragment, the manifest
+    assert "manifest.json" in touched and len(touched) <= 12, sorted(touched)
+    assert all(p.startswith("data/") or p == "manifest.json" for p in touched), sorted(touched)
+    assert build(tmp_path / "clean") == edited  # the same as a clean build of the edited tree
+    found = hits(site, "zorbla")
+    assert found and "page-031" in found[0], found  # the new text is found
+    assert hits(site, "page31") == []  # the old one is gone
+    assert hits(site, "page32")  # and the neighbours stay
+
+    page.unlink()  # a removed page disappears
+    removed = build(site)
+    assert hits(site, "zorbla") == []
+    # the fragments before the removed page keep their names (later docnos shift)
+    kept = {p for p in edited.keys() & removed.keys() if p.startswith("data/text/f-")}
+    assert kept and kept != {p for p in removed if p.startswith("data/text/f-")}
