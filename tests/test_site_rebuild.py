@@ -89,3 +89,22 @@ def test_a_rebuild_is_byte_identical_and_an_edit_touches_a_handful_of_files(tmp_
     # the fragments before the removed page keep their names (later docnos shift)
     kept = {p for p in edited.keys() & removed.keys() if p.startswith("data/text/f-")}
     assert kept and kept != {p for p in removed if p.startswith("data/text/f-")}
+
+
+def test_a_parallel_build_is_the_serial_build(tmp_path, tmp_path_factory, monkeypatch):
+    from ragspine_lite.bundle import export
+
+    bw = load_build_wasm()
+    wheel, micropip = shared_wheels(tmp_path_factory)
+    docs = tmp_path / "docs"
+    write_pages(docs, 40)
+    monkeypatch.setattr(export, "MIN_PARALLEL_FILES", 2)
+    monkeypatch.setattr(export, "PARSE_CHUNK", 3)  # many tasks, finished out of order
+    sites = {}
+    for jobs in (1, 2):
+        out = tmp_path / f"site-{jobs}"
+        bw.build_site([docs], out, page=False, wheel=wheel, micropip=micropip, jobs=jobs)
+        sites[jobs] = files_of(out)
+    assert sites[1] == sites[2]
+    with pytest.raises(bw.BuildError, match="--jobs must be a positive integer"):
+        bw.build_site([docs], tmp_path / "bad", wheel=wheel, micropip=micropip, jobs=0)

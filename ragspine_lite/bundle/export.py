@@ -17,7 +17,8 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-from collections.abc import Callable, Iterable, Sequence
+import sys
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -64,6 +65,7 @@ __all__ = [
     "RestrictedLeakError",
     "SourceDocument",
     "assign_urls",
+    "default_jobs",
     "export_store",
     "load_corpus",
     "restricted_needles",
@@ -147,14 +149,16 @@ def load_corpus(
     *,
     progress: Progress | None = None,
     exclude: Iterable[str | Path] = (),
+    jobs: int = 1,
     **defaults: str,
 ) -> list[SourceDocument]:
     """Discover and load every document (front matter, HTML, sections) before anything is written.
 
     ``defaults`` are :func:`load_document` keyword defaults (``sensitivity``, ``language`` …);
     files inside an ``exclude`` folder (such as the search site being built into the
-    documents folder) are skipped. Raises ``ValueError`` when nothing is found or two files
-    claim the same ``doc_id``.
+    documents folder) are skipped. ``jobs`` > 1 parses in that many processes (CPython; the
+    documents come back in the same order, so the result is the serial one). Raises
+    ``ValueError`` when nothing is found or two files claim the same ``doc_id``.
     """
     path_list = list(paths)
     skipped = [Path(p).resolve() for p in exclude]
@@ -164,8 +168,9 @@ def load_corpus(
         raise ValueError(f"no documents found in {shown}")
     docs: list[SourceDocument] = []
     seen: dict[str, str] = {}
-    for i, (path, root) in enumerate(files, 1):
-        body, meta, sections = load_document_sections(path, root=root, **defaults)
+    for i, ((path, root), (body, meta, sections)) in enumerate(
+        zip(files, _parsed(files, defaults, jobs), strict=True), 1
+    ):
         if meta.doc_id in seen:
             raise ValueError(
                 f"doc_id {meta.doc_id!r} is used by both {seen[meta.doc_id]!r} and {str(path)!r}"
@@ -177,6 +182,37 @@ def load_corpus(
             progress(i, len(files), str(path))
     strip_title_suffix(docs)
     return docs
+
+
+#: Files a worker parses per task, and the fewest files worth starting processes for.
+PARSE_CHUNK = 64
+MIN_PARALLEL_FILES = 256
+
+
+def default_jobs() -> int:
+    """Processes a build parses with: the CPUs (at most 8), 1 where there are no processes."""
+    if sys.platform == "emscripten":
+        return 1
+    return max(1, min(8, os.cpu_count() or 1))
+
+
+def _parse_one(task: tuple[Path, Path, dict[str, str]]) -> tuple[str, DocumentMeta, list[Section]]:
+    path, root, defaults = task
+    return load_document_sections(path, root=root, **defaults)
+
+
+def _parsed(
+    files: Sequence[tuple[Path, Path]], defaults: dict[str, str], jobs: int
+) -> Iterator[tuple[str, DocumentMeta, list[Section]]]:
+    """Every file's ``(body, meta, sections)``, in order; in ``jobs`` processes when it pays."""
+    tasks = [(path, root, defaults) for path, root in files]
+    if jobs <= 1 or len(tasks) < MIN_PARALLEL_FILES:
+        yield from map(_parse_one, tasks)
+        return
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        yield from pool.map(_parse_one, tasks, chunksize=PARSE_CHUNK)
 
 
 # What separates a page's title from the site's name in generated ``<title>``s.
