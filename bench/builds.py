@@ -1,7 +1,7 @@
 """Site builds against Pagefind, in the same run: clean build time and peak RSS, a one-page
 edit's rebuild time and files changed, and the corpus bytes of a first query.
 
-    python bench/builds.py [--sizes 1000 10000] [--100k] [--1m] [--hybrid] [--work DIR]
+    python bench/builds.py [--sizes 1000 10000] [--100k] [--1m] [--hybrid] [--data DIR]
 
 Pages are English HTML pages from squad_train (``bench/browser.py``'s generator: beyond its
 10,000 paragraphs, pages of sentences drawn with a fixed seed). Each build is its own process
@@ -21,6 +21,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -93,11 +94,11 @@ def ours(pages: Path, out: Path, hybrid: bool) -> list[str]:
     return [*cmd, "--embeddings", "minilm"] if hybrid else cmd
 
 
-def bench_size(n: int, work: Path, hybrid: bool) -> list[dict]:
+def bench_size(n: int, work: Path, hybrid: bool, data: Path) -> list[dict]:
     pages = work / f"pages-{n}"
     if not (pages / ".complete").is_file():
         shutil.rmtree(pages, ignore_errors=True)
-        corpus, _ = browser.make_corpus(browser.DEFAULT_DATA, n, 0)
+        corpus, _ = browser.make_corpus(data, n, 0)
         browser.write_pages(corpus, pages)
         (pages / ".complete").touch()
     rows = []
@@ -145,14 +146,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--100k", dest="k100", action="store_true", help="also 100,000 pages")
     parser.add_argument("--1m", dest="m1", action="store_true", help="also 1,000,000 pages")
     parser.add_argument("--hybrid", action="store_true", help="also hybrid (MiniLM) builds")
-    parser.add_argument("--work", type=Path, default=REPO / ".bench" / "builds")
+    parser.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "rs-builds",
+                        help="where pages and sites go (kept: pages are generated once)")
+    parser.add_argument("--data", type=Path, default=browser.DEFAULT_DATA,
+                        help="the folder holding squad_train/")
     args = parser.parse_args(argv)
     if not PAGEFIND.is_file():
         raise SystemExit(f"Pagefind not found at {PAGEFIND}: run 'npm ci'")
     sizes = [*args.sizes, *([100_000] if args.k100 else []), *([1_000_000] if args.m1 else [])]
     rows = []
     for n in sizes:
-        rows.extend(bench_size(n, args.work, args.hybrid))
+        rows.extend(bench_size(n, args.work, args.hybrid, args.data))
     print_table(rows)
     return 0
 

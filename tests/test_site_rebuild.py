@@ -108,3 +108,58 @@ def test_a_parallel_build_is_the_serial_build(tmp_path, tmp_path_factory, monkey
     assert sites[1] == sites[2]
     with pytest.raises(bw.BuildError, match="--jobs must be a positive integer"):
         bw.build_site([docs], tmp_path / "bad", wheel=wheel, micropip=micropip, jobs=0)
+
+
+def test_content_defined_cuts_stay_put_around_an_edit_and_under_the_file_cap(monkeypatch):
+    import random
+
+    from ragspine_lite.bundle import shard_writer as sw
+
+    rng = random.Random(7)
+    keys = sorted(f"term{rng.randrange(10**9):09d}" for _ in range(5000))
+    sizes = [rng.randrange(20, 400) for _ in keys]
+    target = sw._target(sum(sizes), 4096)
+
+    def runs(ks: list[str], ss: list[int]) -> set[tuple[str, ...]]:
+        return {tuple(ks[a:b]) for a, b in sw._groups(ks, ss, target)}
+
+    before = runs(keys, sizes)
+    grown = sizes.copy()
+    grown[2500] += 300  # one term's postings grow: the files far from it keep their terms
+    after = runs(keys, grown)
+    assert len(before - after) <= 3 and len(before) > 100
+    monkeypatch.setattr(sw, "MAX_FILES", 40)  # a huge site: bigger files, never more of them
+    target = sw._target(sum(sizes), 4096)
+    assert target > 4096 and len(sw._groups(keys, sizes, target)) <= 40
+
+
+def test_a_rebuild_parses_only_what_changed_and_clean_forgets(tmp_path, tmp_path_factory):
+    from ragspine_lite.bundle.build_cache import cache_dir
+
+    bw = load_build_wasm()
+    wheel, micropip = shared_wheels(tmp_path_factory)
+    docs = tmp_path / "docs"
+    write_pages(docs, 12)
+    (docs / "secret.html").write_text(
+        PAGE.format(title="Secret", text="quasar9 withheld").replace(
+            "<head>", '<head><meta name="sensitivity" content="RESTRICTED">'), "utf-8")
+    site, logged = tmp_path / "site", []
+
+    def build(**options) -> dict[str, str]:
+        logged.clear()
+        bw.build_site([docs], site, page=False, wheel=wheel, micropip=micropip,
+                      log=logged.append, **options)
+        return files_of(site)
+
+    first = build()
+    assert any("(0 unchanged since the last build), 1 RESTRICTED" in m for m in logged), logged
+    assert b"quasar9" not in (cache_dir(site) / "parsed.db").read_bytes()  # never cached
+    page = docs / "page-003.html"
+    page.write_text(page.read_text("utf-8").replace("page3 ", "zorbla "), "utf-8")
+    (docs / "page-004.html").unlink()
+    edited = build()
+    assert any("(10 unchanged since the last build)" in m for m in logged), logged
+    assert hits(site, "zorbla") and hits(site, "page4") == []
+    assert build(clean=True) == edited  # --clean: a full parse, the same site
+    assert any("(0 unchanged since the last build)" in m for m in logged), logged
+    assert edited != first

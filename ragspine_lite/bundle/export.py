@@ -150,6 +150,7 @@ def load_corpus(
     progress: Progress | None = None,
     exclude: Iterable[str | Path] = (),
     jobs: int = 1,
+    cache: Any | None = None,
     **defaults: str,
 ) -> list[SourceDocument]:
     """Discover and load every document (front matter, HTML, sections) before anything is written.
@@ -157,31 +158,43 @@ def load_corpus(
     ``defaults`` are :func:`load_document` keyword defaults (``sensitivity``, ``language`` …);
     files inside an ``exclude`` folder (such as the search site being built into the
     documents folder) are skipped. ``jobs`` > 1 parses in that many processes (CPython; the
-    documents come back in the same order, so the result is the serial one). Raises
+    documents come back in the same order, so the result is the serial one). A ``cache``
+    (:class:`~ragspine_lite.bundle.build_cache.ParseCache`) gives the documents whose bytes it
+    has seen and keeps the others' parse. Raises
     ``ValueError`` when nothing is found or two files claim the same ``doc_id``.
     """
     path_list = list(paths)
     skipped = [Path(p).resolve() for p in exclude]
-    files = [(f, r) for f, r in discover_documents(path_list) if not _inside(f, skipped)]
+    found = discover_documents(path_list)
+    inner = {r: [s for s in skipped if _inside(s, [r.resolve()])] for r in {r for _, r in found}}
+    files = [(f, r) for f, r in found if not (inner[r] and _inside(f, inner[r]))]
     if not files:
         shown = ", ".join(repr(str(p)) for p in path_list)
         raise ValueError(f"no documents found in {shown}")
     docs: list[SourceDocument] = []
     seen: dict[str, str] = {}
     for i, ((path, root), (body, meta, sections)) in enumerate(
-        zip(files, _parsed(files, defaults, jobs), strict=True), 1
+        _cached_or_parsed(files, defaults, jobs, cache), 1
     ):
         if meta.doc_id in seen:
             raise ValueError(
                 f"doc_id {meta.doc_id!r} is used by both {seen[meta.doc_id]!r} and {str(path)!r}"
             )
         seen[meta.doc_id] = str(path)
-        rel = Path(os.path.relpath(path, root)).as_posix()
+        rel = _relative(path, root)
         docs.append(SourceDocument(str(path), body, meta, sections, rel_path=rel))
         if progress is not None:
             progress(i, len(files), str(path))
     strip_title_suffix(docs)
     return docs
+
+
+def _relative(path: Path, root: Path) -> str:
+    """``path`` relative to ``root``, ``/``-separated (found under it: no file system calls)."""
+    try:
+        return path.relative_to(root).as_posix()
+    except ValueError:
+        return Path(os.path.relpath(path, root)).as_posix()
 
 
 #: Files a worker parses per task, and the fewest files worth starting processes for.
@@ -199,6 +212,27 @@ def default_jobs() -> int:
 def _parse_one(task: tuple[Path, Path, dict[str, str]]) -> tuple[str, DocumentMeta, list[Section]]:
     path, root, defaults = task
     return load_document_sections(path, root=root, **defaults)
+
+
+def _cached_or_parsed(
+    files: Sequence[tuple[Path, Path]], defaults: dict[str, str], jobs: int, cache: Any | None
+) -> Iterator[tuple[tuple[Path, Path], tuple[str, DocumentMeta, list[Section]]]]:
+    """``(file, parse)`` in order: from ``cache`` when it has the file's bytes, else parsed."""
+    if cache is None:
+        yield from zip(files, _parsed(files, defaults, jobs), strict=True)
+        return
+    keys = [cache.key(path, _relative(path, root)) for path, root in files]
+    hits = [cache.get(key) for key in keys]
+    fresh = _parsed([f for f, hit in zip(files, hits, strict=True) if hit is None],
+                    defaults, jobs)
+    try:
+        for file, key, hit in zip(files, keys, hits, strict=True):
+            if hit is None:
+                hit = next(fresh)
+                cache.put(key, hit)
+            yield file, hit
+    finally:
+        fresh.close()
 
 
 def _parsed(

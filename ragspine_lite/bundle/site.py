@@ -398,6 +398,7 @@ def build_site(
     keep_store: str | Path | None = None,
     warn: Callable[[str], None] | None = None,
     jobs: int | None = None,
+    clean: bool = False,
 ) -> dict[str, Any]:
     """Build the site into ``out`` (replaced only when the new build fully succeeded).
 
@@ -421,7 +422,9 @@ def build_site(
     ``warnings``. ``jobs``: processes that parse the documents (default
     :func:`~ragspine_lite.bundle.export.default_jobs`; the site is the same for any number).
     The same documents always give the same bytes, and files are named by their content, so
-    a rebuild after an edit renames only the files the edit reaches. Returns the manifest.
+    a rebuild after an edit renames only the files the edit reaches; a rebuild parses only the
+    documents that changed (:mod:`ragspine_lite.bundle.build_cache`, beside ``out``; ``clean``
+    deletes it first). Returns the manifest.
     Raises :class:`BuildError` (or ``ValueError`` for bad documents, ``RestrictedLeakError``
     when the output scan finds RESTRICTED content).
     """
@@ -451,7 +454,7 @@ def build_site(
             overlap_chars=overlap_chars, chunker=chunker, sensitivity=sensitivity,
             language=language, backend=backend, embeddings=name, ort_dir=ort_dir,
             progress=progress, log=log, contextual=contextual, keep_store=kept,
-            warn=log if warn is None else warn, jobs=jobs,
+            warn=log if warn is None else warn, jobs=jobs, clean=clean,
         )
     finally:
         if export_dir is not None:
@@ -534,22 +537,21 @@ def _build(
     log: Callable[[str], None],
     warn: Callable[[str], None] = lambda message: None,
     jobs: int = 1,
+    clean: bool = False,
     **settings: Any,
 ) -> dict[str, Any]:
     """:func:`build_site` once its arguments are checked and the model is ready
     (``settings``: the rest of its arguments, checked)."""
-    from ragspine_lite.bundle.export import assign_urls, load_corpus
+    from ragspine_lite.bundle.export import assign_urls
     from ragspine_lite.bundle.language import site_language
     from ragspine_lite.chunking.chunker import make_chunker
 
     started = time.perf_counter()
     phase = _phases(progress)
-    corpus = load_corpus(
-        [Path(d) for d in docs], progress=phase("reading"), sensitivity=settings["sensitivity"],
-        language=settings["language"], exclude=[target], jobs=jobs,
-    )
+    corpus, reused = _load(docs, target, phase, settings, jobs, clean)
     excluded = sum(1 for d in corpus if d.restricted)
-    log(f"loaded {len(corpus)} document(s), {excluded} RESTRICTED (excluded from the bundle)")
+    log(f"loaded {len(corpus)} document(s) ({reused} unchanged since the last build), "
+        f"{excluded} RESTRICTED (excluded from the bundle)")
     to_render = assign_urls(corpus, settings["base_url"])
     backend = settings["backend"]
     warnings = _model_fit(settings["embeddings"], backend, corpus, settings["ort_dir"], log)
@@ -583,6 +585,27 @@ def _build(
         shutil.rmtree(store_dir, ignore_errors=True)
     log(f"built {str(target)!r} in {time.perf_counter() - started:.1f} s")
     return manifest
+
+
+def _load(
+    docs: Sequence[str | Path], target: Path, phase: Any, settings: dict[str, Any], jobs: int,
+    clean: bool,
+) -> tuple[list[Any], int]:
+    """The corpus, through the parse cache beside ``target``; how many parses it gave."""
+    from ragspine_lite.bundle.build_cache import ParseCache, cache_dir
+    from ragspine_lite.bundle.export import load_corpus
+
+    folder = cache_dir(target)
+    if clean:
+        ParseCache.clear(folder)
+    defaults = {"sensitivity": settings["sensitivity"], "language": settings["language"]}
+    cache = ParseCache(folder, defaults)
+    try:
+        corpus = load_corpus([Path(d) for d in docs], progress=phase("reading"),
+                             exclude=[target, folder], jobs=jobs, cache=cache, **defaults)
+    finally:
+        cache.close()
+    return corpus, cache.hits
 
 
 def _write_index(

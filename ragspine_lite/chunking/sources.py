@@ -473,8 +473,15 @@ def discover_documents(paths: Iterable[str | Path]) -> list[tuple[Path, Path]]:
     found: list[tuple[Path, Path]] = []
     seen: set[Path] = set()
 
+    real_dirs: dict[str, str] = {}
+
     def add(child: Path, root: Path) -> None:
-        key = child.resolve()
+        # One realpath per folder: only a symlinked file needs its own.
+        folder = str(child.parent)
+        real = real_dirs.get(folder)
+        if real is None:
+            real = real_dirs[folder] = os.path.realpath(folder)
+        key = child.resolve() if child.is_symlink() else Path(real, child.name)
         if key not in seen:  # a file reached twice (dir + file) is loaded once
             seen.add(key)
             found.append((child, root))
