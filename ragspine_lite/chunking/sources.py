@@ -42,6 +42,7 @@ import unicodedata
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ragspine_lite.chunking.chunking import DocumentMeta
 from ragspine_lite.chunking.html_text import (  # re-exported: the HTML half moved there
@@ -360,21 +361,18 @@ def load_document(
     return body, meta
 
 
+#: :func:`load_document`'s keyword defaults (what the file's front matter overrides).
+_LOAD_DEFAULTS: dict[str, Any] = {
+    "doc_id": None, "title": "", "topic": "", "entity": "", "geography": "", "period": "",
+    "language": "", "sensitivity": "INTERNAL", "source_locator_prefix": "",
+}
+
+
 def load_document_sections(
-    path: str | Path,
-    *,
-    root: str | Path | None = None,
-    doc_id: str | None = None,
-    title: str = "",
-    topic: str = "",
-    entity: str = "",
-    geography: str = "",
-    period: str = "",
-    language: str = "",
-    sensitivity: str = "INTERNAL",
-    source_locator_prefix: str = "",
+    path: str | Path, *, root: str | Path | None = None, **defaults: Any
 ) -> tuple[str, DocumentMeta, list[Section]]:
-    """:func:`load_document` plus the body's :func:`load_sections`, from one read and parse."""
+    """:func:`load_document` (the same keyword ``defaults``) plus the body's
+    :func:`load_sections`, from one read and parse."""
     p = Path(path)
     _check_extension(p)
     text = _read_text(p)
@@ -388,16 +386,8 @@ def load_document_sections(
         stem=p.stem,
         derived_title=derived_title,
         derived_language=derived_language,
-        doc_id=doc_id,
-        title=title,
-        topic=topic,
-        entity=entity,
-        geography=geography,
-        period=period,
-        language=language,
-        sensitivity=sensitivity,
-        source_locator_prefix=source_locator_prefix,
         source=str(p),
+        **{**_LOAD_DEFAULTS, **defaults},
     )
     sections = heading_sections(body, anchors, slugs=p.suffix.lower() not in HTML_EXTENSIONS)
     return body, meta, sections
