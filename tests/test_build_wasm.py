@@ -65,6 +65,13 @@ def wheels(tmp_path_factory):
     return shared_wheels(tmp_path_factory)
 
 
+def beside(out: Path) -> list[str]:
+    """What is in ``out``'s folder, but the parse cache rebuilds reuse (kept on purpose)."""
+    from ragspine_lite.bundle.build_cache import cache_dir
+
+    return sorted(p.name for p in out.parent.iterdir() if p.name != cache_dir(out).name)
+
+
 def files_of(root: Path) -> set[str]:
     return {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()}
 
@@ -80,7 +87,11 @@ def test_the_index_ships_as_hashed_shards_and_the_chunk_store_stays_out(site):
     manifest = json.loads((site / "manifest.json").read_text("utf-8"))
     data = sorted(f for f in files_of(site) if f.startswith("data/"))
     assert manifest["entry"]["index"] in data and "data/chunks.db" not in data
-    assert not [f for f in files_of(site.parent) if f.endswith(".db") and "site" in f]
+    from ragspine_lite.bundle.build_cache import CACHE_FILE, cache_dir
+
+    # No chunk store is left beside the site: only the parse cache rebuilds reuse.
+    left = [f for f in files_of(site.parent) if f.endswith(".db") and "site" in f]
+    assert left == [f"{cache_dir(site).name}/{CACHE_FILE}"], left
     for rel in data:
         digest = hashlib.sha256((site / rel).read_bytes()).hexdigest()
         assert re.fullmatch(rf"data/(\w+/)?[a-z]+-{digest[:16]}\.(bin|i8)", rel), rel
@@ -415,14 +426,14 @@ def test_a_build_killed_mid_way_is_cleaned_up_by_the_next_build(bw, wheels, tmp_
         os.killpg(proc.pid, signal.SIGKILL)
     finally:
         proc.wait()
-    left = sorted(p.name for p in out.parent.iterdir())
+    left = beside(out)
     kinds = [n.rsplit("-", 2)[0] for n in left if f"-{proc.pid}-" in n]
     assert len(kinds) == len(left) and kinds == [".site.staging", ".site.store"], left
     assert not list(Path(tempfile.gettempdir()).glob(f"*{proc.pid}*wheel*"))
     logged: list[str] = []
     bw.build_site([tmp_path / "docs"], out, wheel=wheels[0], micropip=wheels[1],
                   log=logged.append)
-    assert [p.name for p in out.parent.iterdir()] == ["site"]
+    assert beside(out) == ["site"]
     assert any("interrupted build" in line for line in logged)
 
 
@@ -810,11 +821,11 @@ def test_a_crash_while_swapping_the_site_in_never_loses_the_old_site(bw, wheels,
     with pytest.raises(ValueError, match=r"bad\.md"):
         bw.build_site([docs], out, wheel=wheels[0], micropip=wheels[1], log=logged.append)
     assert (out / "manifest.json").is_file() and _site_version(out) == expected
-    assert [p.name for p in out.parent.iterdir()] == ["site"]  # the crashed build's folders
+    assert beside(out) == ["site"]  # the crashed build's folders
     assert ("restored the previous site" in " ".join(logged)) == (step == "in")
     (docs / "bad.md").unlink()
     bw.build_site([docs], out, wheel=wheels[0], micropip=wheels[1], title="Version two")
-    assert _site_version(out) != v1 and [p.name for p in out.parent.iterdir()] == ["site"]
+    assert _site_version(out) != v1 and beside(out) == ["site"]
 
 
 def test_a_failed_rename_while_swapping_puts_the_old_site_back(bw, wheels, tmp_path, monkeypatch):
@@ -830,7 +841,7 @@ def test_a_failed_rename_while_swapping_puts_the_old_site_back(bw, wheels, tmp_p
     with pytest.raises(OSError, match="no space left"):
         bw.build_site([docs], out, wheel=wheels[0], micropip=wheels[1], title="Version two")
     assert _site_version(out) == v1
-    assert [p.name for p in out.parent.iterdir()] == ["site"]
+    assert beside(out) == ["site"]
 
 
 @pytest.mark.slow  # the slow lane: scripts/test.sh --quick skips it

@@ -163,3 +163,21 @@ def test_a_rebuild_parses_only_what_changed_and_clean_forgets(tmp_path, tmp_path
     assert build(clean=True) == edited  # --clean: a full parse, the same site
     assert any("(0 unchanged since the last build)" in m for m in logged), logged
     assert edited != first
+
+
+def test_the_cli_takes_jobs_and_clean(tmp_path, tmp_path_factory, capsys):
+    from ragspine_lite import cli
+    from ragspine_lite.bundle.build_cache import cache_dir
+
+    wheel, micropip = shared_wheels(tmp_path_factory)
+    docs, site = tmp_path / "docs", tmp_path / "site"
+    write_pages(docs, 3)
+    base = ["build-site", str(docs), "--out", str(site), "--no-page", "--quiet",
+            "--wheel", str(wheel), "--micropip", str(micropip)]
+    assert cli.main([*base, "--jobs", "2"]) == 0, capsys.readouterr().err
+    assert (cache_dir(site) / "parsed.db").is_file()
+    before = files_of(site)
+    assert cli.main([*base, "--clean"]) == 0, capsys.readouterr().err
+    assert files_of(site) == before
+    assert cli.main([*base, "--jobs", "0"]) == 1  # a build error, named
+    assert "--jobs must be a positive integer, got 0" in capsys.readouterr().err

@@ -1,9 +1,10 @@
 """What a rebuild reuses: every document's parse (body, metadata, sections), keyed by its bytes.
 
-A site build keeps ``.OUT.cache/parsed.db`` beside ``--out`` (SQLite, never part of the site);
-the next build into the same ``--out`` parses only the documents whose bytes, path or load
-settings changed, and forgets the ones that are gone. RESTRICTED documents are never
-cached. ``--clean`` (``build_site(clean=True)``) deletes the cache first.
+A site build keeps ``.OUT.cache/parsed.db`` beside ``--out`` (SQLite, never part of the
+site). The next build into the same ``--out`` parses only the documents whose bytes, path or
+load settings changed (all of them after any change to the package's sources) and forgets the
+ones that are gone. RESTRICTED documents are never cached. ``--clean``
+(``build_site(clean=True)``) deletes the cache first.
 """
 
 from __future__ import annotations
@@ -31,14 +32,22 @@ def cache_dir(target: Path) -> Path:
     return target.parent / f".{target.name}.cache"
 
 
+def package_digest() -> str:
+    """The sha256 of this ragspine_lite's Python sources: a changed parser never reuses a parse."""
+    root = Path(__file__).resolve().parents[1]
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        digest.update(path.relative_to(root).as_posix().encode("utf-8") + b"\0")
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
 class ParseCache:
     """Parsed documents by :meth:`key`; :meth:`close` drops the entries this build did not use."""
 
     def __init__(self, folder: Path, settings: dict[str, Any]) -> None:
-        from ragspine_lite import __version__
-
         folder.mkdir(parents=True, exist_ok=True)
-        self.salt = json.dumps([__version__, settings], sort_keys=True)
+        self.salt = json.dumps([package_digest(), settings], sort_keys=True)
         self.conn = sqlite3.connect(folder / CACHE_FILE, isolation_level=None)
         self.conn.execute("CREATE TABLE IF NOT EXISTS parsed (key TEXT PRIMARY KEY, doc TEXT)")
         self.conn.execute("BEGIN")  # one transaction: committed by close

@@ -388,29 +388,43 @@ def export_store(
         )
         if lexical_index:
             store.sync_indexers()
-        facets = {
-            name: sorted(
-                r["v"]
-                for r in store.execute_read(
-                    f"SELECT DISTINCT {name} AS v FROM narrative_chunk WHERE active = 1"
-                )
-                if r["v"]
-            )
-            for name in FACET_FIELDS
-        }
-        leaked = store.execute_read(
-            f"SELECT COUNT(*) AS n FROM narrative_chunk WHERE {SQL_IS_RESTRICTED}(sensitivity)"
-        )
-        if int(leaked[0]["n"]):
-            raise RestrictedLeakError(
-                f"{leaked[0]['n']} RESTRICTED chunk(s) reached the exported store {str(target)!r}"
-            )
+        facets = _facets_of(store, target)
         if embedding_backend is not None:
             _write_vectors(
                 store, index, embedding_backend, target, report, progress, embedding_batch_size
             )
     finally:
         store.close()
+    _write_facts(target, exported, report, facets, index_text_fn)
+    return report
+
+
+def _facets_of(store: ChunkStore, target: Path) -> dict[str, list[str]]:
+    """The distinct values of every facet field, refusing a store with a RESTRICTED chunk."""
+    leaked = store.execute_read(
+        f"SELECT COUNT(*) AS n FROM narrative_chunk WHERE {SQL_IS_RESTRICTED}(sensitivity)"
+    )
+    if int(leaked[0]["n"]):
+        raise RestrictedLeakError(
+            f"{leaked[0]['n']} RESTRICTED chunk(s) reached the exported store {str(target)!r}"
+        )
+    return {
+        name: sorted(
+            r["v"]
+            for r in store.execute_read(
+                f"SELECT DISTINCT {name} AS v FROM narrative_chunk WHERE active = 1"
+            )
+            if r["v"]
+        )
+        for name in FACET_FIELDS
+    }
+
+
+def _write_facts(
+    target: Path, exported: Sequence[SourceDocument], report: ExportReport,
+    facets: dict[str, list[str]], index_text_fn: Any | None,
+) -> None:
+    """The section, page and bundle-meta tables of the exported store (one transaction)."""
     conn = sqlite3.connect(target, isolation_level=None)
     try:
         conn.execute("BEGIN")
@@ -439,7 +453,6 @@ def export_store(
         conn.execute("COMMIT")
     finally:
         conn.close()
-    return report
 
 
 #: Documents written per chunk-store transaction (one sync to disk each).
