@@ -65,6 +65,13 @@ def wheels(tmp_path_factory):
     return shared_wheels(tmp_path_factory)
 
 
+def beside(out: Path) -> list[str]:
+    """What is in ``out``'s folder, but the parse cache rebuilds reuse (kept on purpose)."""
+    from ragspine_lite.bundle.build_cache import cache_dir
+
+    return sorted(p.name for p in out.parent.iterdir() if p.name != cache_dir(out).name)
+
+
 def files_of(root: Path) -> set[str]:
     return {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()}
 
@@ -80,7 +87,11 @@ def test_the_index_ships_as_hashed_shards_and_the_chunk_store_stays_out(site):
     manifest = json.loads((site / "manifest.json").read_text("utf-8"))
     data = sorted(f for f in files_of(site) if f.startswith("data/"))
     assert manifest["entry"]["index"] in data and "data/chunks.db" not in data
-    assert not [f for f in files_of(site.parent) if f.endswith(".db") and "site" in f]
+    from ragspine_lite.bundle.build_cache import CACHE_FILE, cache_dir
+
+    # No chunk store is left beside the site: only the parse cache rebuilds reuse.
+    left = [f for f in files_of(site.parent) if f.endswith(".db") and "site" in f]
+    assert left == [f"{cache_dir(site).name}/{CACHE_FILE}"], left
     for rel in data:
         digest = hashlib.sha256((site / rel).read_bytes()).hexdigest()
         assert re.fullmatch(rf"data/(\w+/)?[a-z]+-{digest[:16]}\.(bin|i8)", rel), rel
@@ -281,11 +292,14 @@ def test_progress_bar_prints_deciles_per_phase_when_not_a_tty(bw):
         for i in range(1, 21):
             bar(i, 20, f"{phase} doc{i}.md")
     lines = stream.getvalue().splitlines()
-    assert lines[0] == "build reading: 1/20 (0%)"
-    assert lines[10] == "build reading: 20/20 (100%)"
-    assert lines[11] == "build indexing: 1/20 (0%)"
-    assert lines[-1] == "build indexing: 20/20 (100%)"
+    assert lines[0].startswith("build reading: 1/20 (0%), ")
+    assert lines[10].startswith("build reading: 20/20 (100%), ")
+    assert lines[11].startswith("build indexing: 1/20 (0%), ")
+    assert lines[-1].startswith("build indexing: 20/20 (100%), ")
     assert len(lines) == 22
+    # Each line tells the pace: pages per second and the time left (none at the end).
+    assert re.fullmatch(r".*\(0%\), [\d,]+ pages/s, ETA \d+ s", lines[0])
+    assert lines[-1].endswith(" pages/s, ETA 0 s")
     quiet = io.StringIO()
     bw.ProgressBar("build", stream=quiet, min_total=50)(1, 3, "reading x")
     assert quiet.getvalue() == ""
@@ -412,14 +426,14 @@ def test_a_build_killed_mid_way_is_cleaned_up_by_the_next_build(bw, wheels, tmp_
         os.killpg(proc.pid, signal.SIGKILL)
     finally:
         proc.wait()
-    left = sorted(p.name for p in out.parent.iterdir())
+    left = beside(out)
     kinds = [n.rsplit("-", 2)[0] for n in left if f"-{proc.pid}-" in n]
     assert len(kinds) == len(left) and kinds == [".site.staging", ".site.store"], left
     assert not list(Path(tempfile.gettempdir()).glob(f"*{proc.pid}*wheel*"))
     logged: list[str] = []
     bw.build_site([tmp_path / "docs"], out, wheel=wheels[0], micropip=wheels[1],
                   log=logged.append)
-    assert [p.name for p in out.parent.iterdir()] == ["site"]
+    assert beside(out) == ["site"]
     assert any("interrupted build" in line for line in logged)
 
 
@@ -579,7 +593,7 @@ def test_the_embedding_phase_reports_progress(embedded_site):
     bar = load_build_wasm().ProgressBar("build", stream=stream, min_total=1)
     for d, t, item in seen:
         bar(d, t, item)
-    assert f"build embedding: {chunks}/{chunks} (100%)" in stream.getvalue().splitlines()
+    assert f"build embedding: {chunks}/{chunks} (100%), " in stream.getvalue()
 
 
 def test_the_built_store_searches_hybrid_and_gates_chinese_queries(embedded_site):
@@ -807,11 +821,11 @@ def test_a_crash_while_swapping_the_site_in_never_loses_the_old_site(bw, wheels,
     with pytest.raises(ValueError, match=r"bad\.md"):
         bw.build_site([docs], out, wheel=wheels[0], micropip=wheels[1], log=logged.append)
     assert (out / "manifest.json").is_file() and _site_version(out) == expected
-    assert [p.name for p in out.parent.iterdir()] == ["site"]  # the crashed build's folders
+    assert beside(out) == ["site"]  # the crashed build's folders
     assert ("restored the previous site" in " ".join(logged)) == (step == "in")
     (docs / "bad.md").unlink()
     bw.build_site([docs], out, wheel=wheels[0], micropip=wheels[1], title="Version two")
-    assert _site_version(out) != v1 and [p.name for p in out.parent.iterdir()] == ["site"]
+    assert _site_version(out) != v1 and beside(out) == ["site"]
 
 
 def test_a_failed_rename_while_swapping_puts_the_old_site_back(bw, wheels, tmp_path, monkeypatch):
@@ -827,7 +841,7 @@ def test_a_failed_rename_while_swapping_puts_the_old_site_back(bw, wheels, tmp_p
     with pytest.raises(OSError, match="no space left"):
         bw.build_site([docs], out, wheel=wheels[0], micropip=wheels[1], title="Version two")
     assert _site_version(out) == v1
-    assert [p.name for p in out.parent.iterdir()] == ["site"]
+    assert beside(out) == ["site"]
 
 
 @pytest.mark.slow  # the slow lane: scripts/test.sh --quick skips it

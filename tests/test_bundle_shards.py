@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from _corpus import load_slice
 
-from ragspine_lite.bundle import shards
+from ragspine_lite.bundle import shard_writer, shards
 from ragspine_lite.bundle.export import export_store, load_corpus, verify_no_leaks
 from ragspine_lite.bundle.manifest import BUNDLE_FORMAT_VERSION, BundleFormatError
 from ragspine_lite.bundle.runtime import BundleSearcher
@@ -64,8 +64,8 @@ def _site(tmp: Path, **export: object) -> tuple[Path, Path]:
 def small_files(tmp_path_factory):
     """Small shard targets, so the corpus spreads over many files."""
     patch = pytest.MonkeyPatch()
-    patch.setattr(shards, "TERM_SHARD_BYTES", 4096)
-    patch.setattr(shards, "FRAGMENT_BYTES", 4096)
+    patch.setattr(shard_writer, "TERM_SHARD_BYTES", 4096)
+    patch.setattr(shard_writer, "FRAGMENT_BYTES", 4096)
     try:
         yield _site(tmp_path_factory.mktemp("shards"))
     finally:

@@ -121,8 +121,8 @@ def site(tmp_path_factory) -> Path:
     with sqlite3.connect(db) as conn:
         write_pages(conn, docs)
     patch = pytest.MonkeyPatch()
-    patch.setattr("ragspine_lite.bundle.shards.TERM_SHARD_BYTES", 6000)
-    patch.setattr("ragspine_lite.bundle.shards.FRAGMENT_BYTES", 6000)
+    patch.setattr("ragspine_lite.bundle.shard_writer.TERM_SHARD_BYTES", 6000)
+    patch.setattr("ragspine_lite.bundle.shard_writer.FRAGMENT_BYTES", 6000)
     try:
         report = write_shards(db, tmp / "site")
     finally:

@@ -17,7 +17,8 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-from collections.abc import Callable, Iterable, Sequence
+import sys
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,12 +46,12 @@ from ragspine_lite.chunking.chunking import (
     DEFAULT_CHUNK_CHARS,
     DEFAULT_OVERLAP_CHARS,
     DocumentMeta,
+    chunk_document,
 )
 from ragspine_lite.chunking.sources import (
     Section,
     discover_documents,
-    load_document,
-    load_sections,
+    load_document_sections,
 )
 from ragspine_lite.common.errors import RagspineError
 from ragspine_lite.common.sensitivity import SQL_IS_RESTRICTED, is_restricted
@@ -64,6 +65,7 @@ __all__ = [
     "RestrictedLeakError",
     "SourceDocument",
     "assign_urls",
+    "default_jobs",
     "export_store",
     "load_corpus",
     "restricted_needles",
@@ -147,36 +149,104 @@ def load_corpus(
     *,
     progress: Progress | None = None,
     exclude: Iterable[str | Path] = (),
+    jobs: int = 1,
+    cache: Any | None = None,
     **defaults: str,
 ) -> list[SourceDocument]:
     """Discover and load every document (front matter, HTML, sections) before anything is written.
 
     ``defaults`` are :func:`load_document` keyword defaults (``sensitivity``, ``language`` …);
     files inside an ``exclude`` folder (such as the search site being built into the
-    documents folder) are skipped. Raises ``ValueError`` when nothing is found or two files
-    claim the same ``doc_id``.
+    documents folder) are skipped. ``jobs`` > 1 parses in that many processes (CPython; the
+    documents come back in the same order, so the result is the serial one). A ``cache``
+    (:class:`~ragspine_lite.bundle.build_cache.ParseCache`) gives the documents whose bytes it
+    has seen and keeps the others' parse. Raises
+    ``ValueError`` when nothing is found or two files claim the same ``doc_id``.
     """
     path_list = list(paths)
     skipped = [Path(p).resolve() for p in exclude]
-    files = [(f, r) for f, r in discover_documents(path_list) if not _inside(f, skipped)]
+    found = discover_documents(path_list)
+    inner = {r: [s for s in skipped if _inside(s, [r.resolve()])] for r in {r for _, r in found}}
+    files = [(f, r) for f, r in found if not (inner[r] and _inside(f, inner[r]))]
     if not files:
         shown = ", ".join(repr(str(p)) for p in path_list)
         raise ValueError(f"no documents found in {shown}")
     docs: list[SourceDocument] = []
     seen: dict[str, str] = {}
-    for i, (path, root) in enumerate(files, 1):
-        body, meta = load_document(path, root=root, **defaults)
+    for i, ((path, root), (body, meta, sections)) in enumerate(
+        _cached_or_parsed(files, defaults, jobs, cache), 1
+    ):
         if meta.doc_id in seen:
             raise ValueError(
                 f"doc_id {meta.doc_id!r} is used by both {seen[meta.doc_id]!r} and {str(path)!r}"
             )
         seen[meta.doc_id] = str(path)
-        rel = Path(os.path.relpath(path, root)).as_posix()
-        docs.append(SourceDocument(str(path), body, meta, load_sections(path), rel_path=rel))
+        rel = _relative(path, root)
+        docs.append(SourceDocument(str(path), body, meta, sections, rel_path=rel))
         if progress is not None:
             progress(i, len(files), str(path))
     strip_title_suffix(docs)
     return docs
+
+
+def _relative(path: Path, root: Path) -> str:
+    """``path`` relative to ``root``, ``/``-separated (found under it: no file system calls)."""
+    try:
+        return path.relative_to(root).as_posix()
+    except ValueError:
+        return Path(os.path.relpath(path, root)).as_posix()
+
+
+#: Files a worker parses per task, and the fewest files worth starting processes for.
+PARSE_CHUNK = 64
+MIN_PARALLEL_FILES = 256
+
+
+def default_jobs() -> int:
+    """Processes a build parses with: the CPUs (at most 8), 1 where there are no processes."""
+    if sys.platform == "emscripten":
+        return 1
+    return max(1, min(8, os.cpu_count() or 1))
+
+
+def _parse_one(task: tuple[Path, Path, dict[str, str]]) -> tuple[str, DocumentMeta, list[Section]]:
+    path, root, defaults = task
+    return load_document_sections(path, root=root, **defaults)
+
+
+def _cached_or_parsed(
+    files: Sequence[tuple[Path, Path]], defaults: dict[str, str], jobs: int, cache: Any | None
+) -> Iterator[tuple[tuple[Path, Path], tuple[str, DocumentMeta, list[Section]]]]:
+    """``(file, parse)`` in order: from ``cache`` when it has the file's bytes, else parsed."""
+    if cache is None:
+        yield from zip(files, _parsed(files, defaults, jobs), strict=True)
+        return
+    keys = [cache.key(path, _relative(path, root)) for path, root in files]
+    hits = [cache.get(key) for key in keys]
+    fresh = _parsed([f for f, hit in zip(files, hits, strict=True) if hit is None],
+                    defaults, jobs)
+    try:
+        for file, key, hit in zip(files, keys, hits, strict=True):
+            if hit is None:
+                hit = next(fresh)
+                cache.put(key, hit)
+            yield file, hit
+    finally:
+        fresh.close()
+
+
+def _parsed(
+    files: Sequence[tuple[Path, Path]], defaults: dict[str, str], jobs: int
+) -> Iterator[tuple[str, DocumentMeta, list[Section]]]:
+    """Every file's ``(body, meta, sections)``, in order; in ``jobs`` processes when it pays."""
+    tasks = [(path, root, defaults) for path, root in files]
+    if jobs <= 1 or len(tasks) < MIN_PARALLEL_FILES:
+        yield from map(_parse_one, tasks)
+        return
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        yield from pool.map(_parse_one, tasks, chunksize=PARSE_CHUNK)
 
 
 # What separates a page's title from the site's name in generated ``<title>``s.
@@ -278,6 +348,7 @@ def export_store(
     embedding_backend: Any | None = None,
     embedding_batch_size: int | None = None,
     index_text_fn: Any | None = None,
+    lexical_index: bool = True,
 ) -> ExportReport:
     """Write the non-RESTRICTED ``docs`` into a new chunk store at ``db_path``.
 
@@ -310,44 +381,50 @@ def export_store(
     store = ChunkStore(target)
     try:
         store.init_schema()
-        index = NarrativeIndex(
+        _ingest(store, exported, report, progress, (chunker, max_chars, overlap_chars))
+        index = NarrativeIndex(  # attached after the writes: its BM25 index is built once
             store, max_chars=max_chars, overlap_chars=overlap_chars, chunker=chunker,
             index_text_fn=index_text_fn,
         )
-        for i, doc in enumerate(exported, 1):
-            n = index.ingest(doc.body, doc.meta)
-            report.chunks += n
-            if n:
-                report.documents += 1
-                language = doc.meta.language or ""
-                report.languages[language] = report.languages.get(language, 0) + 1
-            else:
-                report.empty_documents += 1
-            if progress is not None:
-                progress(i, len(exported), doc.path)
-        facets = {
-            name: sorted(
-                r["v"]
-                for r in store.execute_read(
-                    f"SELECT DISTINCT {name} AS v FROM narrative_chunk WHERE active = 1"
-                )
-                if r["v"]
-            )
-            for name in FACET_FIELDS
-        }
-        leaked = store.execute_read(
-            f"SELECT COUNT(*) AS n FROM narrative_chunk WHERE {SQL_IS_RESTRICTED}(sensitivity)"
-        )
-        if int(leaked[0]["n"]):
-            raise RestrictedLeakError(
-                f"{leaked[0]['n']} RESTRICTED chunk(s) reached the exported store {str(target)!r}"
-            )
+        if lexical_index:
+            store.sync_indexers()
+        facets = _facets_of(store, target)
         if embedding_backend is not None:
             _write_vectors(
                 store, index, embedding_backend, target, report, progress, embedding_batch_size
             )
     finally:
         store.close()
+    _write_facts(target, exported, report, facets, index_text_fn)
+    return report
+
+
+def _facets_of(store: ChunkStore, target: Path) -> dict[str, list[str]]:
+    """The distinct values of every facet field, refusing a store with a RESTRICTED chunk."""
+    leaked = store.execute_read(
+        f"SELECT COUNT(*) AS n FROM narrative_chunk WHERE {SQL_IS_RESTRICTED}(sensitivity)"
+    )
+    if int(leaked[0]["n"]):
+        raise RestrictedLeakError(
+            f"{leaked[0]['n']} RESTRICTED chunk(s) reached the exported store {str(target)!r}"
+        )
+    return {
+        name: sorted(
+            r["v"]
+            for r in store.execute_read(
+                f"SELECT DISTINCT {name} AS v FROM narrative_chunk WHERE active = 1"
+            )
+            if r["v"]
+        )
+        for name in FACET_FIELDS
+    }
+
+
+def _write_facts(
+    target: Path, exported: Sequence[SourceDocument], report: ExportReport,
+    facets: dict[str, list[str]], index_text_fn: Any | None,
+) -> None:
+    """The section, page and bundle-meta tables of the exported store (one transaction)."""
     conn = sqlite3.connect(target, isolation_level=None)
     try:
         conn.execute("BEGIN")
@@ -376,7 +453,39 @@ def export_store(
         conn.execute("COMMIT")
     finally:
         conn.close()
-    return report
+
+
+#: Documents written per chunk-store transaction (one sync to disk each).
+INGEST_BATCH = 1000
+
+
+def _ingest(
+    store: ChunkStore,
+    exported: Sequence[SourceDocument],
+    report: ExportReport,
+    progress: Progress | None,
+    chunking: tuple[Any, int, int],
+) -> None:
+    """Chunk every document as ``NarrativeIndex.ingest`` does (``chunking``: the chunker or
+    ``None``, max and overlap chars) and write them in batched transactions."""
+    chunker, max_chars, overlap_chars = chunking
+    chunk = chunker.chunk if chunker is not None else chunk_document
+    batch: list[tuple[str, list[Any]]] = []
+    for i, doc in enumerate(exported, 1):
+        chunks = chunk(doc.body, doc.meta, max_chars=max_chars, overlap_chars=overlap_chars)
+        batch.append((doc.meta.doc_id, chunks))
+        report.chunks += len(chunks)
+        if chunks:
+            report.documents += 1
+            language = doc.meta.language or ""
+            report.languages[language] = report.languages.get(language, 0) + 1
+        else:
+            report.empty_documents += 1
+        if len(batch) >= INGEST_BATCH or i == len(exported):
+            store.replace_docs(batch)
+            batch = []
+        if progress is not None:
+            progress(i, len(exported), doc.path)
 
 
 def _prefixed(progress: Progress | None, phase: str) -> Progress | None:

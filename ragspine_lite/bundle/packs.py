@@ -56,7 +56,7 @@ def pack(meta: Mapping[str, Any], arrays: Mapping[str, array] | None = None) -> 
             values = array(values.typecode, values)
             values.byteswap()
         parts.append(values.tobytes())
-    return zlib.compress(b"".join(parts), 9)
+    return zlib.compress(b"".join(parts), 6)
 
 
 def unpack(data: bytes, where: str = "pack") -> tuple[dict[str, Any], dict[str, array]]:

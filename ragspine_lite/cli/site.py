@@ -92,6 +92,10 @@ def _add_build_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--language", default="", help="language of documents without one, and "
                    "of the site's pages and search UI (default: detected from the documents)")
     p.add_argument("--force", action="store_true", help="replace a non-bundle --out folder")
+    p.add_argument("--jobs", type=int, metavar="N", help="processes that parse the documents "
+                   "(default: the CPUs, at most 8; the site is the same for any N)")
+    p.add_argument("--clean", action="store_true", help="a full build: forget what the last "
+                   "build parsed (kept beside --out in .OUT.cache/)")
     p.add_argument("--quiet", action="store_true", help="no progress output")
 
 
@@ -145,6 +149,8 @@ def _cmd_build(args: argparse.Namespace) -> int:
         force=args.force,
         contextual=args.contextual,
         keep_store=args.keep_store,
+        jobs=args.jobs,
+        clean=args.clean,
         progress=None if quiet else ProgressBar("build"),
         log=log,
         warn=lambda message: print(f"build: warning: {message}", file=sys.stderr, flush=True),

@@ -1,9 +1,10 @@
 """End to end: a tab opened before the site is rebuilt keeps searching, in Chromium.
 
-The rebuild renames every content-named index file, so the tab's first uncached search meets
-a 404: the worker re-reads the manifest, takes the new index in place (the visitor's own
-documents stay) and runs the search again. When the new site needs another runtime, the page
-says the site was updated and asks for a reload instead of failing with a 404.
+The rebuild renames the content-named index files the new document reaches (its term shards,
+its fragment, the header), so the tab's first search needing one of them meets a 404: the
+worker re-reads the manifest, takes the new index in place (the visitor's own documents stay)
+and runs the search again. When the new site needs another runtime, the page says the site was
+updated and asks for a reload instead of failing with a 404.
 """
 
 from __future__ import annotations

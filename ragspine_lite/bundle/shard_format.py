@@ -1,0 +1,115 @@
+"""Bundle format 4, what its writer and its readers share: the file-size targets, the chunk
+fields a fragment keeps, the export's facts, page and section tables as read back."""
+
+from __future__ import annotations
+
+import json
+from array import array
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import fields
+from typing import Any
+
+from ragspine_lite.bundle.manifest import (
+    PAGE_TABLE,
+    SECTION_TABLE,
+    BundleFormatError,
+    check_format_version,
+)
+from ragspine_lite.chunking.chunk_store import ChunkStore, ChunkStoreError, StoredChunk
+
+__all__ = [
+    "CHUNK_FIELDS",
+    "FILTER_FIELDS",
+    "FRAGMENT_BYTES",
+    "MAX_FILES",
+    "TERM_SHARD_BYTES",
+    "bundle_facts",
+    "index_text_fn_of",
+    "page_urls",
+    "section_rows",
+    "smallest_unsigned",
+]
+
+#: Raw (uncompressed) bytes aimed at per postings shard and per text fragment; a corpus too
+#: big for :data:`MAX_FILES` files of that size gets bigger ones.
+TERM_SHARD_BYTES = 32 * 1024
+FRAGMENT_BYTES = 12 * 1024
+#: Most files of one kind (postings shards, fragments) a bundle gets: static hosts cap counts.
+MAX_FILES = 4000
+
+#: The StoredChunk fields a fragment keeps (``active`` is always true in a bundle).
+CHUNK_FIELDS = tuple(f.name for f in fields(StoredChunk) if f.name != "active")
+#: What a metadata filter may test (the bundle's filter fields).
+FILTER_FIELDS = ("doc_id", "title", "topic", "entity", "geography", "period", "language")
+
+
+def _smallest_unsigned(values: Sequence[int]) -> array:
+    largest = max(values, default=0)
+    code = "B" if largest < 1 << 8 else "H" if largest < 1 << 16 else "I"
+    return array(code, values)
+
+
+
+def smallest_unsigned(values: Sequence[int]) -> array:
+    """``values`` in the narrowest unsigned array type that holds them."""
+    largest = max(values, default=0)
+    code = "B" if largest < 1 << 8 else "H" if largest < 1 << 16 else "I"
+    return array(code, values)
+
+
+def bundle_facts(rows: Iterable[tuple[str, str]], where: str) -> dict[str, Any]:
+    """The export facts (``key → JSON value``) with a checked ``format_version``."""
+    facts: dict[str, Any] = {}
+    for key, value in rows:
+        try:
+            facts[key] = json.loads(value)
+        except ValueError:
+            facts[key] = value
+    try:
+        facts["format_version"] = check_format_version(facts.get("format_version"))
+    except BundleFormatError as exc:
+        raise BundleFormatError(f"{where}: {exc}") from None
+    return facts
+
+
+def index_text_fn_of(facts: Mapping[str, Any], where: str) -> Any:
+    """The index text a bundle was exported with (its ``index_text`` fact; none if absent).
+
+    A contextual bundle is searched with the same header; a setting this runtime cannot
+    reproduce is refused.
+    """
+    from ragspine_lite.contextual import make_index_text_fn
+
+    setting = str(facts.get("index_text") or "none")
+    if setting not in ("none", "contextual"):
+        raise BundleFormatError(
+            f"{where!r} was indexed with index text {setting!r}, which this runtime cannot "
+            "reproduce: rebuild the bundle with or without --contextual"
+        )
+    return make_index_text_fn(setting)
+
+
+def page_urls(store: ChunkStore) -> dict[str, str]:
+    """``doc_id → url`` of an exported bundle (empty for a bundle built without URLs)."""
+    try:
+        rows = store.execute_read(f"SELECT doc_id, url FROM {PAGE_TABLE}")
+    except ChunkStoreError:
+        return {}
+    return {r["doc_id"]: r["url"] for r in rows}
+
+
+def section_rows(store: ChunkStore) -> dict[str, list[tuple[int, int, str, str, int]]]:
+    """``doc_id → [(para_start, para_end, heading, anchor, level)]`` of an exported bundle."""
+    try:
+        rows = store.execute_read(
+            f"SELECT doc_id, para_start, para_end, level, heading, anchor FROM {SECTION_TABLE} "
+            "ORDER BY doc_id, para_start"
+        )
+    except ChunkStoreError:
+        return {}
+    out: dict[str, list[tuple[int, int, str, str, int]]] = {}
+    for r in rows:
+        out.setdefault(r["doc_id"], []).append(
+            (int(r["para_start"]), int(r["para_end"]), r["heading"], r["anchor"], int(r["level"]))
+        )
+    return out
