@@ -18,7 +18,7 @@ import json
 import os
 import sqlite3
 import sys
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -237,7 +237,7 @@ def _cached_or_parsed(
 
 def _parsed(
     files: Sequence[tuple[Path, Path]], defaults: dict[str, str], jobs: int
-) -> Iterator[tuple[str, DocumentMeta, list[Section]]]:
+) -> Generator[tuple[str, DocumentMeta, list[Section]], None, None]:
     """Every file's ``(body, meta, sections)``, in order; in ``jobs`` processes when it pays."""
     tasks = [(path, root, defaults) for path, root in files]
     if jobs <= 1 or len(tasks) < MIN_PARALLEL_FILES:

@@ -117,5 +117,6 @@ class SemanticChunker(_ParagraphChunker):
         self, paragraphs: list[str], meta: DocumentMeta, max_chars: int, overlap_chars: int
     ) -> list[Chunk]:
         """Chunk each semantic segment separately; numbering stays document-global."""
-        spans = [(first, last, {}) for first, last in self._segments(paragraphs)]
+        spans: list[tuple[int, int, dict[str, str]]] = [
+            (first, last, {}) for first, last in self._segments(paragraphs)]
         return _pack_spans(paragraphs, meta, spans, max_chars, overlap_chars)

@@ -133,7 +133,7 @@ def _rerank(
     return _best(scored, k)
 
 
-def _best(scored: list[tuple[float, str, Mapping[str, str]]], k: int) -> list[VectorHit]:
+def _best(scored: Sequence[tuple[float, str, Mapping[str, str]]], k: int) -> list[VectorHit]:
     """The ``k`` best ``(score, id, metadata)`` as hits, ordered by ``(-score, id)``."""
     best = heapq.nsmallest(k, scored, key=lambda t: (-t[0], t[1]))
     return [VectorHit(id=rid, score=score, metadata=dict(md)) for score, rid, md in best]
