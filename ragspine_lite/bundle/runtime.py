@@ -275,10 +275,9 @@ class BundleSearcher:
         return cls(embedding_backend=embedding_backend, bundle=bundle, scanner=scanner)
 
     def vector_shards(self) -> dict[str, Any]:
-        """What a scanner outside Python needs: ``{"dim", "scale", "shards": [[start, count,
-        path], …], "missing", "rows"}``, or for coarse lists the header entry's ``centroids``,
-        ``probe``, ``candidates``, ``lists`` and ``assign`` instead of ``shards`` (``{}``: no
-        vectors)."""
+        """What a scanner outside Python needs: ``{"dim", "scale", "shards", "missing", "rows"}``
+        (shards: ``[[start, count, path], …]``), or for coarse lists the header entry's
+        ``centroids``, ``probe``, ``candidates``, ``lists``, ``assign`` (``{}``: no vectors)."""
         vectors = self.sharded.vectors if self.sharded is not None else None
         if not vectors:
             return {}
