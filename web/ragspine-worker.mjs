@@ -425,9 +425,13 @@ function bundleFiles(manifest, bundleURL, cache) {
       },
     },
     // Bytes of `path`: the Cache API's copy when it has this sha256, else the network's (checked);
-    // `counted: false` leaves it out of the loads a search reports (the header).
-    async fetch(path, { counted = true } = {}) {
-      const note = counted ? record : () => {};
+    // `counted: false` leaves it out of the loads a search reports (the header); `source(from)`
+    // hears where the bytes came from ("cache" or "network").
+    async fetch(path, { counted = true, source = null } = {}) {
+      const note = (p, bytes, from) => {
+        if (counted) record(p, bytes, from);
+        if (source) source(from);
+      };
       const sha = expectedSha(manifest, path);
       const url = bundleURL + path;
       if (cache) {
@@ -1047,9 +1051,10 @@ async function prepare(bundle, options) {
   const { cache, reason } = await openRuntimeCache(bundleURL, options.cache !== false);
   if (!cache) log(options.cache === false ? "info" : "warn", `runtime files come from the network: ${reason}`);
   const files = bundleFiles(manifest, bundleURL, cache);
-  const header = files.fetch(manifest.entry.index, { counted: false });
+  const origin = { header: null }; // where the header came from, for the runtime cache's report
+  const header = files.fetch(manifest.entry.index, { counted: false, source: (from) => { origin.header = from; } });
   header.catch(() => {});
-  return { t0, timings, mark, bundleURL, manifest, cache, files, header };
+  return { t0, timings, mark, bundleURL, manifest, cache, files, header, origin };
 }
 
 async function boot(prepared, options = {}) {
@@ -1066,6 +1071,12 @@ async function boot(prepared, options = {}) {
   tracker = trackBytes(manifest, bundleURL, downloads);
   tracker.credit(bundleURL + entry.index, manifest.files[entry.index].bytes); // read by prepare()
   const cached = cacheRuntimeFiles(cache, manifest, bundleURL, downloads);
+  // prepare() read the header before the cache hook was in place: report it the same way.
+  if (cache) {
+    prepared.header.then(() => {
+      cached.stats[prepared.origin.header === "cache" ? "cached" : "fetched"].push(entry.index);
+    }, () => {});
+  }
   try {
     return await bootPython(manifest, bundleURL, cached, { ...options, ...prepared, withModel, runtimeCache: cache });
   } finally {
