@@ -10,6 +10,7 @@ from array import array
 from bisect import bisect_left
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
 from heapq import nlargest
 from itertools import compress
 from operator import itemgetter
@@ -39,6 +40,7 @@ if array(UINT).itemsize != 4:  # pragma: no cover - every CPython/Pyodide target
     raise ImportError("ragspine_lite.lexical needs a 4-byte array('I')")
 
 
+@dataclass(slots=True, eq=False)
 class Postings:
     """One term's postings: ascending docnos and their tfs, the live df, and score bounds.
 
@@ -48,19 +50,13 @@ class Postings:
     else ``None`` (computed per query).
     """
 
-    __slots__ = ("df", "docs", "idf", "max_tf", "min_len", "tf_by_doc", "tfs")
-
-    def __init__(
-        self, docs: array, tfs: array, df: int, max_tf: int, min_len: int,
-        idf: float | None = None,
-    ) -> None:
-        self.idf = idf
-        self.docs = docs
-        self.tfs = tfs
-        self.df = df
-        self.max_tf = max_tf
-        self.min_len = min_len
-        self.tf_by_doc: dict[int, int] | None = None  # built for random access, see _lookup
+    docs: array
+    tfs: array
+    df: int
+    max_tf: int
+    min_len: int
+    idf: float | None = None
+    tf_by_doc: dict[int, int] | None = field(default=None, init=False)  # see _lookup
 
 
 class CandidateSet:
