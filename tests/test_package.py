@@ -52,6 +52,7 @@ PUBLIC_MODULES = [
     "ragspine_lite.common.observability",
     "ragspine_lite.common.sensitivity",
     "ragspine_lite.common.sqlite",
+    "ragspine_lite.common.vectors",
     "ragspine_lite.common.company_profile",
     "ragspine_lite.common.security_gate",
     "ragspine_lite.storage.fact_store",

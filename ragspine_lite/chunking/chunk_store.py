@@ -253,13 +253,9 @@ class ChunkStore(SqliteFile):
             return
         try:
             conn.execute("BEGIN")
-        except sqlite3.Error as exc:
-            raise ChunkStoreError(f"read failed on {self.db_path!r}: {exc}") from exc
-        try:
             yield conn
         except sqlite3.Error as exc:
-            hint = " (call init_schema() first)" if "no such table" in str(exc) else ""
-            raise ChunkStoreError(f"read failed on {self.db_path!r}: {exc}{hint}") from exc
+            raise self._read_error("read", exc) from exc
         finally:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
@@ -269,8 +265,12 @@ class ChunkStore(SqliteFile):
         try:
             return conn.execute(sql, tuple(params)).fetchall()
         except sqlite3.Error as exc:
-            hint = " (call init_schema() first)" if "no such table" in str(exc) else ""
-            raise ChunkStoreError(f"{action} failed on {self.db_path!r}: {exc}{hint}") from exc
+            raise self._read_error(action, exc) from exc
+
+    def _read_error(self, action: str, exc: sqlite3.Error) -> ChunkStoreError:
+        """``action`` failed on this file (a hint when the schema is missing)."""
+        hint = " (call init_schema() first)" if "no such table" in str(exc) else ""
+        return ChunkStoreError(f"{action} failed on {self.db_path!r}: {exc}{hint}")
 
     # -- schema ------------------------------------------------------------------------------
 

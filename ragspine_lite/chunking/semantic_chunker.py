@@ -23,6 +23,7 @@ from ragspine_lite.chunking.chunking import (
     _ParagraphChunker,
 )
 from ragspine_lite.common.sensitivity import is_restricted, sends_text_off_host
+from ragspine_lite.common.vectors import plain_cosine
 
 __all__ = ["DEFAULT_BREAKPOINT_PERCENTILE", "SemanticChunker"]
 
@@ -30,15 +31,6 @@ DEFAULT_BREAKPOINT_PERCENTILE = 90.0
 
 # Rounding noise of 1 - cos(v, v) for unit vectors; anything this small counts as no distance.
 _ZERO_DISTANCE = 1e-12
-
-
-def _cosine(a: list[float], b: list[float]) -> float:
-    """Plain-sum cosine; a zero vector gives 0.0."""
-    norm_a = math.sqrt(sum(x * x for x in a))
-    norm_b = math.sqrt(sum(y * y for y in b))
-    if norm_a == 0.0 or norm_b == 0.0:
-        return 0.0
-    return sum(x * y for x, y in zip(a, b, strict=False)) / (norm_a * norm_b)
 
 
 def _percentile(values: list[float], percentile: float) -> float:
@@ -94,7 +86,7 @@ class SemanticChunker(_ParagraphChunker):
             )
         distances = []
         for left, right in itertools.pairwise(vectors):
-            distance = 1.0 - _cosine(list(left), list(right))
+            distance = 1.0 - plain_cosine(list(left), list(right))
             distances.append(0.0 if abs(distance) < _ZERO_DISTANCE else distance)
         if not distances:
             return [(1, len(paragraphs))]

@@ -10,10 +10,11 @@ from array import array
 from bisect import bisect_left
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
 from heapq import nlargest
 from itertools import compress
 from operator import itemgetter
-from typing import Any
+from typing import Any, NamedTuple
 
 from ragspine_lite.lexical.scoring import DEFAULT_BM25_B, DEFAULT_BM25_K1, bm25_idf
 from ragspine_lite.text.words import tokenize
@@ -39,6 +40,7 @@ if array(UINT).itemsize != 4:  # pragma: no cover - every CPython/Pyodide target
     raise ImportError("ragspine_lite.lexical needs a 4-byte array('I')")
 
 
+@dataclass(slots=True, eq=False)
 class Postings:
     """One term's postings: ascending docnos and their tfs, the live df, and score bounds.
 
@@ -48,19 +50,13 @@ class Postings:
     else ``None`` (computed per query).
     """
 
-    __slots__ = ("df", "docs", "idf", "max_tf", "min_len", "tf_by_doc", "tfs")
-
-    def __init__(
-        self, docs: array, tfs: array, df: int, max_tf: int, min_len: int,
-        idf: float | None = None,
-    ) -> None:
-        self.idf = idf
-        self.docs = docs
-        self.tfs = tfs
-        self.df = df
-        self.max_tf = max_tf
-        self.min_len = min_len
-        self.tf_by_doc: dict[int, int] | None = None  # built for random access, see _lookup
+    docs: array
+    tfs: array
+    df: int
+    max_tf: int
+    min_len: int
+    idf: float | None = None
+    tf_by_doc: dict[int, int] | None = field(default=None, init=False)  # see _lookup
 
 
 class CandidateSet:
@@ -99,6 +95,18 @@ class _Term:
         self.wq = wq
         self.postings = postings
         self.ub = 0.0
+
+
+class _Query(NamedTuple):
+    """A query ready to score: its terms, the BM25 parameters and statistics, and which
+    documents may score (``cand``, ``None``: every live one; ``mask``: the live ones)."""
+
+    terms: list[_Term]
+    k1: float
+    b: float
+    avgdl: float
+    cand: CandidateSet | None
+    mask: bytearray | None
 
 
 class BM25Index:
@@ -263,10 +271,8 @@ class BM25Index:
         prunable = (
             limit is not None and math.isfinite(k1) and k1 >= 0.0 and 0.0 <= b <= 1.0
         )
-        if prunable and limit is not None:
-            scored = self._top(terms, k1, b, avgdl, cand, mask, limit)
-        else:
-            scored = self._all(terms, k1, b, avgdl, cand, mask)
+        query = _Query(terms, k1, b, avgdl, cand, mask)
+        scored = self._top(query, limit) if prunable and limit is not None else self._all(query)
         ids = self._chunk_ids([d for d, _ in scored])
         hits = [(d, ids[d], s) for d, s in scored]
         hits.sort(key=lambda h: (-h[2], h[1]))
@@ -372,16 +378,9 @@ class BM25Index:
         """Changes whenever document lengths do (cache key for :meth:`_norms`)."""
         return None
 
-    def _all(
-        self,
-        terms: list[_Term],
-        k1: float,
-        b: float,
-        avgdl: float,
-        cand: CandidateSet | None,
-        mask: bytearray | None,
-    ) -> list[tuple[int, float]]:
+    def _all(self, query: _Query) -> list[tuple[int, float]]:
         """Every hit, scored term by term in query order: the reference's exact sums."""
+        terms, k1, b, avgdl, cand, mask = query
         lengths = self._lengths()
         kd = self._norms(k1, b, avgdl, cand)
         k1p = k1 + 1.0
@@ -399,16 +398,7 @@ class BM25Index:
                     acc[d] = get(d, 0.0) + wq * f * k1p / (f + k1 * (omb + b * lengths[d] / avgdl))
         return [(d, s) for d, s in acc.items() if s > 0]
 
-    def _top(
-        self,
-        terms: list[_Term],
-        k1: float,
-        b: float,
-        avgdl: float,
-        cand: CandidateSet | None,
-        mask: bytearray | None,
-        limit: int,
-    ) -> list[tuple[int, float]]:
+    def _top(self, query: _Query, limit: int) -> list[tuple[int, float]]:
         """Candidates for the top ``limit`` (ties at the cut included), with exact scores.
 
         ``theta`` is a lower bound of the limit-th final score: seeded by completing a few
@@ -420,12 +410,12 @@ class BM25Index:
         after each term. The survivors are rescored exactly, in query order; partial sums
         (added in another order) only ever steer pruning, always with slack.
         """
-        top = _TopQuery(self, terms, k1, b, avgdl, cand, mask, limit)
+        top = _TopQuery(self, query, limit)
         top.seed()
         i = top.scan()
         complete = list(top.finish(i))
         # Exact scores: the reference's expression and order, for the few that can make it.
-        scored = self._exact(terms, complete, k1, b, avgdl)
+        scored = self._exact(query.terms, complete, query.k1, query.b, query.avgdl)
         if len(scored) > limit:
             # Keep every document tied with the limit-th score: chunk ids break those ties.
             kth = nlargest(limit, map(itemgetter(1), scored))[-1]
@@ -438,17 +428,8 @@ class _TopQuery:
     bound, the bounds of what is left, length normalisers) and its state (partial sums
     ``acc``, the threshold ``theta``)."""
 
-    def __init__(
-        self,
-        index: BM25Index,
-        terms: list[_Term],
-        k1: float,
-        b: float,
-        avgdl: float,
-        cand: CandidateSet | None,
-        mask: bytearray | None,
-        limit: int,
-    ) -> None:
+    def __init__(self, index: BM25Index, query: _Query, limit: int) -> None:
+        terms, k1, b, avgdl, cand, mask = query
         self.index, self.cand, self.mask, self.limit = index, cand, mask, limit
         self.lengths = index._lengths()
         self.kd = index._norms(k1, b, avgdl, cand)

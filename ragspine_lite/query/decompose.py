@@ -218,8 +218,17 @@ ADAPTIVE_MODES.register("heuristic", lambda provider, glossary: HeuristicComplex
 ADAPTIVE_MODES.register("llm", lambda provider, glossary: LLMComplexityClassifier(provider))
 
 
-def _needs_provider(what: str, key: str) -> None:
-    _LOGGER.warning("%s %s needs an LLM provider and none is configured; off", what, key)
+def _provided_key(
+    registry: Registry, spec: str | None, provider: LLMProvider | None
+) -> str | None:
+    """``registry``'s key for ``spec``; ``None`` when off, or (logged) when no provider."""
+    key = registry.resolve(spec)
+    if key is not None and provider is None:
+        _LOGGER.warning(
+            "%s %s needs an LLM provider and none is configured; off", registry.label, key
+        )
+        return None
+    return key
 
 
 def make_decomposer(
@@ -227,11 +236,8 @@ def make_decomposer(
 ) -> LLMQueryDecomposer | None:
     """``RAGSPINE_QUERY_DECOMPOSE`` when ``spec`` is None: ``none`` → ``None``; ``llm`` →
     :class:`LLMQueryDecomposer` (``None`` without a provider); else ``ValueError``."""
-    key = DECOMPOSERS.resolve(spec)
+    key = _provided_key(DECOMPOSERS, spec, provider)
     if key is None:
-        return None
-    if provider is None:
-        _needs_provider("query decomposition", key)
         return None
     decomposer: LLMQueryDecomposer = DECOMPOSERS.make(key, provider=provider)
     return decomposer
@@ -246,11 +252,8 @@ def make_adaptive_decomposer(
     """``RAGSPINE_ADAPTIVE`` when ``spec`` is None: ``none`` → ``None``; ``heuristic`` /
     ``llm`` → an :class:`AdaptiveDecomposer` with that classifier in front of an
     :class:`LLMQueryDecomposer` (``None`` without a provider: decomposing needs the LLM)."""
-    key = ADAPTIVE_MODES.resolve(spec)
-    if key is None:
-        return None
-    if provider is None:
-        _needs_provider("adaptive mode", key)
+    key = _provided_key(ADAPTIVE_MODES, spec, provider)
+    if key is None or provider is None:
         return None
     classifier: ComplexityClassifier = ADAPTIVE_MODES.make(
         key, provider=provider, glossary=glossary

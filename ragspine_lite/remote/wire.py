@@ -37,7 +37,7 @@ from __future__ import annotations
 import base64
 import binascii
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from ragspine_lite.common.registry import normalize_spec
@@ -310,14 +310,24 @@ def _read_label(entry: Mapping[str, Any], where: str) -> str:
     return label
 
 
+def _labelled(
+    entries: list[Any], key: str, fields: tuple[str, ...] = ()
+) -> Iterator[tuple[str, dict[str, Any], str]]:
+    """``(where, entry, label)`` of each entry, checked in turn: an object (``fields`` named in
+    the error) with a known label; RESTRICTED → ``RestrictedItemError``."""
+    shape = f" {{{', '.join(map(repr, fields))}}}" if fields else ""
+    for i, entry in enumerate(entries):
+        where = f"{key}[{i}]"
+        if not isinstance(entry, dict):
+            raise WireError(f"{where} must be an object{shape}")
+        yield where, entry, _read_label(entry, where)
+
+
 def read_items(payload: Mapping[str, Any], key: str, *, max_items: int) -> list[str]:
     """The texts of a list of labelled items; a RESTRICTED label → ``RestrictedItemError``."""
     texts: list[str] = []
-    for i, entry in enumerate(_read_list(payload, key, max_items)):
-        where = f"{key}[{i}]"
-        if not isinstance(entry, dict):
-            raise WireError(f"{where} must be an object {{'text', 'sensitivity'}}")
-        _read_label(entry, where)
+    entries = _read_list(payload, key, max_items)
+    for where, entry, _ in _labelled(entries, key, ("text", "sensitivity")):
         text = entry.get("text")
         if not isinstance(text, str):
             raise WireError(f"{where}.text must be a string")
@@ -331,11 +341,7 @@ def read_messages(payload: Mapping[str, Any], key: str = "messages") -> list[dic
     if not entries:
         raise WireError(f"field {key!r} must hold at least one message")
     messages = []
-    for i, entry in enumerate(entries):
-        where = f"{key}[{i}]"
-        if not isinstance(entry, dict):
-            raise WireError(f"{where} must be an object {{'role', 'content', 'sensitivity'}}")
-        _read_label(entry, where)
+    for where, entry, _ in _labelled(entries, key, ("role", "content", "sensitivity")):
         role, content = entry.get("role"), entry.get("content")
         if role not in CHAT_ROLES:
             raise WireError(f"{where}.role must be one of {', '.join(CHAT_ROLES)}, got {role!r}")
@@ -347,24 +353,17 @@ def read_messages(payload: Mapping[str, Any], key: str = "messages") -> list[dic
 
 def read_images(payload: Mapping[str, Any], key: str, *, max_items: int) -> list[bytes]:
     """Labelled images ``{"image_b64", "sensitivity"}`` → bytes; RESTRICTED refused."""
-    images: list[bytes] = []
-    for i, entry in enumerate(_read_list(payload, key, max_items)):
-        where = f"{key}[{i}]"
-        if not isinstance(entry, dict):
-            raise WireError(f"{where} must be an object {{'image_b64', 'sensitivity'}}")
-        _read_label(entry, where)
-        images.append(decode_image(entry.get("image_b64"), f"{where}.image_b64"))
-    return images
+    entries = _read_list(payload, key, max_items)
+    return [
+        decode_image(entry.get("image_b64"), f"{where}.image_b64")
+        for where, entry, _ in _labelled(entries, key, ("image_b64", "sensitivity"))
+    ]
 
 
 def read_pages(payload: Mapping[str, Any], key: str, *, max_items: int) -> list[dict[str, Any]]:
     """Visual pages to register; any RESTRICTED page refuses the whole request."""
     pages: list[dict[str, Any]] = []
-    for i, entry in enumerate(_read_list(payload, key, max_items)):
-        where = f"{key}[{i}]"
-        if not isinstance(entry, dict):
-            raise WireError(f"{where} must be an object")
-        sens = _read_label(entry, where)
+    for where, entry, sens in _labelled(_read_list(payload, key, max_items), key):
         doc_id = read_str(entry, "doc_id")
         page_no = read_int(entry, "page_no", default=None, minimum=0, maximum=10**9)
         title = entry.get("title")

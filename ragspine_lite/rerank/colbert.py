@@ -12,9 +12,9 @@ directory.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
+from ragspine_lite.common.vectors import plain_cosine
 from ragspine_lite.rerank.models import LateInteractionModel, ModelReranker
 
 __all__ = [
@@ -31,14 +31,6 @@ DEFAULT_COLBERT_MODEL = "colbert-ir/colbertv2.0"
 DEFAULT_COLBERT_BATCH_SIZE = 32
 
 
-def _cosine(a: Sequence[float], b: Sequence[float]) -> float:
-    na = math.sqrt(sum(x * x for x in a))
-    nb = math.sqrt(sum(y * y for y in b))
-    if na == 0.0 or nb == 0.0:
-        return 0.0
-    return sum(x * y for x, y in zip(a, b, strict=True)) / (na * nb)
-
-
 def maxsim(
     query_vectors: Sequence[Sequence[float]], doc_vectors: Sequence[Sequence[float]]
 ) -> float:
@@ -51,7 +43,7 @@ def maxsim(
     """
     if not query_vectors or not doc_vectors:
         return 0.0
-    return sum(max(_cosine(q, d) for d in doc_vectors) for q in query_vectors)
+    return sum(max(plain_cosine(q, d) for d in doc_vectors) for q in query_vectors)
 
 
 class ColbertReranker(ModelReranker):
