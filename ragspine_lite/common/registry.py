@@ -9,7 +9,7 @@ from typing import Any
 
 from ragspine_lite.common.settings import env_value
 
-__all__ = ["Registry", "lazy_extra_import", "normalize_spec", "switch_spec"]
+__all__ = ["Registry", "lazy_extra_import", "normalize_spec"]
 
 
 def normalize_spec(spec: str, *, hyphens: bool = True, spaces: bool = True) -> str:
@@ -20,23 +20,6 @@ def normalize_spec(spec: str, *, hyphens: bool = True, spaces: bool = True) -> s
     if spaces:
         out = out.replace(" ", "_")
     return out
-
-
-def switch_spec(spec: str | None, env: str, on: tuple[str, ...], seam: str) -> bool:
-    """Whether an on/off seam is on: ``spec`` (``None`` → ``$env``, unset → off), normalised
-    (``-`` → ``_``); ``""``/``none`` → off, a name in ``on`` → on, else ``ValueError``.
-
-    >>> switch_spec("CRAG", "UNSET_VAR", ("crag", "on"), "corrective")
-    True
-    """
-    if spec is None:
-        spec = env_value(env, "none")
-    key = normalize_spec(spec, spaces=False)
-    if key in ("", "none"):
-        return False
-    if key in on:
-        return True
-    raise ValueError(f"unknown {seam} spec {spec!r}; valid names: none, {', '.join(on)}")
 
 
 class Registry:
