@@ -26,15 +26,17 @@ class Registry:
     """A named set of factories for one seam (``Registry("embedding_backends")``).
 
     Builtins are registered with :meth:`register`; entry points in the group
-    ``ragspine_lite.<seam>`` are discovered when asked, and builtins win. :meth:`build` is
-    what the ``make_*`` factories do with a spec (``None``: the seam's variable ``env``).
+    ``ragspine_lite.<seam>`` (or ``group``) are discovered when asked, and builtins win.
+    :meth:`build` is what the ``make_*`` factories do with a spec (``None``: the seam's
+    variable ``env``).
     """
 
     def __init__(
         self, seam: str, *, env: str | None = None, default: str = "none",
         off: tuple[str, ...] = ("", "none"), label: str | None = None, spaces: bool = True,
+        group: str | None = None,
     ) -> None:
-        self.seam = seam
+        self.seam, self.group = seam, group or f"ragspine_lite.{seam}"
         self.env, self.default, self.off, self.spaces = env, default, off, spaces
         self.label = label or seam.replace("_", " ").rstrip("s")
         self._factories: dict[str, Callable[..., Any]] = {}
@@ -46,7 +48,7 @@ class Registry:
 
     def _entry_points(self) -> dict[str, Any]:
         try:
-            eps = metadata.entry_points(group=f"ragspine_lite.{self.seam}")
+            eps = metadata.entry_points(group=self.group)
         except Exception:  # a broken distribution must not break the seam
             return {}
         return {normalize_spec(ep.name): ep for ep in eps}
@@ -81,7 +83,7 @@ class Registry:
             valid = [name for name in self.off if name] + self.names()
             raise ValueError(
                 f"unknown {self.label} {spec!r}; valid names: {', '.join(valid)} "
-                f"(plugins: entry points of the group 'ragspine_lite.{self.seam}')"
+                f"(plugins: entry points of the group '{self.group}')"
             )
         return key
 
