@@ -28,7 +28,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ragspine_lite.common.errors import RagspineError
-from ragspine_lite.common.registry import switch_spec
+from ragspine_lite.common.registry import Registry
 
 __all__ = [
     "CONTEXTUAL_ENV",
@@ -51,7 +51,6 @@ IndexTextFn = Callable[[Any], str]
 # (chunk attribute, header label): a fixed, controlled vocabulary.
 _HEADER_FIELDS = (("title", "文档"), ("entity", "实体"), ("period", "期间"), ("heading", "章节"))
 _SEPARATOR = " · "
-_ON = ("default", "deterministic", "on", "contextual")
 
 
 class IndexTextMismatch(RagspineError, ValueError):
@@ -74,11 +73,17 @@ def contextual_index_text(chunk: Any) -> str:
     return f"{header}\n{chunk.text}" if header else chunk.text
 
 
+INDEX_TEXT_FNS = Registry("index_text_fns", env=CONTEXTUAL_ENV, spaces=False, label="contextual")
+INDEX_TEXT_FNS.register("contextual", lambda: contextual_index_text,
+                        "default", "deterministic", "on")
+
+
 def make_index_text_fn(spec: str | None = None) -> IndexTextFn | None:
     """``None``/``none`` → ``None`` (index ``chunk.text``); ``default``/``deterministic``/``on``/
     ``contextual`` → :func:`contextual_index_text`. ``spec=None`` reads ``$RAGSPINE_CONTEXTUAL``.
     """
-    return contextual_index_text if switch_spec(spec, CONTEXTUAL_ENV, _ON, "contextual") else None
+    fn: IndexTextFn | None = INDEX_TEXT_FNS.build(spec)
+    return fn
 
 
 def index_text_setting(fn: IndexTextFn | None) -> str:

@@ -33,7 +33,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from ragspine_lite.common.groundedness import check_unit_interval, overlap_tokens
 from ragspine_lite.common.observability import emit_trace
-from ragspine_lite.common.registry import switch_spec
+from ragspine_lite.common.registry import Registry
 from ragspine_lite.common.sensitivity import RESTRICTED, is_restricted
 
 __all__ = [
@@ -57,8 +57,6 @@ DEFAULT_MIN_GRADE = 0.5
 DEFAULT_MAX_RETRIES = 2
 
 Snippet = dict[str, object]
-
-_ON = ("crag", "corrective", "on")
 
 
 @runtime_checkable
@@ -197,6 +195,10 @@ class CorrectiveRetriever:
         return bool(self.last_actions) and self.last_actions[-1].action == "refuse"
 
 
+CORRECTIVE = Registry("corrective_retrievers", env=CORRECTIVE_ENV, spaces=False, label="corrective")
+CORRECTIVE.register("crag", CorrectiveRetriever, "corrective", "on")
+
+
 def make_corrective_retriever(
     base: NarrativeRetriever,
     spec: str | None = None,
@@ -209,6 +211,5 @@ def make_corrective_retriever(
     ``none`` → ``base`` itself; ``crag``/``corrective``/``on`` → a
     :class:`CorrectiveRetriever` (``kwargs`` go to it); anything else → ``ValueError``.
     """
-    if switch_spec(spec, CORRECTIVE_ENV, _ON, "corrective"):
-        return CorrectiveRetriever(base, grader=grader, **kwargs)
-    return base
+    wrapped: NarrativeRetriever | None = CORRECTIVE.build(spec, base=base, grader=grader, **kwargs)
+    return base if wrapped is None else wrapped

@@ -37,7 +37,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from ragspine_lite.common.errors import ProviderError
 from ragspine_lite.common.llm import LLMProvider, completion_text
-from ragspine_lite.common.registry import Registry, switch_spec
+from ragspine_lite.common.registry import Registry
 from ragspine_lite.common.sensitivity import (
     RESTRICTED,
     SENSITIVITY_LABELS,
@@ -442,6 +442,10 @@ def make_raptor_summarizer(
     return summarizer
 
 
+RETRIEVERS = Registry("raptor_retrievers", env=RAPTOR_ENV, spaces=False, label="raptor")
+RETRIEVERS.register("raptor", RaptorRetriever, "on")
+
+
 def make_raptor_retriever(
     base: Any,
     spec: str | None = None,
@@ -452,8 +456,7 @@ def make_raptor_retriever(
 ) -> Any:
     """``none`` → ``base``; ``raptor``/``on`` → :class:`RaptorRetriever` when both ``tree``
     and ``embedder`` are given, else ``base``. ``spec=None`` reads ``$RAGSPINE_RAPTOR``."""
-    if not switch_spec(spec, RAPTOR_ENV, ("raptor", "on"), "raptor"):
+    key = RETRIEVERS.resolve(spec)
+    if key is None or tree is None or embedder is None:
         return base
-    if tree is None or embedder is None:
-        return base
-    return RaptorRetriever(base, tree, embedder=embedder, **kwargs)
+    return RETRIEVERS.make(key, base=base, tree=tree, embedder=embedder, **kwargs)

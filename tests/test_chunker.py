@@ -213,8 +213,8 @@ def test_unknown_spec_names_it_and_lists_valid_names(monkeypatch: pytest.MonkeyP
         make_chunker("Fancy-Splitter")
     message = str(info.value)
     assert "'Fancy-Splitter'" in message
-    for name in ("default", "layout", "parent_child", "small-to-big", "semantic", "qa", "book",
-                 "none", "plugin-x"):
+    for name in ("default", "layout", "parent_child", "small_to_big", "semantic", "qa", "book",
+                 "none", "plugin_x"):
         assert name in message
 
 
@@ -224,7 +224,7 @@ def test_entry_point_is_matched_by_normalised_name(monkeypatch: pytest.MonkeyPat
     made = make_chunker("MY_CHUNKER", size=3)
     assert isinstance(made, PluginChunker)
     assert made.kwargs == {"size": 3}
-    assert groups == [CHUNKER_ENTRY_POINT_GROUP]
+    assert set(groups) == {CHUNKER_ENTRY_POINT_GROUP}
     assert ep.loaded == 1
 
 
@@ -262,7 +262,7 @@ def test_non_str_spec_is_rejected() -> None:
 def test_valid_name_list_comes_from_the_dispatch_table() -> None:
     with pytest.raises(ValueError) as info:
         make_chunker("??")
-    for name in chunker_module._BUILTIN_CHUNKERS:
+    for name in chunker_module.CHUNKERS.names():
         assert name in str(info.value)
 
 

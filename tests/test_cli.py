@@ -855,3 +855,8 @@ def test_ingest_refuses_a_default_label_outside_the_vocabulary(tmp_path, capsys)
     assert code == 2 and out == ""
     assert "argument --sensitivity: sensitivity starting 'SEC' (6 characters) is not a known" in err
     assert not db.exists()
+
+
+def test_serve_site_refuses_a_folder_that_is_not_a_site(tmp_path, capsys):
+    assert cli.main(["serve-site", str(tmp_path), "--port", "0"]) == 1
+    assert "build it first" in capsys.readouterr().err

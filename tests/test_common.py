@@ -60,6 +60,31 @@ def test_registry_unknown_spec_names_it_and_lists_valid_names():
         reg.make("gamma")
 
 
+def _on_off_seams():
+    from ragspine_lite.contextual import INDEX_TEXT_FNS
+    from ragspine_lite.corrective import CORRECTIVE
+    from ragspine_lite.graph.narrative import NARRATIVE_GRAPHS
+    from ragspine_lite.raptor import RETRIEVERS
+
+    return [(INDEX_TEXT_FNS, "contextual", "contextual, default, deterministic, on"),
+            (CORRECTIVE, "corrective", "corrective, crag, on"),
+            (RETRIEVERS, "raptor", "on, raptor"),
+            (NARRATIVE_GRAPHS, "narrative graph", "llm, on")]
+
+
+def test_on_off_seams_share_the_registry_error_and_env_fallback(monkeypatch):
+    for reg, label, names in _on_off_seams():
+        with pytest.raises(ValueError, match=rf"^unknown {label} 'bo gus'; valid names: "
+                           rf"none, {names} \(plugins: entry points of the group "):
+            reg.resolve("bo gus")
+        monkeypatch.delenv(reg.env, raising=False)
+        assert reg.resolve(None) is None  # off by default
+        monkeypatch.setenv(reg.env, "ON")
+        assert reg.resolve(None) == "on"
+        monkeypatch.setenv(reg.env, " ")
+        assert reg.resolve(None) is None
+
+
 def test_registry_discovers_entry_points_and_builtins_win(monkeypatch):
     class FakeEP:
         def __init__(self, name, target):

@@ -346,16 +346,12 @@ def test_env_is_read_only_when_spec_is_none(monkeypatch):
     assert make_vector_store("none") is None
 
 
-def test_resolve_factory_returns_the_class():
-    assert store_mod._resolve_factory("in_process").__name__ == "InProcessVectorStore"
-
-
-def test_discover_entry_points_uses_importlib_metadata_at_call_time(monkeypatch):
+def test_entry_points_are_looked_up_at_call_time_by_normalised_name(monkeypatch):
     ep = FakeEntryPoint(" My-Store ", PluginStore)
     groups = patch_entry_points(monkeypatch, ep)
-    found = store_mod._discover_entry_points()
-    assert groups == [VECTOR_STORE_ENTRY_POINT_GROUP]
-    assert found == {"my-store": ep}
+    assert isinstance(make_vector_store("MY_STORE"), PluginStore)
+    assert set(groups) == {VECTOR_STORE_ENTRY_POINT_GROUP}
+    assert ep.loaded == 1
 
 
 def test_entry_point_target_is_called_with_kwargs(monkeypatch):
@@ -397,10 +393,10 @@ def test_adapter_names_resolve_to_their_module_without_the_sdk(monkeypatch, spec
 
     for sdk in ("sqlite_vec", "pg8000", "pg8000.dbapi", "qdrant_client", "qdrant_client.models"):
         monkeypatch.setitem(sys.modules, sdk, None)  # importing it now raises ImportError
-    cls = store_mod._resolve_factory(spec)
-    assert cls.__module__ == f"ragspine_lite.vector.adapters.{module}"
+    monkeypatch.delitem(sys.modules, f"ragspine_lite.vector.adapters.{module}", raising=False)
     with pytest.raises(ImportError, match=r"not installed: pip install 'ragspine-lite\[vector\]'"):
         make_vector_store(spec)
+    assert f"ragspine_lite.vector.adapters.{module}" in sys.modules  # imported, SDK missing
 
 
 def test_broken_entry_point_discovery_degrades_to_none_found(monkeypatch):
@@ -408,7 +404,9 @@ def test_broken_entry_point_discovery_degrades_to_none_found(monkeypatch):
         raise RuntimeError("broken distribution")
 
     monkeypatch.setattr(importlib.metadata, "entry_points", boom)
-    assert store_mod._discover_entry_points() == {}
+    assert "memory" in store_mod.STORES.names()  # the builtins, no crash
+    with pytest.raises(ValueError, match="unknown vector store 'plugin'"):
+        make_vector_store("plugin")
     assert isinstance(make_vector_store("memory"), InProcessVectorStore)
 
 

@@ -42,9 +42,9 @@ def _is_pass_through(parser: argparse.ArgumentParser) -> bool:
 def _delegate(name: str) -> argparse.ArgumentParser | None:
     if name != "build-site":
         return None
-    from ragspine_lite.bundle import site_cli
+    from ragspine_lite.cli.site import site_parser
 
-    parser = site_cli.build_parser()
+    parser = site_parser()
     return dict((n, p) for n, _, p in _subcommands(parser))["build"]
 
 
@@ -125,13 +125,10 @@ def _command(path: str, summary: str, parser: argparse.ArgumentParser) -> list[s
 
 def render() -> str:
     """The generated reference, markers included."""
-    from ragspine_lite.bundle import site_cli
     from ragspine_lite.cli import PROG, build_parser
 
     lines = [BEGIN, ""]
     lines += _command(PROG, "", build_parser())
-    serve = dict((n, p) for n, _, p in _subcommands(site_cli.build_parser()))["serve"]
-    lines += _command("python -m ragspine_lite.bundle.site_cli serve", "serve a built site", serve)
     return "\n".join(lines).rstrip("\n") + "\n\n" + END + "\n"
 
 

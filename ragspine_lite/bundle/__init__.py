@@ -5,7 +5,7 @@ content; ``shards`` (and ``dense`` for vectors) turns the chunk store into the f
 ships and reads them back per query; ``runtime`` is what the web worker runs inside Pyodide;
 ``manifest`` holds the layout constants and the format-version check both sides share. The
 folder assembly (wheels, Pyodide, web runtime, ``manifest.json``) is ``site`` (``site_files``:
-where the runtime files come from; ``site_cli``: ``ragspine-lite build-site``).
+where the runtime files come from).
 """
 
 from __future__ import annotations

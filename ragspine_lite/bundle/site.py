@@ -1,7 +1,7 @@
 """Build a static, offline search site from a folder of documents: :func:`build_site`.
 
     ragspine-lite build-site DOCS_DIR --out site/      # or, in a checkout: build_wasm.py build
-    python -m http.server -d site/  # or build_wasm.py serve site/ (ragspine_lite.bundle.site_cli)
+    python -m http.server -d site/  # or ragspine-lite serve-site site/
 
 ``build`` ingests ``.md``/``.txt``/``.html`` documents (front matter → metadata, headings →
 sections with anchors) into a chunk store through the normal ingest path, and assembles:

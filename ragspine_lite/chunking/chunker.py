@@ -13,7 +13,6 @@ True
 
 from __future__ import annotations
 
-import importlib.metadata
 from typing import Any, Protocol, runtime_checkable
 
 from ragspine_lite.chunking.chunking import (
@@ -32,7 +31,7 @@ from ragspine_lite.chunking.domain_presets import (
 from ragspine_lite.chunking.layout_chunker import LayoutAwareChunker
 from ragspine_lite.chunking.semantic_chunker import SemanticChunker
 from ragspine_lite.chunking.sentence_window_chunker import SentenceWindowChunker
-from ragspine_lite.common.settings import env_value
+from ragspine_lite.common.registry import Registry
 
 __all__ = [
     "CHUNKER_ENTRY_POINT_GROUP",
@@ -66,40 +65,17 @@ class DefaultChunker:
     chunk = staticmethod(chunk_document)
 
 
-_OFF = "none"
-# Names are matched after strip().lower() only, so hyphenated aliases are listed explicitly.
-_BUILTIN_CHUNKERS: dict[str, type[Any]] = {
-    "default": DefaultChunker,
-    "recursive": DefaultChunker,
-    "structural": DefaultChunker,
-    "layout": LayoutAwareChunker,
-    "parent_child": ParentChildChunker,
-    "parent-child": ParentChildChunker,
-    "small_to_big": ParentChildChunker,
-    "small-to-big": ParentChildChunker,
-    "sentence_window": SentenceWindowChunker,
-    "sentence-window": SentenceWindowChunker,
-    "semantic": SemanticChunker,
-    "laws": LawsChunker,
-    "law": LawsChunker,
-    "legal": LawsChunker,
-    "qa": QaChunker,
-    "faq": QaChunker,
-    "book": BookChunker,
-    "chapter": BookChunker,
-}
-
-
-def _discover_entry_points() -> dict[str, Any]:
-    """Entry points of :data:`CHUNKER_ENTRY_POINT_GROUP`, keyed by normalised name.
-
-    Looked up on every call, so packages installed (or patched in) later are seen.
-    """
-    try:
-        found = importlib.metadata.entry_points(group=CHUNKER_ENTRY_POINT_GROUP)
-    except Exception:  # a broken installed distribution must not break the builtin names
-        return {}
-    return {ep.name.strip().lower(): ep for ep in found}
+# Names are matched after strip().lower() and "-" → "_" (a space is never read as "_").
+CHUNKERS = Registry("chunkers", env=CHUNKER_ENV, spaces=False, label="chunker",
+                    group=CHUNKER_ENTRY_POINT_GROUP)
+CHUNKERS.register("default", DefaultChunker, "recursive", "structural")
+CHUNKERS.register("layout", LayoutAwareChunker)
+CHUNKERS.register("parent_child", ParentChildChunker, "small_to_big")
+CHUNKERS.register("sentence_window", SentenceWindowChunker)
+CHUNKERS.register("semantic", SemanticChunker)
+CHUNKERS.register("laws", LawsChunker, "law", "legal")
+CHUNKERS.register("qa", QaChunker, "faq")
+CHUNKERS.register("book", BookChunker, "chapter")
 
 
 def make_chunker(spec: str | None = None, **kwargs: Any) -> Chunker | None:
@@ -109,18 +85,7 @@ def make_chunker(spec: str | None = None, **kwargs: Any) -> Chunker | None:
     to their class, e.g. ``make_chunker("sentence_window", window_size=2)``; then entry
     points of ``ragspine.chunkers`` are tried. Unknown → ``ValueError`` listing valid names.
     """
-    raw = env_value(CHUNKER_ENV, _OFF) if spec is None else spec
-    if not isinstance(raw, str):
-        raise TypeError(f"chunker spec must be a str or None, got {raw!r}")
-    name = raw.strip().lower()
-    if name in ("", _OFF):
-        return None
-    builtin = _BUILTIN_CHUNKERS.get(name)
-    if builtin is not None:
-        return builtin(**kwargs)
-    entry_points = _discover_entry_points()
-    entry_point = entry_points.get(name)
-    if entry_point is not None:
-        return entry_point.load()(**kwargs)
-    valid = sorted({_OFF, *_BUILTIN_CHUNKERS, *entry_points})
-    raise ValueError(f"unknown chunker {raw!r}; valid names: {', '.join(valid)}")
+    if spec is not None and not isinstance(spec, str):
+        raise TypeError(f"chunker spec must be a str or None, got {type(spec).__name__}")
+    chunker: Chunker | None = CHUNKERS.build(spec, **kwargs)
+    return chunker

@@ -1,4 +1,4 @@
-"""``ragspine-lite build-site`` and the checkout's ``build_wasm.py build|serve`` command line.
+"""``ragspine-lite build-site`` / ``serve-site`` and the checkout's ``build_wasm.py`` command line.
 
 The site building itself lives in :mod:`ragspine_lite.bundle.site` and the static server in
 :mod:`ragspine_lite.bundle.site_server`; this module is their options. Exit codes: 0 ok,
@@ -41,10 +41,22 @@ def register(sub: Any) -> None:
     )
     p.add_argument("args", nargs="*", metavar="ARGS", help="DOCS_DIR [--out DIR] [...]")
     p.set_defaults(handler=_cmd_build_site)
+    p = sub.add_parser("serve-site", help="serve a built site on 127.0.0.1")
+    _add_serve_options(p)
+    p.set_defaults(handler=_cmd_serve_site)
 
 
 def _cmd_build_site(args: argparse.Namespace) -> int:
     return int(build_main(args.args, prog=f"{PROG} build-site"))
+
+
+def _cmd_serve_site(args: argparse.Namespace) -> int:
+    return _guarded(f"{PROG} serve-site", lambda: _cmd_serve(args))
+
+
+def _cmd_serve(args: argparse.Namespace) -> int:
+    serve(args.directory, host=args.host, port=args.port, quiet=args.quiet)
+    return 0
 
 
 def _add_build_options(p: argparse.ArgumentParser) -> None:
@@ -104,12 +116,15 @@ def site_parser(prog: str = SITE_PROG) -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     p = sub.add_parser("build", help="build a site from documents")
     _add_build_options(p)
-    p = sub.add_parser("serve", help="serve a built site on 127.0.0.1")
-    p.add_argument("directory", metavar="DIR")
+    _add_serve_options(sub.add_parser("serve", help="serve a built site on 127.0.0.1"))
+    return parser
+
+
+def _add_serve_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("directory", metavar="DIR", help="a built site folder (the --out of build)")
     p.add_argument("--port", type=int, default=8000, help="port (default 8000; 0 = any free)")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     p.add_argument("--quiet", action="store_true", help="do not log requests")
-    return parser
 
 
 def _default_out(docs: Sequence[str]) -> str:
@@ -190,8 +205,7 @@ def site_main(argv: Sequence[str] | None = None, *, prog: str = SITE_PROG) -> in
         args = site_parser(prog).parse_args(None if argv is None else list(argv))
         if args.command == "build":
             return _cmd_build(args)
-        serve(args.directory, host=args.host, port=args.port, quiet=args.quiet)
-        return 0
+        return _cmd_serve(args)
 
     return _guarded(prog, run)
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from ragspine_lite.common.settings import env_value
 
-__all__ = ["Registry", "lazy_extra_import", "normalize_spec", "switch_spec"]
+__all__ = ["Registry", "lazy_extra_import", "normalize_spec"]
 
 
 def normalize_spec(spec: str, *, hyphens: bool = True, spaces: bool = True) -> str:
@@ -22,36 +22,21 @@ def normalize_spec(spec: str, *, hyphens: bool = True, spaces: bool = True) -> s
     return out
 
 
-def switch_spec(spec: str | None, env: str, on: tuple[str, ...], seam: str) -> bool:
-    """Whether an on/off seam is on: ``spec`` (``None`` → ``$env``, unset → off), normalised
-    (``-`` → ``_``); ``""``/``none`` → off, a name in ``on`` → on, else ``ValueError``.
-
-    >>> switch_spec("CRAG", "UNSET_VAR", ("crag", "on"), "corrective")
-    True
-    """
-    if spec is None:
-        spec = env_value(env, "none")
-    key = normalize_spec(spec, spaces=False)
-    if key in ("", "none"):
-        return False
-    if key in on:
-        return True
-    raise ValueError(f"unknown {seam} spec {spec!r}; valid names: none, {', '.join(on)}")
-
-
 class Registry:
     """A named set of factories for one seam (``Registry("embedding_backends")``).
 
     Builtins are registered with :meth:`register`; entry points in the group
-    ``ragspine_lite.<seam>`` are discovered when asked, and builtins win. :meth:`build` is
-    what the ``make_*`` factories do with a spec (``None``: the seam's variable ``env``).
+    ``ragspine_lite.<seam>`` (or ``group``) are discovered when asked, and builtins win.
+    :meth:`build` is what the ``make_*`` factories do with a spec (``None``: the seam's
+    variable ``env``).
     """
 
     def __init__(
         self, seam: str, *, env: str | None = None, default: str = "none",
         off: tuple[str, ...] = ("", "none"), label: str | None = None, spaces: bool = True,
+        group: str | None = None,
     ) -> None:
-        self.seam = seam
+        self.seam, self.group = seam, group or f"ragspine_lite.{seam}"
         self.env, self.default, self.off, self.spaces = env, default, off, spaces
         self.label = label or seam.replace("_", " ").rstrip("s")
         self._factories: dict[str, Callable[..., Any]] = {}
@@ -63,7 +48,7 @@ class Registry:
 
     def _entry_points(self) -> dict[str, Any]:
         try:
-            eps = metadata.entry_points(group=f"ragspine_lite.{self.seam}")
+            eps = metadata.entry_points(group=self.group)
         except Exception:  # a broken distribution must not break the seam
             return {}
         return {normalize_spec(ep.name): ep for ep in eps}
@@ -98,7 +83,7 @@ class Registry:
             valid = [name for name in self.off if name] + self.names()
             raise ValueError(
                 f"unknown {self.label} {spec!r}; valid names: {', '.join(valid)} "
-                f"(plugins: entry points of the group 'ragspine_lite.{self.seam}')"
+                f"(plugins: entry points of the group '{self.group}')"
             )
         return key
 

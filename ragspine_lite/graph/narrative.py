@@ -19,7 +19,7 @@ from typing import Any, Protocol, runtime_checkable
 from ragspine_lite.common.errors import ProviderError
 from ragspine_lite.common.llm import LLMProvider, completion_text
 from ragspine_lite.common.observability import emit_trace
-from ragspine_lite.common.registry import switch_spec
+from ragspine_lite.common.registry import Registry
 from ragspine_lite.graph._chunks import chunk_field, chunk_is_restricted
 
 __all__ = [
@@ -276,6 +276,16 @@ class NarrativeGraphPipeline:
         return tuple(self.summarizer.summarize(c, graph) for c in detect_communities(graph))
 
 
+def _llm_pipeline(provider: LLMProvider, **kwargs: Any) -> NarrativeGraphPipeline:
+    return NarrativeGraphPipeline(LLMGraphExtractor(provider, **kwargs),
+                                  LLMCommunitySummarizer(provider))
+
+
+NARRATIVE_GRAPHS = Registry("narrative_graphs", env=NARRATIVE_GRAPH_ENV, spaces=False,
+                            label="narrative graph")
+NARRATIVE_GRAPHS.register("llm", _llm_pipeline, "on")
+
+
 def make_narrative_graph(spec: str | None = None, *, provider: LLMProvider | None = None,
                          **kwargs: Any) -> NarrativeGraphPipeline | None:
     """The pipeline for ``spec`` (env ``RAGSPINE_NARRATIVE_GRAPH`` when ``None``).
@@ -284,10 +294,11 @@ def make_narrative_graph(spec: str | None = None, *, provider: LLMProvider | Non
     (``**kwargs`` go to :class:`LLMGraphExtractor`), or ``None`` without a provider;
     anything else → ``ValueError``.
     """
-    if not switch_spec(spec, NARRATIVE_GRAPH_ENV, ("llm", "on"), "narrative graph"):
+    key = NARRATIVE_GRAPHS.resolve(spec)
+    if key is None:
         return None
     if provider is None:
         _log.warning("the narrative graph needs an LLM provider; it stays off")
         return None
-    return NarrativeGraphPipeline(LLMGraphExtractor(provider, **kwargs),
-                                  LLMCommunitySummarizer(provider))
+    pipeline: NarrativeGraphPipeline = NARRATIVE_GRAPHS.make(key, provider=provider, **kwargs)
+    return pipeline

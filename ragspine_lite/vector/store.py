@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import importlib
-import importlib.metadata
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from ragspine_lite.common.settings import env_value
+from ragspine_lite.common.registry import Registry
 from ragspine_lite.vector._exact import (
     DEFAULT_QUERY_K,
     CheckedQuery,
@@ -121,56 +120,23 @@ _SQLITE_VEC = "ragspine_lite.vector.adapters.sqlite_vec_store:SqliteVecVectorSto
 _PGVECTOR = "ragspine_lite.vector.adapters.pgvector_store:PgVectorVectorStore"
 _QDRANT = "ragspine_lite.vector.adapters.qdrant_store:QdrantVectorStore"
 
-#: Name → the class, or ``"module:Class"`` imported when resolved (the module only: an
-#: adapter imports its SDK when instantiated, so resolving never needs the ``[vector]`` extra).
-_BUILTIN_STORES: dict[str, Callable[..., Any] | str] = {
-    "sqlite": "ragspine_lite.vector.sqlite_store:SqliteVectorStore",
-    "in_process": InProcessVectorStore,
-    "in-process": InProcessVectorStore,
-    "inprocess": InProcessVectorStore,
-    "memory": InProcessVectorStore,
-    "sqlite_vec": _SQLITE_VEC,
-    "sqlite-vec": _SQLITE_VEC,
-    "sqlitevec": _SQLITE_VEC,
-    "pgvector": _PGVECTOR,
-    "pg_vector": _PGVECTOR,
-    "qdrant": _QDRANT,
-}
+def _lazy(target: str) -> Callable[..., Any]:
+    """A factory importing ``"module:Class"`` when called (the module only: an adapter imports
+    its SDK when instantiated, so registering never needs the ``[vector]`` extra)."""
+    def build(**kwargs: Any) -> Any:
+        module, _, name = target.partition(":")
+        return getattr(importlib.import_module(module), name)(**kwargs)
+
+    return build
 
 
-def _discover_entry_points() -> dict[str, Any]:
-    """Entry points of :data:`VECTOR_STORE_ENTRY_POINT_GROUP`, keyed by normalised name.
-
-    A broken installation yields ``{}``; on duplicate names the first one wins.
-    """
-    try:
-        eps = importlib.metadata.entry_points(group=VECTOR_STORE_ENTRY_POINT_GROUP)
-    except Exception:
-        return {}
-    found: dict[str, Any] = {}
-    for ep in eps:
-        found.setdefault(str(ep.name).strip().lower(), ep)
-    return found
-
-
-def _resolve_factory(normalized: str) -> Callable[..., Any]:
-    """Builtin class or loaded entry-point target for a normalised spec; builtins win."""
-    builtin = _BUILTIN_STORES.get(normalized)
-    if isinstance(builtin, str):
-        module, _, name = builtin.partition(":")
-        return getattr(importlib.import_module(module), name)  # type: ignore[no-any-return]
-    if builtin is not None:
-        return builtin
-    discovered = _discover_entry_points()
-    ep = discovered.get(normalized)
-    if ep is not None:
-        return ep.load()
-    raise ValueError(
-        f"unknown vector store {normalized!r}; builtin names: "
-        f"{', '.join(['none', *sorted(_BUILTIN_STORES)])}; "
-        f"entry points ({VECTOR_STORE_ENTRY_POINT_GROUP}): "
-        f"{', '.join(sorted(discovered)) or '(none)'}"
-    )
+STORES = Registry("vector_stores", env=VECTOR_STORE_ENV, spaces=False,
+                  group=VECTOR_STORE_ENTRY_POINT_GROUP)
+STORES.register("sqlite", _lazy("ragspine_lite.vector.sqlite_store:SqliteVectorStore"))
+STORES.register("in_process", InProcessVectorStore, "inprocess", "memory")
+STORES.register("sqlite_vec", _lazy(_SQLITE_VEC), "sqlitevec")
+STORES.register("pgvector", _lazy(_PGVECTOR), "pg_vector")
+STORES.register("qdrant", _lazy(_QDRANT))
 
 
 def make_vector_store(spec: str | None = None, **kwargs: Any) -> VectorStore | None:
@@ -184,9 +150,5 @@ def make_vector_store(spec: str | None = None, **kwargs: Any) -> VectorStore | N
     ``ImportError`` naming it); otherwise an entry point of the group
     ``ragspine.vector_stores`` called with ``**kwargs``; unknown → ``ValueError``.
     """
-    if spec is None:
-        spec = env_value(VECTOR_STORE_ENV, "none")
-    normalized = str(spec).strip().lower()
-    if normalized == "none":
-        return None
-    return _resolve_factory(normalized)(**kwargs)
+    store: VectorStore | None = STORES.build(spec, **kwargs)
+    return store
