@@ -46,6 +46,7 @@ class ParseCache:
     """Parsed documents by :meth:`key`; :meth:`close` drops the entries this build did not use."""
 
     def __init__(self, folder: Path, settings: dict[str, Any]) -> None:
+        self.folder, self.new = folder, not folder.exists()
         folder.mkdir(parents=True, exist_ok=True)
         self.salt = json.dumps([package_digest(), settings], sort_keys=True)
         self.conn = sqlite3.connect(folder / CACHE_FILE, isolation_level=None)
@@ -89,3 +90,12 @@ class ParseCache:
             self.conn.execute("COMMIT")
         finally:
             self.conn.close()
+
+    def abort(self) -> None:
+        """A failed load: keep the cache as it was (and leave nothing if it is new)."""
+        try:
+            self.conn.execute("ROLLBACK")
+        finally:
+            self.conn.close()
+            if self.new:
+                self.clear(self.folder)

@@ -16,7 +16,14 @@ sections with anchors) into a chunk store through the normal ingest path, and as
     wheels/                 micropip 0.11.1 and the ragspine_lite wheel (pure, no samples),
                             packed from the package being run
     pyodide/                the Pyodide core (pinned 314.0.8), from the package data
-    ragspine-lite.mjs/.d.ts the JS API; ragspine-worker.mjs the module Web Worker
+    ragspine-lite.mjs/.d.ts the JS API; ragspine-worker.mjs the module Web Worker (its requests
+                            and opening), which imports the worker modules below:
+    ragspine-messages.mjs   the worker's progress, log and error messages
+    ragspine-files.mjs      its fetches, sha256 checks, synchronous reads and the Cache API cache
+    ragspine-boot.mjs       its Pyodide start (memory snapshot), wheel install and searcher
+    ragspine-embed.mjs      its embedding model (onnxruntime-web) and the dense scanner hookup
+    ragspine-query.mjs      its searches and prefetch on the full engine
+    ragspine-documents.mjs  the visitor's own documents, kept in IndexedDB
     ragspine-search.mjs     the <ragspine-search> element (inline, or a Ctrl/Cmd-K modal): the box,
                             all a page that never searches loads (with ragspine-i18n/-ui.mjs)
     ragspine-panel.mjs      its results panel, loaded on the visitor's first intent
@@ -605,8 +612,10 @@ def _load(
     try:
         corpus = load_corpus([Path(d) for d in docs], progress=phase("reading"),
                              exclude=[target, folder], jobs=jobs, cache=cache, **defaults)
-    finally:
-        cache.close()
+    except BaseException:
+        cache.abort()
+        raise
+    cache.close()
     return corpus, cache.hits
 
 
