@@ -26,7 +26,12 @@ pyodide_lane() {
   # -I: a build/ folder in the checkout must not shadow the build package
   python -I -m build -q --wheel -o "$wheels" . >/dev/null || return
   rm -rf build
-  node tests/pyodide/run.mjs --wheels "$wheels" -- -q "$@"
+  # The standard library trimmed as build-site trims a site's, the test tools' imports added.
+  local ours=("$wheels"/ragspine_lite-*.whl "$wheels"/micropip-*.whl) tools=()
+  for w in "$wheels"/*.whl; do [[ " ${ours[*]} " == *" $w "* ]] || tools+=("$w"); done
+  python -m ragspine_lite.bundle.stdlib node_modules/pyodide/python_stdlib.zip \
+    .cache/python_stdlib.zip --roots-from "${ours[@]}" --tools-from "${tools[@]}" tests || return
+  node tests/pyodide/run.mjs --wheels "$wheels" --stdlib .cache/python_stdlib.zip -- -q "$@"
 }
 
 summary=()

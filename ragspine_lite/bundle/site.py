@@ -108,6 +108,7 @@ from ragspine_lite.bundle.site_model import (
     copy_model,
     make_embedding_backend,
 )
+from ragspine_lite.bundle.stdlib import write_site_stdlib
 
 PROG = "ragspine-lite build-site"
 PYODIDE_DIR = runtime_dir("pyodide")
@@ -693,6 +694,8 @@ def _write_runtime(staging: Path, settings: dict[str, Any]) -> dict[str, str]:
     found = find_micropip(settings["micropip"])
     shutil.copy2(found, wheels_dir / found.name)
     copy_files(PYODIDE_FILES, settings["pyodide_dir"], staging / "pyodide", "the Pyodide runtime")
+    our_wheels = [our_wheel, wheels_dir / found.name]
+    write_site_stdlib(settings["pyodide_dir"], staging / "pyodide", our_wheels)
     copy_files(RUNTIME_FILES, settings["web_dir"], staging, "the web runtime")
     return {"micropip": f"wheels/{found.name}", "ragspine_lite": f"wheels/{our_wheel.name}"}
 

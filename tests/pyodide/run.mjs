@@ -1,8 +1,10 @@
 // Runs the pytest suite inside Pyodide (Python 3.14 / WebAssembly) on Node.
 //
-//   node tests/pyodide/run.mjs --wheels DIR [-- PYTEST_ARGS...]
+//   node tests/pyodide/run.mjs --wheels DIR [--stdlib ZIP] [-- PYTEST_ARGS...]
 //
 // DIR holds the ragspine_lite wheel and the pure test wheels (see requirements.txt).
+// --stdlib: Pyodide's standard library archive to start with (scripts/test.sh passes one
+// trimmed the way build-site trims a site's, so the suite proves the trimmed archive).
 // The package is imported from the installed wheel, never from the source tree; the
 // tests directory and pyproject.toml (pytest config) are mounted read-only from the repo.
 // Exit code = pytest's exit code (non-zero when a test fails).
@@ -22,11 +24,13 @@ function parseArgs(argv) {
   if (i === -1 || !own[i + 1]) {
     throw new Error("usage: node tests/pyodide/run.mjs --wheels DIR [-- PYTEST_ARGS...]");
   }
-  return { wheels: realpathSync(path.resolve(own[i + 1])), pytestArgs };
+  const s = own.indexOf("--stdlib");
+  const stdlib = s === -1 ? null : realpathSync(path.resolve(own[s + 1]));
+  return { wheels: realpathSync(path.resolve(own[i + 1])), stdlib, pytestArgs };
 }
 
 async function main() {
-  const { wheels, pytestArgs } = parseArgs(process.argv.slice(2));
+  const { wheels, stdlib, pytestArgs } = parseArgs(process.argv.slice(2));
   const files = readdirSync(wheels).filter((f) => f.endsWith(".whl")).sort();
   const micropipWheel = files.find((f) => f.startsWith("micropip-"));
   if (!micropipWheel) throw new Error(`no micropip wheel in ${wheels}`);
@@ -35,7 +39,7 @@ async function main() {
   }
 
   const t0 = Date.now();
-  const py = await loadPyodide();
+  const py = await loadPyodide(stdlib ? { stdLibURL: stdlib } : {});
   // Raw writes, so pytest's progress dots stay on one line.
   const raw = (stream) => ({ write: (buf) => { stream.write(buf); return buf.length; } });
   py.setStdout(raw(process.stdout));
