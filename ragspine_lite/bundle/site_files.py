@@ -39,6 +39,7 @@ __all__ = [
     "PYODIDE_FILES",
     "PYODIDE_VERSION",
     "RUNTIME_FILES",
+    "WORKER_MODULES",
     "BuildError",
     "copy_files",
     "find_micropip",
@@ -60,10 +61,15 @@ USER_CACHE = Path(env_value("XDG_CACHE_HOME") or Path.home() / ".cache") / "rags
 PYODIDE_VERSION = "314.0.8"
 MICROPIP_VERSION = "0.11.1"
 MICROPIP_WHEEL = f"micropip-{MICROPIP_VERSION}-py3-none-any.whl"
+#: The worker's modules (ragspine-worker.mjs imports them, and they each other).
+WORKER_MODULES = (
+    "ragspine-messages.mjs", "ragspine-files.mjs", "ragspine-boot.mjs", "ragspine-embed.mjs",
+    "ragspine-query.mjs", "ragspine-documents.mjs",
+)
 RUNTIME_FILES = (
-    "ragspine-lite.mjs", "ragspine-lite.d.ts", "ragspine-worker.mjs", "ragspine-search.mjs",
-    "ragspine-panel.mjs", "ragspine-dense.mjs", "ragspine-instant.mjs", "ragspine-i18n.mjs",
-    "ragspine-ui.mjs", "ragspine-contract.mjs",
+    "ragspine-lite.mjs", "ragspine-lite.d.ts", "ragspine-worker.mjs", *WORKER_MODULES,
+    "ragspine-search.mjs", "ragspine-panel.mjs", "ragspine-dense.mjs", "ragspine-instant.mjs",
+    "ragspine-i18n.mjs", "ragspine-ui.mjs", "ragspine-contract.mjs",
 )
 DEMO_FILES = ("index.html", "demo.mjs", "demo.css")
 #: The default search page's template (written as index.html with the site's title).

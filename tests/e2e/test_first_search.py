@@ -15,6 +15,8 @@ import shutil
 import pytest
 from _site import browser_module, html_site, serving
 
+from ragspine_lite.bundle.site_files import WORKER_MODULES
+
 pytestmark = browser_module()
 
 BOOT_TIMEOUT_MS = 180_000
@@ -167,3 +169,4 @@ def test_intent_starts_the_instant_lane_and_its_results_come_first(page, origin,
     assert page.evaluate("window.__engines")[-1] == "instant"
     assert seen["workers"] == 1
     assert "_search/ragspine-worker.mjs" in seen["requests"]
+    assert {f"_search/{name}" for name in WORKER_MODULES} <= set(seen["requests"])
