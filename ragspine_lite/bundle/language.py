@@ -21,6 +21,7 @@ from typing import Any
 __all__ = [
     "DEFAULT_LANGUAGE",
     "PAGE_STRINGS",
+    "document_weight",
     "normalise_language",
     "page_string",
     "site_language",
@@ -101,20 +102,27 @@ def _document_language(language: str, body: str) -> str:
     return tag or text_language(body)
 
 
-def site_language(docs: Iterable[Any], explicit: str = "") -> str:
+def document_weight(doc: Any) -> tuple[str, int]:
+    """A document's language and its weight in :func:`site_language` (its text units + 1)."""
+    return _document_language(doc.meta.language, doc.body), len(_UNIT_RE.findall(doc.body)) + 1
+
+
+def site_language(
+    docs: Iterable[Any], explicit: str = "", weights: Iterable[tuple[str, int]] | None = None
+) -> str:
     """The site's language: ``explicit`` (normalised) when given, else the language of most
-    of the exported documents' text (``docs``: :class:`~.export.SourceDocument`)."""
+    of the exported documents' text (``docs``: :class:`~.export.SourceDocument`; or their
+    :func:`document_weight` in ``weights``, e.g. from a rebuild's cache)."""
     if str(explicit).strip():
         return normalise_language(explicit)
-    weights: dict[str, int] = {}
-    for doc in docs:
-        if doc.restricted:
-            continue
-        language = _document_language(doc.meta.language, doc.body)
-        weights[language] = weights.get(language, 0) + len(_UNIT_RE.findall(doc.body)) + 1
-    if not weights:
+    if weights is None:
+        weights = (document_weight(doc) for doc in docs if not doc.restricted)
+    totals: dict[str, int] = {}
+    for language, weight in weights:
+        totals[language] = totals.get(language, 0) + weight
+    if not totals:
         return DEFAULT_LANGUAGE
-    return max(sorted(weights), key=lambda language: weights[language])
+    return max(sorted(totals), key=lambda language: totals[language])
 
 
 def page_string(language: str, key: str) -> str:

@@ -103,7 +103,7 @@ def section_rows(store: ChunkStore) -> dict[str, list[tuple[int, int, str, str, 
     try:
         rows = store.execute_read(
             f"SELECT doc_id, para_start, para_end, level, heading, anchor FROM {SECTION_TABLE} "
-            "ORDER BY doc_id, para_start"
+            "ORDER BY doc_id, para_start, rowid"  # ties: in the document's order
         )
     except ChunkStoreError:
         return {}

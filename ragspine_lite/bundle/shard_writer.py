@@ -9,6 +9,7 @@ only the files its text lives in.
 from __future__ import annotations
 
 import json
+import os
 import zlib
 from array import array
 from collections import Counter, defaultdict
@@ -16,7 +17,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from operator import sub
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from ragspine_lite.bundle.manifest import BUNDLE_META_TABLE, BundleFormatError
 from ragspine_lite.bundle.packs import REBUILD_HINT, content_path, pack
@@ -39,17 +40,27 @@ from ragspine_lite.lexical.scoring import bm25_idf
 from ragspine_lite.pipeline.stages import index_text
 from ragspine_lite.text.words import tokenize
 
-__all__ = ["ShardReport", "glossary_lists", "write_shards"]
+__all__ = [
+    "IndexSource",
+    "Reuse",
+    "ShardReport",
+    "glossary_lists",
+    "read_source",
+    "write_index",
+    "write_shards",
+]
 
 
 @dataclass
 class ShardReport:
-    """What :func:`write_shards` wrote: the header path and every file (bundle-relative)."""
+    """What :func:`write_shards` wrote: the header path and every file (bundle-relative);
+    ``kept``: how many of them a rebuild took from the previous build."""
 
     header: str = ""
     files: list[str] = field(default_factory=list)
     bytes_by_kind: dict[str, int] = field(default_factory=dict)
     count_by_kind: dict[str, int] = field(default_factory=dict)
+    kept: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -59,10 +70,40 @@ class ShardReport:
         }
 
 
+#: ``term → [docnos, tfs]``, docnos ascending.
+Postings = Mapping[str, Sequence[Sequence[int]]]
+
+
+@dataclass
+class IndexSource:
+    """What the bundle files are written from: the export's facts, its active chunks in
+    chunk-id order (a chunk's position is its docno), ``doc_id → (url, sections)`` and, for
+    a hybrid bundle, the SQLite file holding the chunks' int8 vectors."""
+
+    facts: dict[str, Any]
+    chunks: list[StoredChunk]
+    docs: Mapping[str, tuple[str, list[Any]]]
+    vectors_db: Path | None = None
+
+
+class Reuse(Protocol):
+    """What a rebuild hands :func:`write_index` (:mod:`ragspine_lite.bundle.incremental`):
+    the postings, and the previous build's file for a shard whose content did not change."""
+
+    previous: Path
+
+    def postings(self, chunks: list[StoredChunk], fn: Any) -> tuple[array, Postings]: ...
+
+    def term_file(self, terms: Sequence[str]) -> str | None: ...
+
+    def fragment_file(self, start: int, part: Sequence[StoredChunk]) -> str | None: ...
+
+
 class _Writer:
-    def __init__(self, root: Path, report: ShardReport) -> None:
+    def __init__(self, root: Path, report: ShardReport, previous: Path | None = None) -> None:
         self.root = root
         self.report = report
+        self.previous = previous
 
     def write(self, folder: str, kind: str, data: bytes, suffix: str = ".bin") -> str:
         path = content_path(folder, kind, data, suffix)
@@ -72,8 +113,33 @@ class _Writer:
             scratch = target.with_name(target.name + ".part")
             scratch.write_bytes(data)
             scratch.replace(target)
+        return self._listed(path, kind, len(data))
+
+    def keep(self, path: str | None, kind: str) -> str | None:
+        """The previous build's file ``path`` (linked, else copied), when it is still there
+        with the bytes its name says; ``None`` otherwise (the caller writes it anew)."""
+        if path is None or self.previous is None:
+            return None
+        try:
+            data = (self.previous / path).read_bytes()
+        except OSError:
+            return None
+        folder, _, name = path.rpartition("/")
+        if content_path(folder, kind, data, name[name.rindex("."):]) != path:
+            return None
+        target = self.root / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if not target.exists():
+            try:
+                os.link(self.previous / path, target)
+            except OSError:
+                target.write_bytes(data)
+        self.report.kept += 1
+        return self._listed(path, kind, len(data))
+
+    def _listed(self, path: str, kind: str, size: int) -> str:
         self.report.files.append(path)
-        self.report.bytes_by_kind[kind] = self.report.bytes_by_kind.get(kind, 0) + len(data)
+        self.report.bytes_by_kind[kind] = self.report.bytes_by_kind.get(kind, 0) + size
         self.report.count_by_kind[kind] = self.report.count_by_kind.get(kind, 0) + 1
         return path
 
@@ -112,32 +178,38 @@ def _groups(keys: Sequence[str], sizes: Sequence[int], target: int) -> list[tupl
     return out
 
 
-def _read_store(db_path: Path) -> tuple[dict[str, Any], list[StoredChunk], Any]:
-    """Facts, active chunks by chunk id and the open store (RESTRICTED refused)."""
-    from ragspine_lite.bundle.leaks import RestrictedLeakError
-
+def read_source(db_path: Path) -> IndexSource:
+    """The exported chunk store ``db_path`` as an :class:`IndexSource` (RESTRICTED chunks
+    and duplicate chunk ids refused); the store is closed again."""
     store = ChunkStore(db_path, read_only=True)
     try:
-        rows = store.execute_read(f"SELECT key, value FROM {BUNDLE_META_TABLE}")
-    except ChunkStoreError:
+        try:
+            rows = store.execute_read(f"SELECT key, value FROM {BUNDLE_META_TABLE}")
+        except ChunkStoreError:
+            raise BundleFormatError(
+                f"{str(db_path)!r} is not an exported bundle store (no {BUNDLE_META_TABLE}): "
+                f"{REBUILD_HINT}"
+            ) from None
+        facts = bundle_facts(((r["key"], r["value"]) for r in rows), str(db_path))
+        chunks = sorted(store.iter_chunks(), key=lambda c: c.chunk_id)
+        check_chunks(chunks, str(db_path))
+        docs = _documents(store)
+    finally:
         store.close()
-        raise BundleFormatError(
-            f"{str(db_path)!r} is not an exported bundle store (no {BUNDLE_META_TABLE}): "
-            f"{REBUILD_HINT}"
-        ) from None
-    facts = bundle_facts(((r["key"], r["value"]) for r in rows), str(db_path))
-    chunks = sorted(store.iter_chunks(), key=lambda c: c.chunk_id)
+    return IndexSource(facts, chunks, docs, db_path if facts.get("vectors") else None)
+
+
+def check_chunks(chunks: Sequence[StoredChunk], where: str) -> None:
+    """Refuse a RESTRICTED chunk or a chunk id used twice."""
+    from ragspine_lite.bundle.leaks import RestrictedLeakError
+
     if any(is_restricted(c.sensitivity) for c in chunks):
-        store.close()
-        raise RestrictedLeakError(f"a RESTRICTED chunk is in the exported store {str(db_path)!r}")
-    ids = [c.chunk_id for c in chunks]
-    if len(set(ids)) != len(ids):
-        store.close()
-        raise BundleFormatError(f"{str(db_path)!r} has duplicate chunk ids: {REBUILD_HINT}")
-    return facts, chunks, store
+        raise RestrictedLeakError(f"a RESTRICTED chunk is in the exported store {where!r}")
+    if len({c.chunk_id for c in chunks}) != len(chunks):
+        raise BundleFormatError(f"{where!r} has duplicate chunk ids: {REBUILD_HINT}")
 
 
-def _postings_of(token_lists: Iterable[list[str]]) -> tuple[array, dict[str, list[list[int]]]]:
+def postings_of(token_lists: Iterable[list[str]]) -> tuple[array, dict[str, list[list[int]]]]:
     """Lengths by docno and, per term, ``[docnos, tfs]`` in docno order."""
     lengths = array("I")
     docs: defaultdict[str, list[int]] = defaultdict(list)
@@ -150,25 +222,34 @@ def _postings_of(token_lists: Iterable[list[str]]) -> tuple[array, dict[str, lis
     return lengths, {term: [d, tfs[term]] for term, d in docs.items()}
 
 
+def _term_shard(terms: Sequence[str], postings: Postings, lengths: array) -> bytes:
+    """One postings shard: per term its entry, delta-coded docnos, tfs and idf."""
+    entries: list[list[Any]] = []
+    docs: list[int] = []
+    tfs: list[int] = []
+    idfs = array("d")
+    for term in terms:
+        d, f = postings[term]
+        entries.append([term, len(d), max(f), min(map(lengths.__getitem__, d)), len(d)])
+        docs.append(d[0])
+        docs.extend(map(sub, d[1:], d))
+        tfs.extend(f)
+        idfs.append(bm25_idf(len(lengths), len(d)))
+    arrays = {"docs": array("I", docs), "tfs": smallest_unsigned(tfs), "idf": idfs}
+    return pack({"terms": entries}, arrays)
+
+
 def _write_terms(
-    out: _Writer, postings: dict[str, list[list[int]]], lengths: array
+    out: _Writer, postings: Postings, lengths: array, reuse: Reuse | None = None
 ) -> dict[str, Any]:
     terms = sorted(postings)
     sizes = [len(t.encode("utf-8")) + 16 + 5 * len(postings[t][0]) for t in terms]
     first_terms, paths = [], []
     for start, end in _groups(terms, sizes, _target(sum(sizes), TERM_SHARD_BYTES)):
-        entries, docs, tfs, idfs = [], [], [], array("d")
-        for term in terms[start:end]:
-            d, f = postings[term]
-            entries.append([term, len(d), max(f), min(map(lengths.__getitem__, d)), len(d)])
-            docs.append(d[0])
-            docs.extend(map(sub, d[1:], d))
-            tfs.extend(f)
-            idfs.append(bm25_idf(len(lengths), len(d)))
-        arrays = {"docs": array("I", docs), "tfs": smallest_unsigned(tfs), "idf": idfs}
-        data = pack({"terms": entries}, arrays)
+        group = terms[start:end]
+        kept = out.keep(reuse.term_file(group), "t") if reuse is not None else None
         first_terms.append(terms[start])
-        paths.append(out.write("data/terms", "t", data))
+        paths.append(kept or out.write("data/terms", "t", _term_shard(group, postings, lengths)))
     return {"first_terms": first_terms, "paths": paths}
 
 
@@ -179,19 +260,24 @@ def _documents(store: ChunkStore) -> dict[str, tuple[str, list[Any]]]:
 
 
 def _write_fragments(
-    out: _Writer, chunks: list[StoredChunk], docs: Mapping[str, tuple[str, list[Any]]]
+    out: _Writer, chunks: list[StoredChunk], docs: Mapping[str, tuple[str, list[Any]]],
+    reuse: Reuse | None = None,
 ) -> tuple[array, list[str]]:
     sizes = [len(c.text.encode("utf-8")) + 200 for c in chunks]
     keys = [c.chunk_id for c in chunks]
     starts, paths = array("I"), []
     for start, end in _groups(keys, sizes, _target(sum(sizes), FRAGMENT_BYTES)):
         part = chunks[start:end]
-        rows = [[_stable(c, name) for name in CHUNK_FIELDS] for c in part]
-        doc_ids = dict.fromkeys(c.doc_id for c in part)
-        listed = [[d, *docs.get(d, ("", []))] for d in doc_ids]
-        data = pack({"start": start, "fields": list(CHUNK_FIELDS), "rows": rows, "docs": listed})
         starts.append(start)
-        paths.append(out.write("data/text", "f", data))
+        kept = out.keep(reuse.fragment_file(start, part), "f") if reuse is not None else None
+        if kept is None:
+            rows = [[_stable(c, name) for name in CHUNK_FIELDS] for c in part]
+            doc_ids = dict.fromkeys(c.doc_id for c in part)
+            listed = [[d, *docs.get(d, ("", []))] for d in doc_ids]
+            kept = out.write("data/text", "f", pack(
+                {"start": start, "fields": list(CHUNK_FIELDS), "rows": rows, "docs": listed}
+            ))
+        paths.append(kept)
     return starts, paths
 
 
@@ -235,30 +321,48 @@ def write_shards(
     ``progress(i, n, step)`` follows the steps. ``coarse_min_rows``: the vectors from which
     they get the coarse layout (default :data:`~ragspine_lite.bundle.coarse.COARSE_MIN_ROWS`).
     """
-    root = Path(bundle_root)
+    source = read_source(Path(db_path))
+    return write_index(source, bundle_root, progress=progress, coarse_min_rows=coarse_min_rows,
+                       where=str(db_path))
+
+
+def write_index(
+    source: IndexSource,
+    bundle_root: str | Path,
+    *,
+    progress: Callable[[int, int, str], None] | None = None,
+    coarse_min_rows: int | None = None,
+    reuse: Reuse | None = None,
+    where: str = "the export",
+) -> ShardReport:
+    """:func:`write_shards` from an :class:`IndexSource`: the same files for the same source.
+    A ``reuse`` gives the postings and, for a shard whose content did not change, the
+    previous build's file, which is linked instead of packed again."""
     report = ShardReport()
-    out = _Writer(root, report)
-    facts, chunks, store = _read_store(Path(db_path))
+    out = _Writer(Path(bundle_root), report, reuse.previous if reuse is not None else None)
+    chunks, facts = source.chunks, source.facts
     steps = ("postings", "fragments", "filters", "vectors", "header")
 
     def step(i: int) -> None:
         if progress is not None:
             progress(i + 1, len(steps), steps[i])
 
-    try:
-        fn = index_text_fn_of(facts, str(db_path))
-        lengths, postings = _postings_of(tokenize(index_text(fn, c)) for c in chunks)
-        bm25 = {"n_docs": len(chunks), "total_length": sum(lengths), **_write_terms(
-            out, postings, lengths)}
-        step(0)
-        starts, fragment_paths = _write_fragments(out, chunks, _documents(store))
-        step(1)
-        filters = _write_filters(out, chunks)
-        step(2)
-        vectors = _vector_entry(out, Path(db_path), facts, chunks, coarse_min_rows)
-        step(3)
-    finally:
-        store.close()
+    fn = index_text_fn_of(facts, where)
+    lengths: array
+    postings: Postings
+    if reuse is not None:
+        lengths, postings = reuse.postings(chunks, fn)
+    else:
+        lengths, postings = postings_of(tokenize(index_text(fn, c)) for c in chunks)
+    bm25 = {"n_docs": len(chunks), "total_length": sum(lengths), **_write_terms(
+        out, postings, lengths, reuse)}
+    step(0)
+    starts, fragment_paths = _write_fragments(out, chunks, source.docs, reuse)
+    step(1)
+    filters = _write_filters(out, chunks)
+    step(2)
+    vectors = _vector_entry(out, source.vectors_db, facts, chunks, coarse_min_rows)
+    step(3)
     meta: dict[str, Any] = {
         "facts": {k: json.dumps(v, ensure_ascii=False, sort_keys=True) for k, v in facts.items()},
         "bm25": bm25,
@@ -276,7 +380,7 @@ def write_shards(
 
 def _vector_entry(
     out: _Writer,
-    db_path: Path,
+    db_path: Path | None,
     facts: Mapping[str, Any],
     chunks: list[StoredChunk],
     min_rows: int | None,
@@ -284,6 +388,8 @@ def _vector_entry(
     """The header's ``vectors`` entry (``None`` for a bundle exported without vectors)."""
     if not facts.get("vectors"):
         return None
+    if db_path is None:
+        raise BundleFormatError("the export has vectors but no file holding them")
     from ragspine_lite.bundle.coarse import write_vectors  # it reads through this module
 
     return write_vectors(

@@ -187,22 +187,6 @@ class ProgressBar:
                   flush=True)
 
 
-def _indexing_progress(
-    progress: Callable[[int, int, str], None] | None, embedding_phase: str
-) -> Callable[[int, int, str], None] | None:
-    """export_store's progress as two phases: ``indexing <path>``, and its embedding items
-    (``"<embedding_phase> <chunk_id>"``, already named) as they are."""
-    if progress is None:
-        return None
-    report_to = progress
-
-    def report(done: int, total: int, item: str) -> None:
-        named = item.startswith(f"{embedding_phase} ")
-        report_to(done, total, item if named else f"indexing {item}")
-
-    return report
-
-
 #: What each kind of index file is called in the build summary (one, several).
 SHARD_KINDS = {
     "header": ("header", "headers"), "t": ("term shard", "term shards"),
@@ -551,32 +535,52 @@ def _build(
     **settings: Any,
 ) -> dict[str, Any]:
     """:func:`build_site` once its arguments are checked and the model is ready
-    (``settings``: the rest of its arguments, checked)."""
+    (``settings``: the rest of its arguments, checked). The build cache is committed only
+    when the new site is in place (a failed or refused build leaves it as it was)."""
+    started = time.perf_counter()
+    corpus, cache = _load(docs, target, _phases(progress), settings, jobs, clean)
+    try:
+        manifest = _build_loaded(docs, target, corpus, cache, progress, log, warn, settings)
+    except BaseException:
+        cache.abort()
+        raise
+    cache.close()
+    log(f"built {str(target)!r} in {time.perf_counter() - started:.1f} s")
+    return manifest
+
+
+def _build_loaded(
+    docs: Sequence[str | Path], target: Path, corpus: list[Any], cache: Any, progress: Any,
+    log: Callable[[str], None], warn: Callable[[str], None], settings: dict[str, Any],
+) -> dict[str, Any]:
+    """The site of the loaded ``corpus``, swapped in at ``target``; its manifest."""
     from ragspine_lite.bundle.export import assign_urls
     from ragspine_lite.bundle.language import site_language
+    from ragspine_lite.bundle.site_index import prepare_docs, write_site_index
     from ragspine_lite.chunking.chunker import make_chunker
 
-    started = time.perf_counter()
     phase = _phases(progress)
-    corpus, reused = _load(docs, target, phase, settings, jobs, clean)
     excluded = sum(1 for d in corpus if d.restricted)
-    log(f"loaded {len(corpus)} document(s) ({reused} unchanged since the last build), "
+    log(f"loaded {len(corpus)} document(s) ({cache.hits} unchanged since the last build), "
         f"{excluded} RESTRICTED (excluded from the bundle)")
     to_render = assign_urls(corpus, settings["base_url"])
-    backend = settings["backend"]
-    warnings = _model_fit(settings["embeddings"], backend, corpus, settings["ort_dir"], log)
+    warnings = _model_fit(settings["embeddings"], settings["backend"], corpus,
+                          settings["ort_dir"], log)
     for message in warnings:
         warn(message)
     if settings["title"] is None:
         settings["title"] = default_title(docs, corpus)
-    settings["site_lang"] = site_language(corpus, settings["language"])
     settings["the_chunker"] = make_chunker(settings["chunker"]) if settings["chunker"] else None
+    prepared = prepare_docs(corpus, cache, settings, phase("indexing"))
+    settings["site_lang"] = site_language(corpus, settings["language"], prepared.weights)
     staging = scratch_dir(target, "staging")
     staging.chmod(0o755)
     store_dir = scratch_dir(target, "store")
-    store = store_dir / STORE_NAME
     try:
-        report, shards = _write_index(corpus, store, staging, progress, phase, log, settings)
+        report, shards = write_site_index(
+            corpus, prepared, cache, target=target, staging=staging, scratch=store_dir,
+            progress=progress, phase=phase, log=log, settings=settings)
+        log(f"index shards: {shard_summary(shards.as_dict())}")
         entry, ort_runtime = _write_model(report, staging, settings, log)
         wheels = _write_runtime(staging, settings)
         _write_site_pages(staging, to_render, settings, log)
@@ -586,65 +590,37 @@ def _build(
         keep_store = settings["keep_store"]
         if keep_store is not None:
             keep_store.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(store, keep_store)
+            shutil.copy2(store_dir / STORE_NAME, keep_store)
         swap_in(staging, target)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
     finally:
         shutil.rmtree(store_dir, ignore_errors=True)
-    log(f"built {str(target)!r} in {time.perf_counter() - started:.1f} s")
     return manifest
 
 
 def _load(
     docs: Sequence[str | Path], target: Path, phase: Any, settings: dict[str, Any], jobs: int,
     clean: bool,
-) -> tuple[list[Any], int]:
-    """The corpus, through the parse cache beside ``target``; how many parses it gave."""
-    from ragspine_lite.bundle.build_cache import ParseCache, cache_dir
+) -> tuple[list[Any], Any]:
+    """The corpus, through the build cache beside ``target``; the cache, still open (its
+    ``hits``: the parses it gave)."""
+    from ragspine_lite.bundle.build_cache import BuildCache, cache_dir
     from ragspine_lite.bundle.export import load_corpus
 
     folder = cache_dir(target)
     if clean:
-        ParseCache.clear(folder)
+        BuildCache.clear(folder)
     defaults = {"sensitivity": settings["sensitivity"], "language": settings["language"]}
-    cache = ParseCache(folder, defaults)
+    cache = BuildCache(folder, defaults)
     try:
         corpus = load_corpus([Path(d) for d in docs], progress=phase("reading"),
                              exclude=[target, folder], jobs=jobs, cache=cache, **defaults)
     except BaseException:
         cache.abort()
         raise
-    cache.close()
-    return corpus, cache.hits
-
-
-def _write_index(
-    corpus: Sequence[Any], store: Path, staging: Path, progress: Any, phase: Any,
-    log: Callable[[str], None], settings: dict[str, Any],
-) -> tuple[Any, Any]:
-    """Export the chunk store (and its vectors) and write its shards into ``staging``."""
-    from ragspine_lite.bundle.export import EMBEDDING_PHASE, export_store
-    from ragspine_lite.bundle.shard_writer import write_shards
-    from ragspine_lite.contextual import contextual_index_text
-    from ragspine_lite.vector.sqlite_store import embedding_model_id
-
-    backend = settings["backend"]
-    indexing = phase("indexing")
-    if backend is not None:
-        indexing = _indexing_progress(progress, EMBEDDING_PHASE)
-        log(f"chunks are embedded after indexing, with {embedding_model_id(backend)}")
-    report = export_store(
-        corpus, store, max_chars=settings["max_chars"], overlap_chars=settings["overlap_chars"],
-        chunker=settings["the_chunker"], progress=indexing, embedding_backend=backend,
-        index_text_fn=contextual_index_text if settings["contextual"] else None,
-        lexical_index=settings["keep_store"] is not None,
-    )
-    log(f"chunk store: {report.documents} document(s), {report.chunks} chunk(s)")
-    shards = write_shards(store, staging, progress=phase("sharding"))
-    log(f"index shards: {shard_summary(shards.as_dict())}")
-    return report, shards
+    return corpus, cache
 
 
 def _write_model(

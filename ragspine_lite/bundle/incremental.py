@@ -1,0 +1,259 @@
+"""What a rebuild reuses of the previous build's index: the postings and the unchanged files.
+
+A site build records its index in the build cache (:class:`IndexState`: each document's chunk
+key, the chunk ids in docno order, the postings, and which content each index file was written
+from). The next build (:class:`Rebuild`, the shard writer's
+:class:`~ragspine_lite.bundle.shard_writer.Reuse`) then
+
+- patches the postings when the chunk ids are those of the previous build (so no docno moved):
+  only the chunks of the documents whose chunk key changed are tokenized again, and only the
+  terms whose postings or minimum length they change are marked; any other change (a page
+  added, removed, or cut into another number of chunks) tokenizes every chunk;
+- links a term shard of the previous build when its terms are the same and none is marked,
+  and a text fragment when the digest of everything it holds (its first docno, its chunks'
+  rows, its documents' URLs and sections) is the same.
+
+Every file either comes from the previous site (checked against the hash in its name) or is
+packed from the same data a clean build packs, so the site is the clean build's, byte for
+byte (``tests/test_site_rebuild.py``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from array import array
+from bisect import bisect_left
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ragspine_lite.bundle.shard_writer import Postings, ShardReport, postings_of
+from ragspine_lite.chunking.chunk_store import StoredChunk
+from ragspine_lite.pipeline.stages import index_text
+from ragspine_lite.text.words import tokenize
+
+__all__ = ["STATE_NAME", "IndexState", "Rebuild"]
+
+#: The name of the index state in the build cache.
+STATE_NAME = "index"
+_ARRAYS = ("lengths", "dfs", "docs", "tfs")
+
+
+@dataclass
+class IndexState:
+    """The index one build wrote: enough to patch its postings and to find its files."""
+
+    salt: str
+    doc_keys: dict[str, str]
+    chunk_ids: list[str]
+    lengths: array
+    terms: list[str]
+    dfs: array
+    docs: array
+    tfs: array
+    term_files: list[list[Any]]  # [first term, number of terms, path], in term order
+    fragments: dict[str, str]  # content digest → path
+
+    def encode(self) -> bytes:
+        head = {
+            "salt": self.salt, "doc_keys": self.doc_keys, "chunk_ids": self.chunk_ids,
+            "terms": self.terms, "term_files": self.term_files, "fragments": self.fragments,
+            "arrays": [[name, len(getattr(self, name))] for name in _ARRAYS],
+        }
+        line = json.dumps(head, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        return b"".join([line, b"\n", *(getattr(self, name).tobytes() for name in _ARRAYS)])
+
+    @classmethod
+    def decode(cls, blob: bytes | None, salt: str) -> IndexState | None:
+        """The state in ``blob`` if it was written with ``salt`` (else, or damaged: ``None``)."""
+        if not blob:
+            return None
+        try:
+            line, _, rest = blob.partition(b"\n")
+            head = json.loads(line.decode("utf-8"))
+            if head.get("salt") != salt:
+                return None
+            arrays: dict[str, Any] = {}
+            offset = 0
+            for name, count in head.pop("arrays"):
+                values = array("I")
+                values.frombytes(rest[offset:offset + values.itemsize * count])
+                arrays[name] = values
+                offset += values.itemsize * count
+            state = cls(**head, **arrays)
+        except (ValueError, TypeError, KeyError):
+            return None
+        return state if len(state.dfs) == len(state.terms) == sum(
+            n for _, n, _ in state.term_files) else None
+
+    def postings(self) -> dict[str, list[Sequence[int]]]:
+        """``term → [docnos, tfs]`` (slices of the flat arrays)."""
+        out: dict[str, list[Sequence[int]]] = {}
+        start = 0
+        for term, df in zip(self.terms, self.dfs, strict=True):
+            out[term] = [self.docs[start:start + df], self.tfs[start:start + df]]
+            start += df
+        return out
+
+
+def flat_postings(postings: Postings) -> tuple[list[str], array, array, array]:
+    """``(terms, dfs, docs, tfs)``: the postings in term order, in flat arrays."""
+    terms = sorted(postings)
+    dfs, docs, tfs = array("I"), array("I"), array("I")
+    for term in terms:
+        d, f = postings[term]
+        dfs.append(len(d))
+        docs.extend(d)
+        tfs.extend(f)
+    return terms, dfs, docs, tfs
+
+
+def _patched(
+    entry: Sequence[Sequence[int]] | None, term: str,
+    changes: Mapping[int, tuple[Counter[str], Counter[str]]],
+) -> tuple[array, array]:
+    """One term's ``(docnos, tfs)`` with the changed docnos' new counts of ``term``."""
+    docs, tfs = (array("I", entry[0]), array("I", entry[1])) if entry else (array("I"), array("I"))
+    for docno in sorted(changes):
+        tf = changes[docno][1][term]
+        i = bisect_left(docs, docno)
+        present = i < len(docs) and docs[i] == docno
+        if tf and present:
+            tfs[i] = tf
+        elif tf:
+            docs.insert(i, docno)
+            tfs.insert(i, tf)
+        elif present:
+            del docs[i]
+            del tfs[i]
+    return docs, tfs
+
+
+class Rebuild:
+    """The previous build's state put to use (:class:`~.shard_writer.Reuse`), and this build's.
+
+    ``keys``: ``doc_id → chunk key`` of the exported documents; ``doc_chunks``: their chunks;
+    ``old_chunks(key)``: the chunks cached under a previous key (``None`` when gone);
+    ``sigs``/``doc_sigs``: the digests of each chunk's fragment row and of each document's
+    fragment entry (URL, sections). ``previous``: the site the previous build wrote.
+    """
+
+    def __init__(
+        self, previous: Path, old: IndexState | None, keys: Mapping[str, str],
+        doc_chunks: Mapping[str, list[StoredChunk]], old_chunks: Any,
+        sigs: Mapping[str, str], doc_sigs: Mapping[str, str],
+    ) -> None:
+        self.previous, self.old, self.keys = previous, old, keys
+        self.doc_chunks, self.old_chunks = doc_chunks, old_chunks
+        self.sigs, self.doc_sigs = sigs, doc_sigs
+        self.marked: set[str] | None = None  # terms that may differ (None: all of them)
+        self.patched = False
+        self.groups: list[tuple[str, int]] = []
+        self.digests: list[str] = []
+        self.current: tuple[array, Postings] = (array("I"), {})
+        self.old_groups: dict[tuple[str, int], tuple[int, str]] = {}
+        start = 0
+        for first, count, path in old.term_files if old is not None else ():
+            self.old_groups[(first, count)] = (start, path)
+            start += count
+
+    # -- postings ----------------------------------------------------------------------------
+
+    def postings(self, chunks: list[StoredChunk], fn: Any) -> tuple[array, Postings]:
+        changes = self._changes(chunks, fn)
+        if changes is None or self.old is None:
+            self.current = postings_of(tokenize(index_text(fn, c)) for c in chunks)
+        else:
+            self.current = self._patch(self.old, changes)
+            self.patched = True
+        return self.current
+
+    def _changes(
+        self, chunks: list[StoredChunk], fn: Any
+    ) -> dict[int, tuple[Counter[str], Counter[str]]] | None:
+        """``docno → (old tokens, new tokens)`` of the chunks whose tokens changed, when no
+        docno moved since the previous build (``None``: tokenize everything)."""
+        old = self.old
+        if old is None or len(chunks) != len(old.chunk_ids) or any(
+            c.chunk_id != cid for c, cid in zip(chunks, old.chunk_ids, strict=True)
+        ):
+            return None
+        docno: dict[str, int] = {}
+        changes: dict[int, tuple[Counter[str], Counter[str]]] = {}
+        for doc_id, key in self.keys.items():
+            old_key, now = old.doc_keys.get(doc_id), self.doc_chunks[doc_id]
+            if old_key == key or not now:
+                continue
+            before = self.old_chunks(old_key) if old_key else None
+            if before is None or [c.chunk_id for c in before] != [c.chunk_id for c in now]:
+                return None
+            docno = docno or {cid: i for i, cid in enumerate(old.chunk_ids)}
+            for was, chunk in zip(before, now, strict=True):
+                counts = (Counter(tokenize(index_text(fn, was))),
+                          Counter(tokenize(index_text(fn, chunk))))
+                if counts[0] != counts[1]:
+                    changes[docno[chunk.chunk_id]] = counts
+        return changes
+
+    def _patch(
+        self, old: IndexState, changes: dict[int, tuple[Counter[str], Counter[str]]]
+    ) -> tuple[array, Postings]:
+        """The previous postings with ``changes`` applied; marks the terms they reach."""
+        lengths = array("I", old.lengths)
+        postings = old.postings()
+        marked: set[str] = set()
+        for docno, (before, after) in changes.items():
+            lengths[docno] = after.total()
+            if before.total() != after.total():  # the minimum length may move
+                marked |= before.keys() | after.keys()
+            else:
+                marked |= {t for t in before.keys() | after.keys() if before[t] != after[t]}
+        for term in marked:
+            docs, tfs = _patched(postings.get(term), term, changes)
+            if docs:
+                postings[term] = [docs, tfs]
+            else:
+                postings.pop(term, None)
+        self.marked = marked
+        return lengths, postings
+
+    # -- files -------------------------------------------------------------------------------
+
+    def term_file(self, terms: Sequence[str]) -> str | None:
+        """The previous shard of exactly ``terms`` when the postings were patched and none of
+        them is marked."""
+        self.groups.append((terms[0], len(terms)))
+        if self.old is None or self.marked is None:
+            return None
+        start, path = self.old_groups.get((terms[0], len(terms)), (0, ""))
+        if not path or not self.marked.isdisjoint(terms):
+            return None
+        return path if self.old.terms[start:start + len(terms)] == list(terms) else None
+
+    def fragment_file(self, start: int, part: Sequence[StoredChunk]) -> str | None:
+        """The previous fragment with the same content digest (``start``, rows, documents)."""
+        digest = hashlib.sha256(f"{start}\0".encode())
+        for chunk in part:
+            digest.update(self.sigs[chunk.chunk_id].encode("ascii"))
+        digest.update(b"\0")
+        for doc_id in dict.fromkeys(c.doc_id for c in part):
+            digest.update(self.doc_sigs[doc_id].encode("ascii"))
+        key = digest.hexdigest()
+        self.digests.append(key)
+        return self.old.fragments.get(key) if self.old is not None else None
+
+    def state(self, salt: str, chunks: Sequence[StoredChunk], report: ShardReport) -> IndexState:
+        """What this build wrote (``report``), for the next one."""
+        lengths, postings = self.current
+        terms, dfs, docs, tfs = flat_postings(postings)
+        term_paths = [p for p in report.files if p.startswith("data/terms/")]
+        fragment_paths = [p for p in report.files if p.startswith("data/text/f-")]
+        return IndexState(
+            salt=salt, doc_keys=dict(self.keys), chunk_ids=[c.chunk_id for c in chunks],
+            lengths=array("I", lengths), terms=terms, dfs=dfs, docs=docs, tfs=tfs,
+            term_files=[[f, n, p] for (f, n), p in zip(self.groups, term_paths, strict=True)],
+            fragments=dict(zip(self.digests, fragment_paths, strict=True)),
+        )
