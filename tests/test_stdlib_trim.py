@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import zipfile
 from pathlib import Path
 
@@ -106,3 +107,14 @@ def test_pyodides_archive_trimmed_for_this_package(tmp_path):
     assert not any(n.startswith(("unittest/", "pdb.py", "multiprocessing/", "_pyrepl/"))
                    for n in kept)
     assert after < 0.8 * before
+
+
+def test_the_sites_lock_file_keeps_pyodides_info_and_no_package(tmp_path):
+    from ragspine_lite.bundle.stdlib import LOCK_NAME, write_site_lock
+
+    source, target = tmp_path / "pyodide", tmp_path / "site"
+    source.mkdir(), target.mkdir()
+    info = {"abi_version": "2026_0", "arch": "wasm32", "python": "3.14.2"}
+    (source / LOCK_NAME).write_text(json.dumps({"info": info, "packages": {"numpy": {}}}))
+    write_site_lock(source, target)
+    assert json.loads((target / LOCK_NAME).read_text()) == {"info": info, "packages": {}}
