@@ -356,3 +356,60 @@ def test_an_index_state_of_other_settings_or_damaged_is_not_used():
     assert IndexState.decode(blob, "salt") == state
     assert IndexState.decode(blob, "other") is None
     assert IndexState.decode(blob[:-3], "salt") is None and IndexState.decode(b"", "s") is None
+
+
+def test_the_wheel_and_the_trimmed_stdlib_come_from_the_cache_while_their_inputs_stay(tmp_path):
+    from ragspine_lite.bundle.build_cache import BuildCache, cached_stdlib, cached_wheel
+    from ragspine_lite.bundle.site import PYODIDE_DIR
+    from ragspine_lite.bundle.site_files import find_micropip, pack_wheel
+    from ragspine_lite.bundle.stdlib import STDLIB_NAME, write_site_stdlib
+
+    if not (PYODIDE_DIR / STDLIB_NAME).is_file():
+        pytest.skip("no Pyodide runtime (run npm ci)")
+    expected = pack_wheel(tmp_path / "fresh")
+    micropip = find_micropip(None)
+    (tmp_path / "trimmed").mkdir()
+    write_site_stdlib(PYODIDE_DIR, tmp_path / "trimmed", [expected, micropip])
+    for run in range(2):  # a miss, then a hit
+        cache = BuildCache(tmp_path / "cache", {})
+        wheel = cached_wheel(cache, tmp_path / f"w{run}")
+        assert (wheel.name, wheel.read_bytes()) == (expected.name, expected.read_bytes())
+        (tmp_path / f"p{run}").mkdir()
+        cached_stdlib(cache, PYODIDE_DIR, tmp_path / f"p{run}", [wheel, micropip])
+        assert (tmp_path / f"p{run}" / STDLIB_NAME).read_bytes() == (
+            tmp_path / "trimmed" / STDLIB_NAME).read_bytes()
+        assert cache.state("wheel") is not None and cache.state("stdlib") is not None
+        cache.close()
+    cache = BuildCache(tmp_path / "cache", {})
+    made = [cache.made("x", [b"a"], lambda: b"1"), cache.made("x", [b"a"], lambda: b"2"),
+            cache.made("x", [b"b"], lambda: b"3")]
+    cache.abort()
+    assert made == [b"1", b"1", b"3"]
+
+
+def test_patched_postings_read_and_flatten_like_a_plain_mapping():
+    import random
+    from array import array
+
+    from ragspine_lite.bundle.incremental import IndexState, PatchedPostings, flat_postings
+
+    rng = random.Random(3)
+    plain = {f"t{i:03d}": [sorted(rng.sample(range(50), rng.randrange(1, 6)))]
+             for i in range(0, 200, 2)}
+    for entry in plain.values():
+        entry.append([rng.randrange(1, 4) for _ in entry[0]])
+    terms, dfs, docs, tfs = flat_postings(plain)
+    old = IndexState("s", {}, [], array("I"), terms, dfs, docs, tfs, [], {})
+    replaced: dict = {"t010": None, "t011": (array("I", [3]), array("I", [2])),
+                      "t000": (array("I", [1, 4]), array("I", [1, 1])), "t199": None}
+    patched = PatchedPostings(old, replaced)
+    expected = {t: [list(d), list(f)] for t, (d, f) in plain.items()}
+    for term, entry in replaced.items():
+        if entry is None:
+            expected.pop(term, None)
+        else:
+            expected[term] = [list(entry[0]), list(entry[1])]
+    assert list(patched) == sorted(expected)
+    assert {t: [list(patched[t][0]), list(patched[t][1])] for t in patched} == expected
+    assert all(patched.df(t) == len(expected[t][0]) for t in patched)
+    assert patched.flat() == flat_postings(expected)

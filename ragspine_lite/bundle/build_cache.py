@@ -27,7 +27,7 @@ import json
 import shutil
 import sqlite3
 from array import array
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -36,7 +36,15 @@ from ragspine_lite.chunking.chunking import DocumentMeta
 from ragspine_lite.chunking.sources import Section
 from ragspine_lite.common.sensitivity import is_restricted
 
-__all__ = ["CACHE_FILE", "BuildCache", "ParseCache", "cache_dir", "package_digest"]
+__all__ = [
+    "CACHE_FILE",
+    "BuildCache",
+    "ParseCache",
+    "cache_dir",
+    "cached_stdlib",
+    "cached_wheel",
+    "package_digest",
+]
 
 CACHE_FILE = "build.db"
 Parsed = tuple[str, DocumentMeta, list[Section]]
@@ -163,6 +171,20 @@ class BuildCache:
         if value is not None:
             self.conn.execute("INSERT INTO state VALUES (?, ?)", (name, value))
 
+    def made(self, name: str, inputs: Sequence[bytes], make: Callable[[], bytes]) -> bytes:
+        """The bytes ``make()`` gives for ``inputs`` (the package's sources always among
+        them): cached under ``name``, made again when an input changed."""
+        digest = hashlib.sha256(self.salt.encode("utf-8"))
+        for item in inputs:
+            digest.update(hashlib.sha256(item).digest())
+        key = digest.hexdigest().encode("ascii")
+        blob = self.state(name)
+        if blob is not None and blob[:len(key)] == key:
+            return blob[len(key):]
+        data = make()
+        self.put_state(name, key + data)
+        return data
+
     # -- the end of a build ------------------------------------------------------------------
 
     def close(self) -> None:
@@ -192,6 +214,42 @@ class BuildCache:
 def _parsed(value: str) -> Parsed:
     body, meta, sections = json.loads(value)
     return body, DocumentMeta(**meta), [Section(**s) for s in sections]
+
+
+def cached_wheel(cache: BuildCache | None, folder: Path) -> Path:
+    """The ragspine_lite wheel :func:`~.site_files.pack_wheel` packs into ``folder``, from the
+    cache while the package's sources are the same."""
+    from ragspine_lite.bundle.site_files import pack_wheel
+
+    def packed() -> bytes:
+        wheel = pack_wheel(folder)
+        return wheel.name.encode("utf-8") + b"\n" + wheel.read_bytes()
+
+    if cache is None:
+        return pack_wheel(folder)
+    name, _, data = cache.made("wheel", [], packed).partition(b"\n")
+    target = folder / name.decode("utf-8")
+    if not target.exists():
+        folder.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+    return target
+
+
+def cached_stdlib(cache: BuildCache | None, pyodide_dir: Path, target: Path,
+                  wheels: list[Path]) -> None:
+    """:func:`~.stdlib.write_site_stdlib`, from the cache while Pyodide's archive and the
+    wheels are the same."""
+    from ragspine_lite.bundle.stdlib import STDLIB_NAME, write_site_stdlib
+
+    def trimmed() -> bytes:
+        write_site_stdlib(pyodide_dir, target, wheels)
+        return (target / STDLIB_NAME).read_bytes()
+
+    if cache is None:
+        write_site_stdlib(pyodide_dir, target, wheels)
+        return
+    inputs = [(pyodide_dir / STDLIB_NAME).read_bytes(), *(w.read_bytes() for w in wheels)]
+    (target / STDLIB_NAME).write_bytes(cache.made("stdlib", inputs, trimmed))
 
 
 #: The name this cache had when it held parses only.

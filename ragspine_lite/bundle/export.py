@@ -197,6 +197,9 @@ def load_corpus(
 
 def _relative(path: Path, root: Path) -> str:
     """``path`` relative to ``root``, ``/``-separated (found under it: no file system calls)."""
+    text, top = str(path), str(root)
+    if text.startswith(top) and text[len(top):len(top) + 1] == os.sep:
+        return text[len(top) + 1:].replace(os.sep, "/")
     try:
         return path.relative_to(root).as_posix()
     except ValueError:

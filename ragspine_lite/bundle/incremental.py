@@ -23,10 +23,11 @@ from __future__ import annotations
 import hashlib
 import json
 from array import array
-from bisect import bisect_left
+from bisect import bisect_left, insort
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import accumulate
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +36,7 @@ from ragspine_lite.chunking.chunk_store import StoredChunk
 from ragspine_lite.pipeline.stages import index_text
 from ragspine_lite.text.words import tokenize
 
-__all__ = ["STATE_NAME", "IndexState", "Rebuild"]
+__all__ = ["STATE_NAME", "IndexState", "PatchedPostings", "Rebuild", "flat_postings"]
 
 #: The name of the index state in the build cache.
 STATE_NAME = "index"
@@ -89,14 +90,71 @@ class IndexState:
         return state if len(state.dfs) == len(state.terms) == sum(
             n for _, n, _ in state.term_files) else None
 
-    def postings(self) -> dict[str, list[Sequence[int]]]:
-        """``term → [docnos, tfs]`` (slices of the flat arrays)."""
-        out: dict[str, list[Sequence[int]]] = {}
-        start = 0
-        for term, df in zip(self.terms, self.dfs, strict=True):
-            out[term] = [self.docs[start:start + df], self.tfs[start:start + df]]
-            start += df
-        return out
+
+class PatchedPostings(Mapping[str, Sequence[Sequence[int]]]):
+    """A previous build's postings (:class:`IndexState`, sliced only when asked for) with the
+    terms in ``replaced`` replaced (``None``: gone), in term order."""
+
+    def __init__(self, old: IndexState, replaced: dict[str, tuple[array, array] | None]) -> None:
+        self.old, self.replaced = old, replaced
+        self.at = {term: i for i, term in enumerate(old.terms)}
+        self.starts = array("Q", accumulate(old.dfs, initial=0))
+        gone = {t for t, entry in replaced.items() if entry is None}
+        added = sorted(t for t, entry in replaced.items() if entry is not None and t not in self.at)
+        self.terms = [t for t in old.terms if t not in gone] if gone else list(old.terms)
+        for term in added:
+            insort(self.terms, term)
+
+    def __getitem__(self, term: str) -> Sequence[Sequence[int]]:
+        if term in self.replaced:
+            entry = self.replaced[term]
+            if entry is None:
+                raise KeyError(term)
+            return entry
+        i = self.at[term]
+        a, b = self.starts[i], self.starts[i + 1]
+        return self.old.docs[a:b], self.old.tfs[a:b]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.terms)
+
+    def __len__(self) -> int:
+        return len(self.terms)
+
+    def df(self, term: str) -> int:
+        """How many docnos ``term`` has (without slicing them)."""
+        if term in self.replaced:
+            return len(self[term][0])
+        i = self.at[term]
+        return self.old.dfs[i]
+
+    def flat(self) -> tuple[list[str], array, array, array]:
+        """:func:`flat_postings` of these postings: unchanged runs are copied whole."""
+        dfs, docs, tfs = array("I"), array("I"), array("I")
+        run = [0, 0]  # the range of the previous flat arrays still to copy
+
+        def copy_run() -> None:
+            docs.extend(self.old.docs[run[0]:run[1]])
+            tfs.extend(self.old.tfs[run[0]:run[1]])
+
+        for term in self.terms:
+            if term in self.replaced:
+                copy_run()
+                run[0] = run[1] = 0
+                d, f = self[term]
+                dfs.append(len(d))
+                docs.extend(d)
+                tfs.extend(f)
+                continue
+            i = self.at[term]
+            a, b = self.starts[i], self.starts[i + 1]
+            if a != run[1]:
+                copy_run()
+                run[0] = a
+            run[1] = b
+            dfs.append(b - a)
+        copy_run()
+        return list(self.terms), dfs, docs, tfs
 
 
 def flat_postings(postings: Postings) -> tuple[list[str], array, array, array]:
@@ -203,7 +261,6 @@ class Rebuild:
     ) -> tuple[array, Postings]:
         """The previous postings with ``changes`` applied; marks the terms they reach."""
         lengths = array("I", old.lengths)
-        postings = old.postings()
         marked: set[str] = set()
         for docno, (before, after) in changes.items():
             lengths[docno] = after.total()
@@ -211,14 +268,13 @@ class Rebuild:
                 marked |= before.keys() | after.keys()
             else:
                 marked |= {t for t in before.keys() | after.keys() if before[t] != after[t]}
+        previous = PatchedPostings(old, {})
+        replaced: dict[str, tuple[array, array] | None] = {}
         for term in marked:
-            docs, tfs = _patched(postings.get(term), term, changes)
-            if docs:
-                postings[term] = [docs, tfs]
-            else:
-                postings.pop(term, None)
+            docs, tfs = _patched(previous.get(term), term, changes)
+            replaced[term] = (docs, tfs) if docs else None
         self.marked = marked
-        return lengths, postings
+        return lengths, PatchedPostings(old, replaced)
 
     # -- files -------------------------------------------------------------------------------
 
@@ -248,7 +304,10 @@ class Rebuild:
     def state(self, salt: str, chunks: Sequence[StoredChunk], report: ShardReport) -> IndexState:
         """What this build wrote (``report``), for the next one."""
         lengths, postings = self.current
-        terms, dfs, docs, tfs = flat_postings(postings)
+        if isinstance(postings, PatchedPostings):
+            terms, dfs, docs, tfs = postings.flat()
+        else:
+            terms, dfs, docs, tfs = flat_postings(postings)
         term_paths = [p for p in report.files if p.startswith("data/terms/")]
         fragment_paths = [p for p in report.files if p.startswith("data/text/f-")]
         return IndexState(

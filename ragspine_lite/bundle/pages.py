@@ -65,7 +65,11 @@ def normalise_base_url(base_url: str) -> str:
 
 
 def is_html_source(rel_path: str) -> bool:
-    return PurePosixPath(rel_path).suffix.lower() in HTML_EXTENSIONS
+    """Whether ``rel_path`` ends in an HTML extension (``PurePosixPath(rel_path).suffix``,
+    without building a path: a build asks for every page)."""
+    name = rel_path.rstrip("/").rpartition("/")[2]
+    dot = name.rfind(".")
+    return 0 < dot < len(name) - 1 and name[dot:].lower() in HTML_EXTENSIONS
 
 
 def page_url(rel_path: str, base_url: str = "/") -> str:

@@ -243,7 +243,9 @@ def _write_terms(
     out: _Writer, postings: Postings, lengths: array, reuse: Reuse | None = None
 ) -> dict[str, Any]:
     terms = sorted(postings)
-    sizes = [len(t.encode("utf-8")) + 16 + 5 * len(postings[t][0]) for t in terms]
+    df = getattr(postings, "df", None)  # a rebuild's postings count without slicing
+    dfs = map(df, terms) if df is not None else (len(postings[t][0]) for t in terms)
+    sizes = [len(t.encode("utf-8")) + 16 + 5 * n for t, n in zip(terms, dfs, strict=True)]
     first_terms, paths = [], []
     for start, end in _groups(terms, sizes, _target(sum(sizes), TERM_SHARD_BYTES)):
         group = terms[start:end]

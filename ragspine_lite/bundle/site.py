@@ -65,6 +65,7 @@ them. The runtime files come from the installed wheel's package data, or from a 
 
 from __future__ import annotations
 
+import gc
 import html
 import json
 import os
@@ -90,7 +91,6 @@ from ragspine_lite.bundle.site_files import (
     copy_files,
     find_micropip,
     ort_version,
-    pack_wheel,
     pyodide_versions,
     runtime_dir,
     sha256_file,
@@ -108,7 +108,6 @@ from ragspine_lite.bundle.site_model import (
     copy_model,
     make_embedding_backend,
 )
-from ragspine_lite.bundle.stdlib import write_site_stdlib
 
 PROG = "ragspine-lite build-site"
 PYODIDE_DIR = runtime_dir("pyodide")
@@ -538,13 +537,19 @@ def _build(
     (``settings``: the rest of its arguments, checked). The build cache is committed only
     when the new site is in place (a failed or refused build leaves it as it was)."""
     started = time.perf_counter()
-    corpus, cache = _load(docs, target, _phases(progress), settings, jobs, clean)
+    collecting = gc.isenabled()
+    gc.disable()  # millions of objects and no cycles: collections would cost a quarter
     try:
-        manifest = _build_loaded(docs, target, corpus, cache, progress, log, warn, settings)
-    except BaseException:
-        cache.abort()
-        raise
-    cache.close()
+        corpus, cache = _load(docs, target, _phases(progress), settings, jobs, clean)
+        try:
+            manifest = _build_loaded(docs, target, corpus, cache, progress, log, warn, settings)
+        except BaseException:
+            cache.abort()
+            raise
+        cache.close()
+    finally:
+        if collecting:
+            gc.enable()
     log(f"built {str(target)!r} in {time.perf_counter() - started:.1f} s")
     return manifest
 
@@ -582,7 +587,7 @@ def _build_loaded(
             progress=progress, phase=phase, log=log, settings=settings)
         log(f"index shards: {shard_summary(shards.as_dict())}")
         entry, ort_runtime = _write_model(report, staging, settings, log)
-        wheels = _write_runtime(staging, settings)
+        wheels = _write_runtime(staging, settings, cache)
         _write_site_pages(staging, to_render, settings, log)
         manifest = _manifest(report, shards, wheels, entry, ort_runtime, warnings, settings,
                              rendered=len(to_render), staging=staging)
@@ -655,8 +660,14 @@ def _write_model(
     return entry, ort_runtime
 
 
-def _write_runtime(staging: Path, settings: dict[str, Any]) -> dict[str, str]:
-    """The wheels, Pyodide and the web runtime into ``staging``; the wheels' site paths."""
+def _write_runtime(
+    staging: Path, settings: dict[str, Any], cache: Any = None
+) -> dict[str, str]:
+    """The wheels, Pyodide and the web runtime into ``staging``; the wheels' site paths
+    (the packed wheel and the trimmed standard library from the build ``cache``, if any)."""
+    from ragspine_lite.bundle.build_cache import cached_stdlib, cached_wheel
+    from ragspine_lite.bundle.stdlib import write_site_lock
+
     wheels_dir = staging / "wheels"
     wheels_dir.mkdir()
     wheel = settings["wheel"]
@@ -666,12 +677,13 @@ def _write_runtime(staging: Path, settings: dict[str, Any]) -> dict[str, str]:
         our_wheel = wheels_dir / wheel.name
         shutil.copy2(wheel, our_wheel)
     else:
-        our_wheel = pack_wheel(wheels_dir)
+        our_wheel = cached_wheel(cache, wheels_dir)
     found = find_micropip(settings["micropip"])
     shutil.copy2(found, wheels_dir / found.name)
     copy_files(PYODIDE_FILES, settings["pyodide_dir"], staging / "pyodide", "the Pyodide runtime")
     our_wheels = [our_wheel, wheels_dir / found.name]
-    write_site_stdlib(settings["pyodide_dir"], staging / "pyodide", our_wheels)
+    cached_stdlib(cache, settings["pyodide_dir"], staging / "pyodide", our_wheels)
+    write_site_lock(settings["pyodide_dir"], staging / "pyodide")
     copy_files(RUNTIME_FILES, settings["web_dir"], staging, "the web runtime")
     return {"micropip": f"wheels/{found.name}", "ragspine_lite": f"wheels/{our_wheel.name}"}
 

@@ -39,7 +39,7 @@ from __future__ import annotations
 import os
 import re
 import unicodedata
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -451,6 +451,25 @@ def load_sections(path: str | Path, *, text: str | None = None) -> list[Section]
     return heading_sections(body, anchors, slugs=p.suffix.lower() not in HTML_EXTENSIONS)
 
 
+def _walk(folder: Path) -> Iterator[tuple[str, str, str]]:
+    """``(path relative to folder, "/"-separated; its folder; its name)`` of the supported
+    files under ``folder``, hidden entries skipped, symlinked directories not followed."""
+    top = str(folder)
+    for dirpath, dirnames, filenames in os.walk(top):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        rel = os.path.relpath(dirpath, top)
+        prefix = "" if rel == os.curdir else rel.replace(os.sep, "/") + "/"
+        for name in filenames:
+            if not name.startswith(".") and _suffix(name) in SUPPORTED_EXTENSIONS:
+                yield prefix + name, dirpath, name
+
+
+def _suffix(name: str) -> str:
+    """``Path(name).suffix.lower()``, without building a path."""
+    dot = name.rfind(".")
+    return name[dot:].lower() if 0 < dot < len(name) - 1 else ""
+
+
 def discover_documents(paths: Iterable[str | Path]) -> list[tuple[Path, Path]]:
     """Expand files and directories into ``(file, root)`` pairs, deterministically ordered.
 
@@ -461,38 +480,29 @@ def discover_documents(paths: Iterable[str | Path]) -> list[tuple[Path, Path]]:
     for a missing path or an unsupported file named directly.
     """
     found: list[tuple[Path, Path]] = []
-    seen: set[Path] = set()
+    seen: set[str] = set()
 
     real_dirs: dict[str, str] = {}
 
-    def add(child: Path, root: Path) -> None:
+    def add(folder: str, name: str, root: Path) -> None:
         # One realpath per folder: only a symlinked file needs its own.
-        folder = str(child.parent)
         real = real_dirs.get(folder)
         if real is None:
             real = real_dirs[folder] = os.path.realpath(folder)
-        key = child.resolve() if child.is_symlink() else Path(real, child.name)
+        child = os.path.join(folder, name)
+        key = os.path.realpath(child) if os.path.islink(child) else os.path.join(real, name)
         if key not in seen:  # a file reached twice (dir + file) is loaded once
             seen.add(key)
-            found.append((child, root))
+            found.append((Path(child), root))
 
     for item in paths:
         p = Path(item)
         if p.is_dir():
-            batch: list[tuple[str, Path]] = []
-            for dirpath, dirnames, filenames in os.walk(p):
-                dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
-                for name in filenames:
-                    if name.startswith("."):
-                        continue
-                    child = Path(dirpath) / name
-                    if child.suffix.lower() in SUPPORTED_EXTENSIONS:
-                        batch.append((child.relative_to(p).as_posix(), child))
-            for _, child in sorted(batch):
-                add(child, p)
+            for _, folder, name in sorted(_walk(p)):
+                add(folder, name, p)
         elif p.exists():
             _check_extension(p)
-            add(p, p.parent)
+            add(str(p.parent), p.name, p.parent)
         else:
             raise ValueError(f"no such file or directory: {str(p)!r}")
     return found
