@@ -107,7 +107,7 @@ async function takeRebuiltBundle(state) {
   Object.assign(state, { manifest, files });
   if (state.embeddings) {
     const vectors = fetchVectors(manifest, (path, what, phase) => fetchVerified(manifest, bundleURL, path, what, phase));
-    await useDenseScanner(state.py, state.searcher, vectors).catch((err) =>
+    await useDenseScanner(state.py, state.searcher, vectors, files).catch((err) =>
       log("warn", `the chunk vectors are scanned in Python instead of JavaScript: ${describe(err).message}`));
   }
   log("info", "the site was rebuilt: searching its new index");
