@@ -42,6 +42,7 @@ from ragspine_lite.bundle.options import (
     parse_filters,
     postprocessor_of,
 )
+from ragspine_lite.bundle.page_backend import PageBackend
 from ragspine_lite.bundle.sharded_index import ShardedIndex
 from ragspine_lite.bundle.shards import (
     BundleFiles,
@@ -57,7 +58,7 @@ from ragspine_lite.common.sensitivity import NOT_RESTRICTED_SQL, is_restricted
 from ragspine_lite.link.filtered_index import FilteredIndex
 from ragspine_lite.link.narrative_link import NarrativeIndexRetriever, OpenOnlyIndex
 from ragspine_lite.pipeline.retrievers import GlossaryQueryRewriter, NarrativeIndex
-from ragspine_lite.pipeline.stages import embed_queries, index_text
+from ragspine_lite.pipeline.stages import index_text
 from ragspine_lite.routing.multi_index import LibraryIndex, MultiIndexRetriever
 from ragspine_lite.vector.store import InProcessVectorStore
 
@@ -95,52 +96,6 @@ def open_read_only_store(db_path: str | Path) -> ChunkStore:
 
 
 # ---------------------------------------------------------------- the searcher
-
-
-class _PageBackend:
-    """The bundle's model as page documents see it: chunk vectors a document was stored with
-    are reused (a reload does not re-embed); everything else is the model's."""
-
-    def __init__(self, backend: Any) -> None:
-        self.backend = backend
-        self.known: dict[str, list[float]] = {}
-
-    def __getattr__(self, name: str) -> Any:  # calibration, coverage, plan, model_id, …
-        return getattr(self.backend, name)
-
-    def remember(self, vectors: Any) -> None:
-        """Take ``{"model_id", "items": [[text, vector], …]}`` from :meth:`page_vectors`;
-        vectors of another model (or malformed ones) are ignored: the text is re-embedded."""
-        from ragspine_lite.vector.sqlite_store import embedding_model_id
-
-        if not isinstance(vectors, Mapping) or vectors.get("model_id") != embedding_model_id(
-            self.backend
-        ):
-            return
-        dim = getattr(self.backend, "dim", None)
-        for item in vectors.get("items") or ():
-            if isinstance(item, (list, tuple)) and len(item) == 2 and isinstance(item[0], str):
-                vector = [float(x) for x in item[1]]
-                if dim is None or len(vector) == dim:
-                    self.known[item[0]] = vector
-
-    def forget(self, keep: set[str]) -> None:
-        """Drop the vectors of texts no longer indexed."""
-        self.known = {t: v for t, v in self.known.items() if t in keep}
-
-    def embed_texts(self, texts: list[str]) -> list[list[float]]:
-        missing = [t for t in dict.fromkeys(texts) if t not in self.known]
-        if missing:
-            vectors = self.backend.embed_texts(missing)
-            self.known.update(zip(missing, (list(v) for v in vectors), strict=True))
-        return [self.known[t] for t in texts]
-
-    def embed_queries(self, texts: list[str]) -> list[Any]:
-        return embed_queries(self.backend, texts)
-
-    def missing(self, texts: Sequence[str]) -> list[str]:
-        """The texts without a vector yet."""
-        return [t for t in dict.fromkeys(texts) if t not in self.known]
 
 
 class BundleSearcher:
@@ -212,16 +167,37 @@ class BundleSearcher:
         self.sharded = bundle
         self.bundle_facts = dict(bundle.facts)
         self.index_text_fn = index_text_fn_of(self.bundle_facts, bundle.header_path)
-        options = {"query_rewriter": GlossaryQueryRewriter(), "index_text_fn": self.index_text_fn}
-        self._bundle = FilteredIndex(ShardedIndex(bundle, **options))
+        self._bundle = FilteredIndex(ShardedIndex(bundle, **self._index_options()))
         self._hybrid = None
         self._stacks.clear()  # the retrievers over the old bundle's indexes
         if backend is not None and self._vector_model(backend):
-            self.embedding_backend = backend
-            hybrid = ShardedIndex(
-                bundle, **options, embedding_backend=backend, scanner=scanner
-            )
-            self._hybrid = FilteredIndex(hybrid, fallback=self._bundle.index)
+            self._add_hybrid(backend, scanner)
+
+    def _index_options(self) -> dict[str, Any]:
+        return {"query_rewriter": GlossaryQueryRewriter(), "index_text_fn": self.index_text_fn}
+
+    def _add_hybrid(self, backend: Any, scanner: Any) -> None:
+        """The sharded bundle's hybrid index over ``backend`` (its vectors' model)."""
+        self.embedding_backend = backend
+        hybrid = ShardedIndex(
+            self.sharded, **self._index_options(), embedding_backend=backend, scanner=scanner
+        )
+        self._hybrid = FilteredIndex(hybrid, fallback=self._bundle.index)  # type: ignore[union-attr]
+
+    def use_embeddings(self, backend: Any, scanner: DenseScanner | None = None) -> bool:
+        """Search hybrid from now on, with ``backend`` loaded after the searcher opened (the
+        worker answers with BM25 while the model downloads) → whether the bundle has vectors
+        (``False``: it stays BM25). Searches in ``"bm25"`` mode are unchanged. Before any
+        page document is added (they would stay BM25-only), once; else ``ValueError``."""
+        if self.sharded is None or self._hybrid is not None or self._page_docs:
+            raise ValueError("a model joins a sharded bundle once, before any page document")
+        if not self._vector_model(backend):
+            return False
+        self._add_hybrid(backend, scanner)
+        self._stacks.clear()
+        self.page_store.close()
+        self._open_page()  # empty: from now on page documents are embedded too
+        return True
 
     def replace_bundle(self, files: BundleFiles, header: str) -> None:
         """Search the rebuilt site's bundle (``header`` read through ``files``) from now on:
@@ -245,10 +221,10 @@ class BundleSearcher:
         self.page_store = ChunkStore(":memory:")
         self.page_store.init_schema()
         self._page = FilteredIndex(self._narrative(self.page_store))
-        self._page_backend: _PageBackend | None = None
+        self._page_backend: PageBackend | None = None
         self._page_hybrid: FilteredIndex | None = None
         if self._hybrid is not None:
-            self._page_backend = _PageBackend(self.embedding_backend)
+            self._page_backend = PageBackend(self.embedding_backend)
             hybrid = self._narrative(
                 self.page_store,
                 embedding_backend=self._page_backend,
