@@ -109,10 +109,10 @@ class BuildCache:
         """The cached parse of each key (``None`` where there is none), in one read."""
         wanted = set(keys)
         self.used["parsed"] |= wanted
-        found = {k: v for k, v in self.conn.execute("SELECT key, value FROM parsed")
+        found = {k: _parsed(v) for k, v in self.conn.execute("SELECT key, value FROM parsed")
                  if k in wanted}
         self.hits += len(found)
-        return [_parsed(found[key]) if key in found else None for key in keys]
+        return [found.get(key) for key in keys]
 
     def put(self, key: str, parsed: Parsed) -> None:
         body, meta, sections = parsed

@@ -401,11 +401,8 @@ def export_store(
             store.sync_indexers()
         facets = _facets_of(store, target)
         if embedding_backend is not None:
-            embed_chunks(
-                store.iter_chunks(), embedding_backend, target, report, progress,
-                embedding_batch_size, policy=index.persistence_policy,
-                index_text_fn=index.index_text_fn,
-            )
+            embed_chunks(store.iter_chunks(), embedding_backend, target, report, progress,
+                         embedding_batch_size, index.persistence_policy, index.index_text_fn)
     finally:
         store.close()
     _write_facts(target, exported, report, facets, index_text_fn)
@@ -527,7 +524,6 @@ def embed_chunks(
     report: ExportReport,
     progress: Progress | None,
     batch_size: int | None,
-    *,
     policy: Any = None,
     index_text_fn: Any | None = None,
 ) -> None:

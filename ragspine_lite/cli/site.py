@@ -107,7 +107,7 @@ def _add_build_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--jobs", type=int, metavar="N", help="processes that parse the documents "
                    "(default: the CPUs, at most 8; the site is the same for any N)")
     p.add_argument("--clean", action="store_true", help="a full build: forget what the last "
-                   "build parsed (kept beside --out in .OUT.cache/)")
+                   "builds parsed, chunked, embedded and wrote (kept beside --out in .OUT.cache/)")
     p.add_argument("--quiet", action="store_true", help="no progress output")
 
 
