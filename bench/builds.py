@@ -4,9 +4,9 @@ Our clean builds pass ``--clean``; the edit is rebuilt with the same command as 
 
     python bench/builds.py [--sizes 1000 10000] [--100k] [--1m] [--hybrid] [--data DIR]
 
-Pages are English HTML pages from squad_train (``bench/browser.py``'s generator: beyond its
-10,000 paragraphs, pages of sentences drawn with a fixed seed). Each build is its own process
-(``ragspine-lite build-site PAGES --out OUT --no-page``; Pagefind:
+Pages are English HTML pages from squad_train (``bench/browser_bytes.py``'s generator:
+beyond its 10,000 paragraphs, pages of sentences drawn with a fixed seed). Each build is its
+own process (``ragspine-lite build-site PAGES --out OUT --no-page``; Pagefind:
 ``node node_modules/pagefind/lib/runner/bin.cjs --site PAGES --output-path OUT``); its wall
 time and peak RSS (``wait4``, the process and its children) are reported. The edit replaces
 one word of one page with a new one; "files changed" counts the output files added, removed
@@ -30,7 +30,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "bench"))
 sys.path.insert(0, str(REPO))
 
-import browser  # noqa: E402  (the page generator)
+import browser  # noqa: E402
+import browser_bytes  # noqa: E402  (the page generator)
 
 PAGEFIND = REPO / "node_modules" / "pagefind" / "lib" / "runner" / "bin.cjs"
 QUERY = "what year did the university open"
@@ -102,8 +103,8 @@ def bench_size(n: int, work: Path, hybrid: bool, data: Path) -> list[dict]:
     pages = work / f"pages-{n}"
     if not (pages / ".complete").is_file():
         shutil.rmtree(pages, ignore_errors=True)
-        corpus, _ = browser.make_corpus(data, n, 0)
-        browser.write_pages(corpus, pages)
+        corpus, _ = browser_bytes.make_corpus(data, n, 0)
+        browser_bytes.write_pages(corpus, pages)
         (pages / ".complete").touch()
     rows = []
     for engine in ["ragspine_lite", *(["ragspine_lite hybrid"] if hybrid else []), "pagefind"]:

@@ -374,10 +374,9 @@ export class InstantLane {
     return i >= 0 ? this.termPaths[i] : null;
   }
 
-  async postings(term) {
-    const path = this.termPath(term);
-    if (path === null) return null;
-    const shard = await this.#load(path, ({ meta, arrays }) => {
+  // One term shard, decoded (read once; later calls share the first one's promise).
+  #termShard(path) {
+    return this.#load(path, ({ meta, arrays }) => {
       const entries = new Map();
       let offset = 0;
       meta.terms.forEach(([name, df, , , count], i) => {
@@ -386,6 +385,12 @@ export class InstantLane {
       });
       return { entries, docs: arrays.docs, tfs: arrays.tfs };
     });
+  }
+
+  async postings(term) {
+    const path = this.termPath(term);
+    if (path === null) return null;
+    const shard = await this.#termShard(path);
     const entry = shard.entries.get(term);
     if (!entry) return null;
     const docs = new Uint32Array(entry.count);
@@ -420,8 +425,11 @@ export class InstantLane {
   }
 
   // ShardedIndex.retrieve without filters: RRF over the variants' rankings, best BM25 per hit.
+  // Every term shard the variants read is requested at once (one round trip, not one per
+  // shard); the ranking then reads them in the Python path's order.
   async #retrieve(query, limit) {
     const variants = [...new Set(queryVariants(query, this.glossary))];
+    await Promise.all(this.termPathsFor(query).map((path) => this.#termShard(path)));
     const rankings = [];
     for (const v of variants) {
       const ranked = await this.#rank(tokenize(v));
