@@ -129,6 +129,15 @@ class ExportReport:
     embedding_model_id: str = ""
     embedding_dim: int = 0
 
+    def count(self, chunks: int, language: str) -> None:
+        """One exported document of ``chunks`` chunks in ``language`` (empty: counted so)."""
+        self.chunks += chunks
+        if chunks:
+            self.documents += 1
+            self.languages[language] = self.languages.get(language, 0) + 1
+        else:
+            self.empty_documents += 1
+
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "documents": self.documents,
@@ -491,13 +500,7 @@ def _ingest(
     for i, doc in enumerate(exported, 1):
         chunks = chunk(doc.body, doc.meta, max_chars=max_chars, overlap_chars=overlap_chars)
         batch.append((doc.meta.doc_id, chunks))
-        report.chunks += len(chunks)
-        if chunks:
-            report.documents += 1
-            language = doc.meta.language or ""
-            report.languages[language] = report.languages.get(language, 0) + 1
-        else:
-            report.empty_documents += 1
+        report.count(len(chunks), doc.meta.language or "")
         if len(batch) >= INGEST_BATCH or i == len(exported):
             store.replace_docs(batch)
             batch = []

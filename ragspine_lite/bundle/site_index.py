@@ -146,16 +146,9 @@ def _source(
     exported = [d for d in corpus if not d.restricted]
     report = ExportReport(excluded_restricted_documents=len(corpus) - len(exported))
     for doc in exported:
-        count = len(docs.chunks[doc.meta.doc_id])
-        report.chunks += count
+        report.count(len(docs.chunks[doc.meta.doc_id]), doc.meta.language or "")
         report.sections += len(doc.sections)
         report.pages += 1 if doc.url else 0
-        if count:
-            report.documents += 1
-            language = doc.meta.language or ""
-            report.languages[language] = report.languages.get(language, 0) + 1
-        else:
-            report.empty_documents += 1
     chunks = sorted((c for d in exported for c in docs.chunks[d.meta.doc_id]),
                     key=lambda c: c.chunk_id)
     check_chunks(chunks, "the export")
