@@ -22,6 +22,7 @@ from ragspine_lite.bundle.coarse import open_scanner
 from ragspine_lite.bundle.dense import DenseLane, DenseRanking, DenseScanner
 from ragspine_lite.bundle.shards import ShardedBM25Index, ShardedBundle, docno_key
 from ragspine_lite.filtering.metadata_filter import MetadataFilter
+from ragspine_lite.lexical.bm25_index import TermDocuments
 from ragspine_lite.lexical.inverted_index import CandidateSet
 from ragspine_lite.pipeline.fusion import Fusion, Hit, default_fusion
 from ragspine_lite.pipeline.search import LEXICAL_POOL, Pipeline
@@ -82,6 +83,13 @@ class ShardLane:
         with self.bm25.reading():
             hits = self.bm25.score(tokenize(query), map(int, keys), candidates=candidates)
         return _keyed(hits)
+
+    def term_documents(
+        self, terms: Sequence[str], max_df: int, candidates: CandidateSet | None
+    ) -> list[TermDocuments]:
+        """``terms`` as the postings count them over the candidates (exact words)."""
+        with self.bm25.reading():
+            return self.bm25.term_documents(terms, max_df, candidates=candidates)
 
     def chunks_for(self, keys: list[str], candidates: CandidateSet | None) -> dict[str, Any]:
         wanted = {key: int(key) for key in keys}

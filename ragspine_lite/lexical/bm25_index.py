@@ -19,7 +19,15 @@ from typing import Any, NamedTuple
 from ragspine_lite.lexical.scoring import DEFAULT_BM25_B, DEFAULT_BM25_K1, bm25_idf
 from ragspine_lite.text.words import tokenize
 
-__all__ = ["LOOKUP_CACHE_POSTINGS", "UINT", "BM25Index", "CandidateSet", "Hit", "Postings"]
+__all__ = [
+    "LOOKUP_CACHE_POSTINGS",
+    "UINT",
+    "BM25Index",
+    "CandidateSet",
+    "Hit",
+    "Postings",
+    "TermDocuments",
+]
 
 #: Postings held as docno → tf dicts for random access, per index (about 100 bytes each).
 LOOKUP_CACHE_POSTINGS = 1_000_000
@@ -84,6 +92,15 @@ class CandidateSet:
                     hits += 1
             return hits
         return sum(map(self.mask.__getitem__, docs))
+
+
+class TermDocuments(NamedTuple):
+    """A query term as :meth:`BM25Index.term_documents` sees it: its document frequency and,
+    for a rare term, the ids of the documents holding it (ascending; ``[]`` otherwise)."""
+
+    term: str
+    df: int
+    ids: list[str]
 
 
 class _Term:
@@ -337,6 +354,40 @@ class BM25Index:
             scored = self._exact(terms, docnos, float(k1), float(b), avgdl) if terms else []
             ids = self._chunk_ids([d for d, s in scored if s > 0])
         return [(d, ids[d], s) for d, s in scored if s > 0]
+
+    def term_documents(
+        self,
+        query_tokens: Sequence[str],
+        max_df: int,
+        *,
+        candidates: CandidateSet | None = None,
+    ) -> list[TermDocuments]:
+        """Each distinct query term some document holds, in query order: its document
+        frequency as BM25's IDF counts it (over ``candidates``, default every live document)
+        and, when that is at most ``max_df``, the ids of the documents holding it.
+
+        Integers only, from the postings a search of these tokens reads anyway.
+        """
+        with self.reading():
+            cand = None if candidates is not None and candidates.count == self.n_docs else (
+                candidates
+            )
+            mask = cand.mask if cand is not None else self._live_mask()
+            out: list[TermDocuments] = []
+            for term in dict.fromkeys(query_tokens):
+                postings = self._postings(term)
+                if postings is None:
+                    continue
+                df = postings.df if cand is None else cand.count_in(postings.docs)
+                if df == 0:
+                    continue
+                held: list[str] = []
+                if df <= max_df:
+                    docnos = [d for d, _ in self._pairs(postings, cand, mask)]
+                    ids = self._chunk_ids(docnos)
+                    held = sorted({ids[d] for d in docnos})
+                out.append(TermDocuments(term, df, held))
+        return out
 
     def _pairs(
         self, p: Postings, cand: CandidateSet | None, mask: bytearray | None

@@ -17,6 +17,11 @@ score is ``w · lexical + (1 - w) · dense`` (each its best over the variants),
 ``w = lexical_weight``; chunks scoring 0 are dropped, so a query neither channel has evidence
 for returns nothing. With ``w > 0.5`` the best lexical hit (``≥ w``) always beats a
 dense-only chunk (``≤ 1 - w``), and a chunk both channels found adds both shares.
+
+A calibrated fusion also carries the exact-words stage (``exact_words``, default
+:class:`~ragspine_lite.pipeline.exact.ExactWords`; ``None`` turns it off): the pipeline adds
+its bonus to the chunks holding a query word few chunks hold (:mod:`ragspine_lite.pipeline.exact`).
+:meth:`CalibratedFusion.fuse` itself is the score-aware rule alone.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from ragspine_lite.lexical.scoring import DEFAULT_RRF_K, rank_scores, rrf_fuse
+from ragspine_lite.pipeline.exact import DEFAULT_EXACT_WORDS, ExactWords
 from ragspine_lite.vector.calibration import DEFAULT_LEXICAL_WEIGHT, DenseCalibration
 
 __all__ = [
@@ -33,6 +39,7 @@ __all__ = [
     "CalibratedFusion",
     "ChannelHits",
     "DenseCalibration",
+    "ExactWords",
     "Fusion",
     "Hit",
     "RRFFusion",
@@ -95,7 +102,8 @@ class CalibratedFusion:
     """Score-aware fusion with the calibrated dense floor (see the module docstring).
 
     Without a dense channel (BM25 mode, a query outside the model's vocabulary) it is exactly
-    :class:`RRFFusion` with ``rrf_k``.
+    :class:`RRFFusion` with ``rrf_k``. ``exact_words`` is the stage the pipeline runs around
+    it on the hybrid channel (:mod:`ragspine_lite.pipeline.exact`; ``None``: off).
 
     >>> fusion = CalibratedFusion(DenseCalibration(floor=0.3, ceiling=0.7))
     >>> fusion.fuse([ChannelHits("q", [("a", 4.0), ("b", 2.0)], [("c", 0.9), ("a", 0.5)])], 10)
@@ -106,6 +114,7 @@ class CalibratedFusion:
 
     calibration: DenseCalibration
     rrf_k: float = DEFAULT_RRF_K
+    exact_words: ExactWords | None = DEFAULT_EXACT_WORDS
 
     def fuse(self, hits: Sequence[ChannelHits], limit: int) -> list[Hit]:
         if all(h.dense is None for h in hits):

@@ -7,7 +7,7 @@ Siblings with the same names (the bundle's shards are a third, in
   :class:`~ragspine_lite.lexical.inverted_index.InvertedIndex` built from their index texts on
   the first search, or by a store's index given one docno per chunk. Keys are chunk ids.
 - :class:`StoreLane`: the chunk store's persisted BM25 index straight, reading only the
-  results' rows (ids unique). One lane per search.
+  results' rows (ids unique). One lane per search, BM25 only (so no exact-words stage).
 - :class:`VectorStoreLane`: a :class:`~ragspine_lite.vector.store.VectorStore` ranking the
   candidates of a :class:`ChunkListLane`; it embeds the chunks first when it manages them.
 """
@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable, Mapping, MutableMapping, Sequenc
 from dataclasses import dataclass, field
 from typing import Any
 
+from ragspine_lite.lexical.bm25_index import TermDocuments
 from ragspine_lite.lexical.inverted_index import BM25Index, CandidateSet, InvertedIndex
 from ragspine_lite.lexical.scoring import DEFAULT_BM25_B, DEFAULT_BM25_K1
 from ragspine_lite.pipeline.fusion import Hit
@@ -133,6 +134,13 @@ class ChunkListLane:
             ]
             for q in queries
         ]
+
+    def term_documents(
+        self, terms: Sequence[str], max_df: int, candidates: Selection | None
+    ) -> list[TermDocuments]:
+        """``terms`` as the index counts them over the candidates (exact words)."""
+        chosen = None if candidates is None else candidates.index_set
+        return self.index.term_documents(terms, max_df, candidates=chosen)
 
     def chunks_for(self, keys: list[str], candidates: Selection | None) -> dict[str, Any]:
         """Each key's chunk: the one chunk with that id, or (ids repeating) the first

@@ -13,7 +13,10 @@ the page too) is :meth:`Pipeline.search`:
    searched with BM25 alone over unique ids is cut to ``limit`` (fusion keeps its order); a
    hybrid calibrated search over a lane that can score a pool (:class:`PooledLexicalLane`)
    ranks a pool of BM25 hits (:func:`pooled_ranking`); otherwise every hit counts.
-5. **fusion** (:mod:`~ragspine_lite.pipeline.fusion`), then the fused ids' chunks only.
+5. **fusion** (:mod:`~ragspine_lite.pipeline.fusion`) and, hybrid, **exact words**
+   (:mod:`~ragspine_lite.pipeline.exact`, when the fusion carries the rule and the lane can
+   tell which chunks hold a rare query word: :class:`ExactWordsLane`): those chunks are
+   ranked however low BM25 put them, and gain the rule's bonus. Then the fused ids' chunks.
 6. **post-retrieval chain** (:func:`~ragspine_lite.pipeline.stages.run_post_chain`).
 
 Lanes are siblings with the same names (:mod:`ragspine_lite.pipeline.lanes`: a list of chunks,
@@ -28,6 +31,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
+from ragspine_lite.lexical.bm25_index import TermDocuments
+from ragspine_lite.pipeline.exact import ExactWords
 from ragspine_lite.pipeline.fusion import ChannelHits, Fusion, Hit, channel_hits
 from ragspine_lite.pipeline.stages import (
     CHANNEL_HYBRID,
@@ -44,6 +49,7 @@ __all__ = [
     "Candidates",
     "DenseLane",
     "DenseRun",
+    "ExactWordsLane",
     "LexicalLane",
     "Pipeline",
     "PooledLexicalLane",
@@ -101,6 +107,18 @@ class PooledLexicalLane(LexicalLane, Protocol):
 
     def scores(self, query: str, keys: list[str], candidates: LaneCandidates) -> list[Hit]:
         """``(key, bm25)`` of these documents' hits (any order)."""
+        ...
+
+
+@runtime_checkable
+class ExactWordsLane(LexicalLane, Protocol):
+    """A lexical lane that tells which documents hold a query's rare words (exact words)."""
+
+    def term_documents(
+        self, terms: Sequence[str], max_df: int, candidates: LaneCandidates
+    ) -> list[TermDocuments]:
+        """The ``terms`` the documents hold, with their document frequency over the
+        candidates and, for those at most ``max_df`` documents hold, those documents' keys."""
         ...
 
 
@@ -198,14 +216,42 @@ class Pipeline:
                 return None
             queries = self.variants(query)
             run = None
+            held: dict[str, int] = {}
             if dense is not None and channel == CHANNEL_HYBRID:
                 run = dense.rank(queries, candidates, filters)
-                lexical_hits = self._hybrid_lexical(queries, lexical, candidates, run, limit)
+                held = self._held(query, lexical, candidates)
+                lexical_hits = self._hybrid_lexical(
+                    queries, lexical, candidates, run, limit, list(held)
+                )
             else:
                 prune = limit if len(queries) == 1 and lexical.unique_keys else None
                 lexical_hits = lexical.rankings(queries, candidates, prune)
         hits = channel_hits(queries, lexical_hits, None if run is None else run.hits)
-        return hits, self.fusion.fuse(hits, limit), run, candidates
+        return hits, self._fuse(hits, limit, held), run, candidates
+
+    @property
+    def exact_words(self) -> ExactWords | None:
+        """The exact-words rule the fusion carries (``None``: none)."""
+        return getattr(self.fusion, "exact_words", None)
+
+    def _held(
+        self, query: str, lexical: LexicalLane, candidates: Candidates | None
+    ) -> dict[str, int]:
+        """Exact words: key → how many of ``query``'s rare words it holds (hybrid only)."""
+        rule = self.exact_words
+        if rule is None or not isinstance(lexical, ExactWordsLane):
+            return {}
+        words = rule.words(query)
+        return rule.held(lexical.term_documents(words, rule.max_df, candidates)) if words else {}
+
+    def _fuse(self, hits: list[ChannelHits], limit: int, held: Mapping[str, int]) -> list[Hit]:
+        """The fusion's top ``limit``; with chunks holding rare terms, every chunk fused, the
+        exact-words bonus added, then cut."""
+        rule = self.exact_words
+        if not held or rule is None:
+            return self.fusion.fuse(hits, limit)
+        ranked = {key for h in hits for key, _ in (*h.lexical, *(h.dense or ()))}
+        return rule.lift(self.fusion.fuse(hits, max(len(ranked), 1)), held, limit)
 
     def _hybrid_lexical(
         self,
@@ -214,11 +260,15 @@ class Pipeline:
         candidates: Candidates | None,
         run: DenseRun,
         limit: int,
+        held: list[str],
     ) -> list[list[Hit]]:
-        """The lexical rankings fused with the dense ones: a proven pool, else every hit."""
+        """The lexical rankings fused with the dense ones: a proven pool (with the ``held``
+        keys, exact words, scored too), else every hit."""
         if len(queries) == 1 and isinstance(lexical, PooledLexicalLane):
             first = queries[0]
-            pooled = pooled_ranking(self.fusion, lexical, first, candidates, run.hits[0], limit)
+            pooled = pooled_ranking(
+                self.fusion, lexical, first, candidates, run.hits[0], limit, held
+            )
             if pooled is not None:
                 return [pooled]
         return lexical.rankings(queries, candidates, None)
@@ -231,14 +281,17 @@ def pooled_ranking(
     candidates: Candidates | None,
     dense: list[Hit],
     limit: int,
+    held: Sequence[str] = (),
 ) -> list[Hit] | None:
     """The lexical ranking a calibrated fusion needs, without scoring every BM25 hit.
 
     The top ``max(LEXICAL_POOL, 2 * limit)`` hits (pruned) plus the exact BM25 of the dense
-    hits outside them. Any other chunk has no dense evidence and at most the pool's last
-    score, so it fuses to at most ``w · last / best``: when the ``limit``-th fused score is
-    above that, the fused top ``limit`` is the full ranking's, bit for bit. ``None``: not
-    proven (or not a calibrated fusion), rank every hit.
+    hits and the ``held`` keys (chunks holding a rare query term) outside them. Any other
+    chunk has no dense evidence, no exact-words bonus and at most the pool's last score, so
+    it fuses to at most ``w · last / best``: when the ``limit``-th fused score is above
+    that, the fused top ``limit`` is the full ranking's, bit for bit (the bonus only raises
+    scores of chunks in the ranking). ``None``: not proven (or not a calibrated fusion),
+    rank every hit.
     """
     calibration = getattr(fusion, "calibration", None)
     if calibration is None:
@@ -248,7 +301,8 @@ def pooled_ranking(
     if len(top) < pool:
         return top  # every hit
     have = {key for key, _ in top}
-    extra = lexical.scores(query, [key for key, _ in dense if key not in have], candidates)
+    missing = dict.fromkeys(key for key in (*(key for key, _ in dense), *held) if key not in have)
+    extra = lexical.scores(query, list(missing), candidates)
     ranked = sorted(top + extra, key=lambda h: (-h[1], h[0]))
     fused = fusion.fuse(channel_hits([query], [ranked], [dense]), limit)
     bound = calibration.lexical_weight * (top[-1][1] / top[0][1])
