@@ -171,16 +171,16 @@ class BundleSearcher:
         self._hybrid = None
         self._stacks.clear()  # the retrievers over the old bundle's indexes
         if backend is not None and self._vector_model(backend):
-            self._add_hybrid(backend, scanner)
+            self._add_hybrid(bundle, backend, scanner)
 
     def _index_options(self) -> dict[str, Any]:
         return {"query_rewriter": GlossaryQueryRewriter(), "index_text_fn": self.index_text_fn}
 
-    def _add_hybrid(self, backend: Any, scanner: Any) -> None:
-        """The sharded bundle's hybrid index over ``backend`` (its vectors' model)."""
+    def _add_hybrid(self, bundle: ShardedBundle, backend: Any, scanner: Any) -> None:
+        """The sharded ``bundle``'s hybrid index over ``backend`` (its vectors' model)."""
         self.embedding_backend = backend
         hybrid = ShardedIndex(
-            self.sharded, **self._index_options(), embedding_backend=backend, scanner=scanner
+            bundle, **self._index_options(), embedding_backend=backend, scanner=scanner
         )
         self._hybrid = FilteredIndex(hybrid, fallback=self._bundle.index)  # type: ignore[union-attr]
 
@@ -193,7 +193,7 @@ class BundleSearcher:
             raise ValueError("a model joins a sharded bundle once, before any page document")
         if not self._vector_model(backend):
             return False
-        self._add_hybrid(backend, scanner)
+        self._add_hybrid(self.sharded, backend, scanner)
         self._stacks.clear()
         self.page_store.close()
         self._open_page()  # empty: from now on page documents are embedded too
