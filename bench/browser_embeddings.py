@@ -82,7 +82,7 @@ PAGE_JS = r"""
 async ({ module, bundle, queries, warmups, scan }) => {
   const { RagSpineLite } = await import(module);
   const rs = await RagSpineLite.open({ bundle, jspi: true, timeoutMs: 0 });
-  const out = { info: rs.info };
+  const out = { info: await rs.denseReady() };  // the model joined: hybrid searches from here
   for (const w of warmups) {
     await rs.embed([w]);
     await rs.searchDetailed(w, { topK: 10, mode: "hybrid", highlight: false });

@@ -160,9 +160,10 @@ function describeBundle() {
 
 async function ready(search, params) {
   demo.rs = search.runtime;
-  // The instant lane answers the box already; ingest, reranking and the versions need Pyodide.
+  // The instant lane answers the box already; ingest, reranking and the versions need Pyodide
+  // (and, on a hybrid site, its model: the page is ready once it joined or could not).
   try {
-    demo.info = await demo.rs.fullEngine();
+    demo.info = await demo.rs.denseReady();
   } catch (err) {
     setState("error");
     showError(`The full search engine could not start (plain searches still work): ${err.message}`);

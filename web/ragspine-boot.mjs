@@ -111,27 +111,35 @@ async function installWithMicropip(py, micropipURL, wheelName, wheel) {
 // ------------------------------------------------------------------ the searcher
 
 // The BundleSearcher over the bundle's files (the JS reader is Python's BundleFiles: its
-// Uint8Arrays reach Python as buffers); with `embeddings`, the model's Python backend.
-export function openSearcher(py, files, header, embeddings) {
+// Uint8Arrays reach Python as buffers), BM25 until the bundle's model joins (useModel).
+export function openSearcher(py, files, header) {
   py.globals.set("_files", files.reader);
-  const lines = ["from ragspine_lite.bundle.runtime import BundleSearcher"];
-  if (embeddings) {
-    py.globals.set("_ragspine_run", embeddings.run);
-    py.globals.set("_ragspine_config", JSON.stringify(embeddings.config));
-    py.globals.set("_ragspine_vocab", embeddings.vocabPath);
-    lines.push(
-      "import json",
-      "from ragspine_lite.vector.browser_backend import BrowserOnnxEmbeddingBackend",
-      "_b = BrowserOnnxEmbeddingBackend.from_files(_ragspine_vocab, json.loads(_ragspine_config), runner=_ragspine_run)",
-      "del _ragspine_run, _ragspine_config, _ragspine_vocab",
-    );
-  }
   py.globals.set("_header", header);
-  lines.push(`BundleSearcher.from_files(_files, header=_header${embeddings ? ", embedding_backend=_b" : ""})`);
   try {
-    return py.runPython(lines.join("\n"));
+    return py.runPython("from ragspine_lite.bundle.runtime import BundleSearcher\nBundleSearcher.from_files(_files, header=_header)");
   } finally {
-    py.runPython("for _n in ('_files', '_header', '_b'):\n    globals().pop(_n, None)\ndel _n");
+    py.runPython("for _n in ('_files', '_header'):\n    globals().pop(_n, None)\ndel _n");
+  }
+}
+
+// The bundle's model (loaded by onnxruntime-web) joins `searcher` as its Python backend:
+// hybrid searches from now on. Returns whether the bundle has vectors for it.
+export function useModel(py, searcher, embeddings) {
+  py.globals.set("_searcher", searcher);
+  py.globals.set("_ragspine_run", embeddings.run);
+  py.globals.set("_ragspine_config", JSON.stringify(embeddings.config));
+  py.globals.set("_ragspine_vocab", embeddings.vocabPath);
+  const lines = [
+    "import json",
+    "from ragspine_lite.vector.browser_backend import BrowserOnnxEmbeddingBackend",
+    "_b = BrowserOnnxEmbeddingBackend.from_files(_ragspine_vocab, json.loads(_ragspine_config), runner=_ragspine_run)",
+    "_searcher.use_embeddings(_b)",
+  ];
+  try {
+    return Boolean(py.runPython(lines.join("\n")));
+  } finally {
+    const names = "('_searcher', '_ragspine_run', '_ragspine_config', '_ragspine_vocab', '_b')";
+    py.runPython(`for _n in ${names}:\n    globals().pop(_n, None)\ndel _n`);
   }
 }
 

@@ -76,6 +76,9 @@ export interface DetailedResults {
   /** Which lane answered: "instant" (JavaScript, before Pyodide is up; the same results as the
    * full engine's) or "full" (Pyodide). */
   lane: "instant" | "full";
+  /** How it was searched: "hybrid" (BM25 + the bundle's model) or "bm25". A hybrid bundle's
+   * default searches are "bm25" until its model joined the engine (see RagSpineLite.engine). */
+  mode: SearchMode;
 }
 
 /** A bundle file (index shard, text fragment, vectors) the worker loaded for a request. */
@@ -209,7 +212,11 @@ export interface DetailedSearchOptions extends SearchOptions {
   highlight?: boolean;
   /** Apply the configured reranker (default true). */
   rerank?: boolean;
-  /** "hybrid" (default when the bundle has vectors) or "bm25". */
+  /**
+   * "hybrid" or "bm25"; default (null): hybrid when the bundle has vectors and its model
+   * is loaded, else BM25. In the page a hybrid bundle answers BM25 until its model joined
+   * (`mode` of the results says which); "hybrid" waits for it.
+   */
   mode?: SearchMode | null;
   /** Apply the configured LLM query layers (default true). */
   queryLayers?: boolean;
@@ -217,7 +224,11 @@ export interface DetailedSearchOptions extends SearchOptions {
 
 /** What prefetch() takes (with a search's defaults). */
 export interface PrefetchOptions {
-  /** "hybrid" (default when the bundle has vectors) or "bm25". */
+  /**
+   * "hybrid" or "bm25"; default (null): hybrid when the bundle has vectors and its model
+   * is loaded, else BM25. In the page a hybrid bundle answers BM25 until its model joined
+   * (`mode` of the results says which); "hybrid" waits for it.
+   */
   mode?: SearchMode | null;
   filters?: Filters | null;
   /** 1 … 200, default 10. */
@@ -225,6 +236,7 @@ export interface PrefetchOptions {
 }
 // </contract>
 
+/** A hybrid bundle's "model" phase comes after "index" (the full engine answers meanwhile). */
 export type ProgressPhase = "manifest" | "boot" | "install" | "model" | "index" | "restore" | "ingest" | "ready";
 
 export interface ProgressEvent {
@@ -264,8 +276,9 @@ export interface OpenOptions {
    * `cache`). Experimental in Pyodide; any failure falls back to a plain boot. */
   snapshot?: boolean;
   /** Answer plain BM25 searches from the instant lane (JavaScript) until Pyodide is up, so
-   * open() resolves after the manifest and the index header (default true). false: open()
-   * waits for the full engine. Bundles searched hybrid by default always wait for it. */
+   * open() resolves after the manifest and the index header (default true; a hybrid bundle's
+   * default searches too, with BM25, until its model joined). false: open() waits for the
+   * full engine and, on a hybrid bundle, its model. */
   instant?: boolean;
 }
 
@@ -305,10 +318,18 @@ export interface Manifest {
   [key: string]: unknown;
 }
 
+/** Which engine answers: the instant lane (JavaScript), the full engine (Pyodide; BM25 on a
+ * hybrid bundle whose model is still loading), or the full engine with the model joined. */
+export type Engine = "instant" | "full" | "hybrid";
+
 export interface OpenInfo {
   /** "instant": open() resolved on the instant lane (the other fields are filled by the full
-   * engine's info, see RagSpineLite.fullEngine()); "full": Pyodide is up. */
-  engine: "instant" | "full";
+   * engine's info, see RagSpineLite.fullEngine()); "full": Pyodide is up; "hybrid": the
+   * bundle's model joined it. */
+  engine: Engine;
+  /** The bundle's model: "none" (a BM25 bundle, or embeddings: false), "loading", "ready"
+   * (joined: engine "hybrid") or "failed" (embeddingsError says why; searches stay BM25). */
+  dense: "none" | "loading" | "ready" | "failed";
   manifest: Manifest;
   /** Milliseconds per phase: manifest, boot, install, index, restore, total; and
    * bootEndedAt, when Pyodide was up (epoch milliseconds, comparable across realms). */
@@ -322,7 +343,8 @@ export interface OpenInfo {
   embeddings: { name: string; modelId: string; dim: number; jspi: boolean; loadMs: number } | null;
   /** Why the bundle's embedding model could not be loaded (search then runs BM25 only). */
   embeddingsError: string | null;
-  /** Where the runtime files came from: paths served by the Cache API (`cached`), fetched
+  /** Where the runtime files came from (once the boot's downloads are done, the model's
+   * included; null before): paths served by the Cache API (`cached`), fetched
    * from the network (`fetched`), cache failures (the files then came from the network), and
    * whether Python was restored from a stored snapshot, took one for the next visit, or neither. */
   cache: {
@@ -374,16 +396,31 @@ export declare class RagSpineLiteError extends Error {
   phase?: string;
 }
 
-export declare class RagSpineLite {
+/** The "engine" event's detail: the engine now answering and its info; or, when the full
+ * engine could not start, engine "failed" and the error (plain searches still work on the
+ * instant lane; a hybrid bundle's info.dense is then "failed"). */
+export interface EngineEventDetail {
+  engine: Engine | "failed";
+  info: OpenInfo;
+  error?: { name: string; message: string };
+}
+
+export declare class RagSpineLite extends EventTarget {
   static open(options?: OpenOptions): Promise<RagSpineLite>;
   readonly manifest: Manifest;
-  /** open()'s info; replaced by the full engine's once Pyodide is up. */
+  /** open()'s info; replaced by the engine's as it moves on (Pyodide up, the model joined). */
   readonly info: OpenInfo;
-  /** "instant" until the full engine (Pyodide) is up, then "full". */
-  readonly engine: "instant" | "full";
+  /** "instant" until the full engine (Pyodide) is up, then "full"; "hybrid" once a hybrid
+   * bundle's model joined it. Each change fires an "engine" event (CustomEvent with
+   * EngineEventDetail): `rs.addEventListener("engine", (e) => ...)`. */
+  readonly engine: Engine;
   /** Resolves to the full engine's info once Pyodide is up (and starts its boot now, if the
    * instant lane had deferred it); rejects if it cannot start. */
   fullEngine(): Promise<OpenInfo>;
+  /** Resolves to the engine's info once the bundle's model joined it (engine "hybrid") or
+   * could not (dense "failed"); for a BM25 bundle once the full engine is up. Starts the boot
+   * now; rejects if the full engine cannot start. */
+  denseReady(): Promise<OpenInfo>;
   search(query: string, options?: SearchOptions): Promise<Snippet[]>;
   searchDetailed(query: string, options?: DetailedSearchOptions): Promise<DetailedResults>;
   /** Fetch what a search for `query` will read, while the visitor types (debounce it). */

@@ -5,14 +5,17 @@
 //   const results = await rs.search("how to install", { filters: { language: "en" }, topK: 5 });
 //
 // A bundle built with `--embeddings minilm` is searched hybrid (BM25 + MiniLM → RRF) by
-// default; pass { mode: "bm25" } to a search for BM25 alone.
+// default once its model is in; pass { mode: "bm25" } to a search for BM25 alone.
 //
 // Everything runs in a module Web Worker (ragspine-worker.mjs, next to this file): Pyodide,
 // the ragspine_lite wheel and the bundle's index. open() resolves as soon as the worker's
 // instant lane (ragspine-instant.mjs: the index read in JavaScript) can answer: plain BM25
 // searches (no filters, no page documents, no reranker, LLM layers or postprocessing) get
 // exactly the Python path's results from it while Pyodide boots in the background; anything
-// else waits for the full engine (`await rs.fullEngine()`; `rs.engine` says which is up).
+// else waits for the full engine (`await rs.fullEngine()`). On a hybrid bundle the model
+// joins after that: until then a search in the default mode is answered with BM25 (its
+// `mode` says so), and `await rs.denseReady()` waits for it. `rs.engine` says which is up
+// ("instant", "full", "hybrid"); the "engine" event says when it changes.
 // Opening downloads only the manifest and the index header; a
 // search fetches the term shards and text fragments it needs (call prefetch(query) while the
 // visitor types to have them before the search runs). Results are the snippet dicts of
@@ -25,6 +28,7 @@ import { DEFAULT_TOP_K, FORMAT_VERSION, PREFETCH_OPTIONS, RRF_K, SEARCH_DEFAULTS
 // RRF's k, as Python declares them (ragspine-contract.mjs is generated from it).
 export { FORMAT_VERSION, RRF_K, VERSION };
 const DEFAULT_OPEN_TIMEOUT_MS = 180000;
+const ENGINE_RANK = { instant: 0, full: 1, hybrid: 2 };
 
 /** An error from the search runtime; `phase` says where it happened when known. */
 export class RagSpineLiteError extends Error {
@@ -75,7 +79,7 @@ function bundleURLOf(bundle) {
   return url;
 }
 
-export class RagSpineLite {
+export class RagSpineLite extends EventTarget {
   /**
    * Start the worker, boot Pyodide, install ragspine_lite and open the bundle.
    * Rejects with a RagSpineLiteError that says what failed to load.
@@ -125,9 +129,10 @@ export class RagSpineLite {
   #onProgress;
   #onLog;
   #timeoutMs = 0;
-  #full = null; // the full engine's open info, once ready
+  #full = null; // the full engine's latest info, once ready
 
   constructor(worker, { onProgress, onLog, workerURL }) {
+    super();
     this.#worker = worker;
     this.#onProgress = onProgress;
     this.#onLog = onLog;
@@ -163,7 +168,8 @@ export class RagSpineLite {
       return;
     }
     if (message.type === "engine") {
-      if (message.engine === "full") this.#engineUp(message.info);
+      if (message.info) this.#engineUp(message.info);
+      else this.#engineFailed(message.error);
       return;
     }
     if (message.type === "log") {
@@ -212,22 +218,47 @@ export class RagSpineLite {
     });
   }
 
+  // A newer engine info (never back to an older engine); an "engine" event when it changed.
   #engineUp(info) {
+    const before = this.info;
+    if (before && ENGINE_RANK[info.engine] < ENGINE_RANK[before.engine]) return;
     this.info = info;
-    if (info.engine === "full") this.#full = info;
+    if (info.engine !== "instant") this.#full = info;
+    if (before && (before.engine !== info.engine || before.dense !== info.dense)) {
+      this.dispatchEvent(new CustomEvent("engine", { detail: { engine: info.engine, info } }));
+    }
   }
 
-  /** Which engine answers plain searches now: "instant" (JavaScript) until the full one is up. */
+  // The full engine could not start: the instant lane goes on answering, no model will join.
+  #engineFailed(error) {
+    if (this.info && this.info.dense === "loading") {
+      this.info = { ...this.info, dense: "failed", embeddingsError: error ? error.message : null };
+    }
+    this.dispatchEvent(new CustomEvent("engine", { detail: { engine: "failed", error, info: this.info } }));
+  }
+
+  /** Which engine answers now: "instant" (JavaScript) until Pyodide is up, then "full"; a
+   * hybrid bundle's becomes "hybrid" once its model joined (searches default to hybrid). */
   get engine() {
-    return this.#full ? "full" : "instant";
+    return this.info ? this.info.engine : "instant";
   }
 
-  /** Resolves to the full engine's open info once Pyodide is up (starts its boot now). */
+  /** Resolves to the full engine's info once Pyodide is up (starts its boot now). */
   async fullEngine() {
     if (this.#full) return this.#full;
     const info = await this.#call("ready", {}, this.#timeoutMs);
     this.#engineUp(info);
-    return info;
+    return this.info;
+  }
+
+  /** Resolves to the engine's info once the bundle's model joined it (engine "hybrid"), or
+   * could not (info.dense "failed", info.embeddingsError); on a BM25 bundle once the full
+   * engine is up. Starts the boot now. */
+  async denseReady() {
+    if (this.#full && this.#full.dense !== "loading") return this.#full;
+    const info = await this.#call("dense", {}, this.#timeoutMs);
+    this.#engineUp(info);
+    return this.info;
   }
 
   /** Search with everything the demo page shows: hits with sections and highlight spans. */
@@ -244,6 +275,7 @@ export class RagSpineLite {
       queryLayers: out.query_layers ?? null,
       worker: out.worker ?? null,
       lane: out.worker && out.worker.lane === "instant" ? "instant" : "full",
+      mode: out.semantic ? out.semantic.mode : "bm25",
     };
   }
 

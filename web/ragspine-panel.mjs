@@ -1,6 +1,10 @@
 // The results panel of <ragspine-search> (ragspine-search.mjs), loaded on the visitor's first
 // intent: it opens the runtime of every site, follows the boot, and runs, fuses and renders
 // the searches in the box the element built (mode switch, filter pane, results, "More").
+// On a hybrid site the first results are BM25 (the instant lane, then Pyodide) and the line
+// under the status says so; when the model joins, the shown results are searched again and
+// replaced in place, unless the visitor's pointer or keyboard focus is on them: then from the
+// visitor's next key in the box, or when the pointer and the focus have left them.
 import { RagSpineLite, fuseSites } from "./ragspine-lite.mjs";
 import { el, groupByPage, marked } from "./ragspine-ui.mjs";
 import { MAX_TOP_K } from "./ragspine-contract.mjs";
@@ -13,6 +17,8 @@ const PREFETCH_MS = 40;
 const PAGES_STEP = 5; // result pages shown, then "More results" adds as many again
 const SUBS_PER_PAGE = 3; // sections listed under a page's best hit
 const FACETS = ["language", "topic", "entity", "geography", "period"];
+// Keys in the box that do not apply hybrid results held back (they move the focus).
+const MOVING_KEYS = new Set(["ArrowDown", "Tab", "Shift", "Control", "Alt", "Meta", "Escape"]);
 
 // One runtime per bundle, shared by every element on the page.
 const runtimes = new Map();
@@ -50,6 +56,9 @@ export class SearchPanel {
   #sites = []; // [{bundle, libraryId, rs, title}] once ready
   #results;
   #held;
+  #lane; // which lane answered the results shown (hybrid sites): "Keyword results — …"
+  #stale = false; // the results shown are BM25 while hybrid is in: replaced when the visitor is idle
+  #facetsLoaded = false;
   #more;
   #modeSwitch;
   #filters;
@@ -113,7 +122,9 @@ export class SearchPanel {
     this.#filters = this.#filterPart();
     form.after(this.#filters);
     this.#held = el("p", { class: "note", hidden: true, part: "note" });
-    status.after(this.#held);
+    this.#lane = el("p", { class: "lane", hidden: true, part: "lane", "aria-live": "polite" });
+    status.after(this.#lane, this.#held);
+    say((t) => this.#showLane(t));
     this.#results = el("ol", { id: "results", class: "results", part: "results" });
     say((t) => this.#results.setAttribute("aria-label", t("results.label")));
     this.#more = el("button", { type: "button", class: "more", hidden: true });
@@ -123,6 +134,8 @@ export class SearchPanel {
       this.run({ keepFocus: true });
     });
     this.#results.addEventListener("keydown", (event) => this.#onResultsKey(event));
+    this.#results.addEventListener("pointerleave", () => this.#applyWhenIdle());
+    this.#results.addEventListener("focusout", () => this.#applyWhenIdle());
     panel.append(this.#results, this.#more);
   }
 
@@ -248,6 +261,10 @@ export class SearchPanel {
   }
 
   onInputKey(event) {
+    if (this.#stale && !MOVING_KEYS.has(event.key)) { // the next key applies what was held back
+      this.#stale = false;
+      this.request(false);
+    }
     if (event.key === "ArrowDown") {
       const first = this.#links()[0];
       if (first) {
@@ -280,16 +297,12 @@ export class SearchPanel {
 
   #boot() {
     const entries = this.#bundles().map((bundle) => ({ bundle, entry: runtimeFor(bundle) }));
-    // Followed until every full engine is up (after the instant lane, it boots in the background).
+    // Followed until every boot is done (after the instant lane it goes on in the background).
     const onProgress = () => {
       const reports = entries.map(({ entry }) => entry.last).filter(Boolean);
       this.#showProgress(reports);
       if (reports.length === entries.length && reports.every((p) => p.phase === "ready")) {
         for (const { entry } of entries) entry.listeners.delete(onProgress);
-        if (this.#host.dataset.state === "ready") {
-          this.#host.dataset.engine = "full";
-          this.#loadFacets();
-        }
       }
     };
     for (const { entry } of entries) entry.listeners.add(onProgress);
@@ -332,18 +345,95 @@ export class SearchPanel {
     this.#sites = sites;
     this.#box.progress.hidden = true;
     this.#input.removeAttribute("aria-busy");
-    this.#modeSwitch.hidden = !sites.some((site) => site.rs.info && site.rs.info.embeddings);
     if (host.hasAttribute("sync-url") && new URLSearchParams(location.search).get("mode") === "bm25") {
       this.#modeSwitch.querySelector("input[value=bm25]").checked = true;
     }
     host.dataset.state = "ready";
-    host.dataset.engine = sites.every((site) => site.rs.engine === "full") ? "full" : "instant";
-    if (host.dataset.engine === "full") this.#loadFacets();
+    for (const site of sites) site.rs.addEventListener("engine", () => this.#engineChanged());
+    this.#engineChanged();
     this.#box.placeholder();
     if (errors.length) this.#box.setStatus("sites.failed", { count: errors.length, error: errors[0].message }, true);
     else this.#box.setStatus("");
     host.dispatchEvent(new CustomEvent("ragspine-ready", { detail: { info: sites[0].rs.info, sites: this.sites } }));
     if (this.#pending || this.#input.value.trim()) this.run();
+  }
+
+  // -- engines --------------------------------------------------------------------------
+
+  /** Whether the site has a model, loaded or loading (its mode switch, its lane line). */
+  #hasModel(site) {
+    const info = site.rs.info;
+    return Boolean(info && (info.embeddings || info.dense === "loading"));
+  }
+
+  /** A site's engine changed: the element's data-engine ("instant" while one answers from the
+   * instant lane, "full" while a model is on its way, then "hybrid"), its filter pane once
+   * every site's full engine is up, and results held back or replaced once a model joined. */
+  #engineChanged() {
+    const infos = this.#sites.map((site) => site.rs.info || {});
+    let engine = "full";
+    if (infos.some((info) => info.engine === "instant")) engine = "instant";
+    else if (infos.some((info) => info.engine === "hybrid") && infos.every((info) => info.dense !== "loading")) {
+      engine = "hybrid";
+    }
+    this.#host.dataset.engine = engine;
+    this.#modeSwitch.hidden = !this.#sites.some((site) => this.#hasModel(site));
+    if (engine !== "instant" && !this.#facetsLoaded) {
+      this.#facetsLoaded = true;
+      this.#loadFacets();
+    }
+    if (this.#last) this.#stale = this.#behind(this.#last.detailed);
+    this.#showLane();
+    this.#applyWhenIdle();
+  }
+
+  /** Whether results are BM25 only because a site's model was not in yet when they ran. */
+  #behind(detailed) {
+    return (detailed.modes || []).some((mode, i) => {
+      const site = this.#sites[i];
+      return mode === "bm25" && site && site.rs.engine === "hybrid" && this.#mode(site) === null;
+    });
+  }
+
+  /** Whether the visitor's pointer or keyboard focus is on the results. */
+  #engaged() {
+    return this.#results.matches(":hover") || this.#results.contains(this.#root.activeElement);
+  }
+
+  /** Results held back (#stale) are searched again and replaced once nothing is on them. */
+  #applyWhenIdle() {
+    setTimeout(() => { // after the focus moved (focusout fires before it lands)
+      if (!this.#stale || this.#engaged()) return;
+      this.#stale = false;
+      this.run({ upgrade: true });
+    }, 0);
+  }
+
+  /** The lane line's words: which lane answered the results shown (hybrid sites only). */
+  #laneKey() {
+    if (!this.#last || !this.#sites.some((site) => site.rs.info && site.rs.info.dense !== "none")) return null;
+    if ((this.#last.detailed.modes || []).includes("hybrid")) return "lane.hybrid";
+    const models = this.#sites.filter((site) => this.#hasModel(site));
+    if (!models.length) return "lane.failed";
+    if (models.every((site) => this.#mode(site) === "bm25")) return "lane.bm25";
+    return models.some((site) => site.rs.engine === "hybrid") ? "lane.ready" : "lane.loading";
+  }
+
+  /** The lane line, and data-lane / data-mode: the lane and mode of the results shown. */
+  #showLane(t = this.#t) {
+    const key = this.#laneKey();
+    this.#lane.hidden = !key;
+    this.#lane.textContent = key ? t(key) : "";
+    this.#lane.dataset.key = key || "";
+    const detailed = this.#last ? this.#last.detailed : null;
+    const host = this.#host.dataset;
+    if (!detailed) {
+      delete host.lane;
+      delete host.mode;
+      return;
+    }
+    host.lane = (detailed.lanes || []).includes("instant") ? "instant" : "full";
+    host.mode = (detailed.modes || []).includes("hybrid") ? "hybrid" : "bm25";
   }
 
   /** Build the filter pane. The facets come from the full engine (the worker answers in
@@ -368,10 +458,12 @@ export class SearchPanel {
 
   // -- searching ------------------------------------------------------------------------
 
+  /** The mode a site is searched in: "bm25" when the visitor chose it, else null (the
+   * default: hybrid once the site's model joined, BM25 until then). */
   #mode(site) {
-    if (!site.rs.info || !site.rs.info.embeddings) return null;
+    if (!this.#hasModel(site)) return null;
     const checked = this.#modeSwitch.querySelector("input:checked");
-    return checked ? checked.value : "hybrid";
+    return checked && checked.value === "bm25" ? "bm25" : null;
   }
 
   request(now) {
@@ -415,17 +507,19 @@ export class SearchPanel {
     const filters = this.filters;
     const options = (site) => ({ topK, mode: this.#mode(site), filters: Object.keys(filters).length ? filters : null });
     const outs = await Promise.all(this.#sites.map((site) => site.rs.searchDetailed(query, options(site))));
-    if (outs.length === 1) return outs[0];
+    const lanes = { lanes: outs.map((out) => out.lane), modes: outs.map((out) => out.mode) };
+    if (outs.length === 1) return { ...outs[0], ...lanes };
     const hits = fuseSites(outs.map((out, i) => ({ libraryId: this.#sites[i].libraryId, hits: out.hits })), { topK });
     return {
-      query, hits, results: hits.map((hit) => hit.snippet),
+      ...lanes, query, hits, results: hits.map((hit) => hit.snippet),
       tookMs: Math.max(...outs.map((out) => out.tookMs || 0)),
       rerank: outs.map((out) => out.rerank).find(Boolean) ?? null,
       semantic: outs.map((out) => out.semantic).find(Boolean) ?? null,
     };
   }
 
-  async run({ keepFocus = false } = {}) {
+  /** Search the box's query now and show it (`upgrade`: again, now that a model joined). */
+  async run({ keepFocus = false, upgrade = false } = {}) {
     const query = this.#input.value;
     this.#syncURL(query);
     if (!this.#sites.length) return;
@@ -433,6 +527,8 @@ export class SearchPanel {
     const mine = ++this.#sequence;
     if (!query.trim()) {
       this.#last = null;
+      this.#stale = false;
+      this.#showLane();
       this.#results.replaceChildren();
       this.#more.hidden = true;
       this.#held.hidden = true;
@@ -455,15 +551,19 @@ export class SearchPanel {
     if (mine !== this.#sequence) return; // a newer search is on its way
     const focused = keepFocus ? this.#links().indexOf(this.#root.activeElement) : -1;
     this.#last = { query, detailed, topK };
+    this.#stale = !upgrade && this.#behind(detailed); // a model joined while this one ran
     this.#render(query, detailed, topK);
     if (focused >= 0) (this.#links()[focused + 1] || this.#links()[focused])?.focus();
     this.#done(query);
+    this.#applyWhenIdle();
   }
 
   #done(query) {
     this.#host.dataset.query = query;
     this.#host.dataset.searches = String(Number(this.#host.dataset.searches || 0) + 1);
-    this.#host.dispatchEvent(new CustomEvent("ragspine-results", { detail: { query, hits: this.#last ? this.#last.detailed.hits : [] } }));
+    const { hits = [], lanes = [], modes = [] } = this.#last ? this.#last.detailed : {};
+    const detail = { query, hits, lanes, modes };
+    this.#host.dispatchEvent(new CustomEvent("ragspine-results", { detail }));
   }
 
   // -- rendering ------------------------------------------------------------------------
@@ -484,6 +584,7 @@ export class SearchPanel {
     const filtered = Object.keys(this.filters).length > 0;
     if (!groups.length) this.#box.setStatus(filtered ? "none.filtered" : "none", { query });
     else this.#box.setStatus("results", { count: groups.length, query });
+    this.#showLane();
     if (this.#host.debug && groups.length) this.#box.status.textContent += this.#debugNote(detailed);
   }
 

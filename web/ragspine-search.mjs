@@ -10,7 +10,8 @@
 // loads until the visitor points at the box, focuses it, presses "/" or Ctrl/⌘-K, or the page
 // opens with ?q= (sync-url); then the results panel (ragspine-panel.mjs) and the runtime
 // (ragspine-lite.mjs) load side by side, the worker's instant lane answers plain searches and
-// Pyodide boots in the background.
+// Pyodide boots in the background (on a hybrid site, then the model: the panel replaces BM25
+// results with hybrid ones when it joins, never under the visitor's pointer or focus).
 import { translator } from "./ragspine-i18n.mjs";
 import { STYLE, el } from "./ragspine-ui.mjs";
 

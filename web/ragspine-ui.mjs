@@ -42,6 +42,8 @@ button.clear { font: inherit; min-height: 2.2em; padding: 0.3em 0.7em; border: 1
 .bar { height: 100%; width: 0; background: var(--_accent); transition: width 0.2s ease; }
 .status { margin: 0.45em 0; color: var(--_muted); font-size: 0.9em; min-height: 1.3em; overflow-wrap: anywhere; }
 .status.error { color: #a1261b; }
+.lane { margin: -0.2em 0 0.45em; color: var(--_muted); font-size: 0.85em; line-height: 1.45; min-height: 1.45em; white-space: nowrap; overflow: hidden; text-overflow: ellipsis; }
+.lane[hidden] { display: none; }
 .note { margin: 0.3em 0; color: var(--_muted); font-size: 0.85em; }
 .note[hidden] { display: none; }
 .examples { margin: 0.3em 0 0.6em; font-size: 0.9em; color: var(--_muted); display: flex; flex-wrap: wrap; gap: 0.35em; align-items: center; }

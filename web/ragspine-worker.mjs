@@ -9,15 +9,17 @@
 //   worker → page  {type: "reply", id, ok, result | error}
 //                  {type: "progress", phase, message, loaded?, total?, overall?}
 //                  {type: "log", level, message}
-//                  {type: "engine", engine: "full", info | engine: "failed", error}
+//                  {type: "engine", engine: "full" | "hybrid", info | engine: "failed", error}
 // `overall` ({loaded, total} bytes) counts every file the boot downloads (sizes from the
 // manifest), credited as the bytes arrive (streamed files) or as each file completes; an
-// "engine" message says the full engine took over from the instant lane (or failed to).
-// Every request is answered; failures come back as {ok: false, error: {message, name}}.
+// "engine" message says the full engine took over from the instant lane ("full"), that the
+// bundle's model joined it ("hybrid"; info.dense "failed" when it could not), or that the
+// full engine failed to start. Every request is answered; failures come back as
+// {ok: false, error: {message, name}}.
 //
-// This module takes the requests and opens the runtime (the instant lane, then the Pyodide
-// boot's steps). The worker's other modules: ragspine-messages.mjs (progress, logs, errors),
-// ragspine-files.mjs (fetching, checking, the Cache API), ragspine-boot.mjs (Pyodide, the
+// This module takes the requests and opens the runtime in three steps: the instant lane, the
+// Pyodide boot (the full engine, BM25), then the bundle's model joining it (hybrid). The
+// worker's other modules: ragspine-messages.mjs (progress, logs, errors), ragspine-files.mjs (fetching, checking, the Cache API), ragspine-boot.mjs (Pyodide, the
 // wheel, the searcher), ragspine-embed.mjs (the model, the vector scan), ragspine-query.mjs
 // (searches and prefetch), ragspine-documents.mjs (the visitor's documents, IndexedDB).
 
@@ -27,7 +29,7 @@ import {
   BundleError, credit, describe, log, post, progress, stopTracking, trackBytes,
 } from "./ragspine-messages.mjs";
 import { BundleFiles, RuntimeCache, fetchVerified, openRuntimeCache, readManifest } from "./ragspine-files.mjs";
-import { installRagspine, openSearcher, startPyodide, takeSnapshot, versionsOf } from "./ragspine-boot.mjs";
+import { installRagspine, openSearcher, startPyodide, takeSnapshot, useModel, versionsOf } from "./ragspine-boot.mjs";
 import { embedTexts, fetchVectors, isVectorShard, loadModel, semanticCall, useDenseScanner } from "./ragspine-embed.mjs";
 import { countStored, forget, ingest, restoreDocuments } from "./ragspine-documents.mjs";
 import { prefetch, searchOrRetry, withFiles } from "./ragspine-query.mjs";
@@ -36,23 +38,35 @@ import { prefetch, searchOrRetry, withFiles } from "./ragspine-query.mjs";
 let state = null;
 let openError = null;
 let queue = Promise.resolve();
-// The full engine (Pyodide): {start(), ready, info}; `instant` answers plain BM25 searches
-// until it is ready (ragspine-instant.mjs: {lane, pageDocuments, files}).
+// The full engine (Pyodide): {start(), ready, dense}; `instant` answers plain BM25 searches
+// until it is ready (ragspine-instant.mjs: {lane, pageDocuments, files}), on a hybrid bundle
+// too (what Python answers in "bm25" mode). `dense`: the model joining the full engine.
 let engine = null;
 let instant = null;
+// Python runs one job at a time: a request on the full engine, or the model joining it
+// (which waits for the request in progress, and the next request for it).
+let python = Promise.resolve();
+const NOTHING_PREFETCHED = Object.freeze({ paths: [], files: [], rounds: 0, ms: 0 });
+
+function withPython(work) {
+  const run = python.then(work);
+  python = run.catch(() => {});
+  return run;
+}
 // With an instant lane, the full engine's downloads start after its first answer (they would
 // compete for the link) or this long after open, whichever comes first; or when asked for.
 const BOOT_DELAY_MS = 2000;
 
 self.onmessage = (event) => {
   const { id, op, args } = event.data || {};
-  // One request at a time, in arrival order: Python runs on this single thread anyway.
-  queue = queue.then(() =>
-    handle(op, args || {}).then(
-      (result) => post({ type: "reply", id, ok: true, result }),
-      (err) => post({ type: "reply", id, ok: false, error: describe(err) }),
-    ),
+  const run = () => handle(op, args || {}).then(
+    (result) => post({ type: "reply", id, ok: true, result }),
+    (err) => post({ type: "reply", id, ok: false, error: describe(err) }),
   );
+  // One request at a time, in arrival order: Python runs on this single thread anyway. Waiting
+  // for an engine ("ready", "dense") runs no Python and holds no other request.
+  if (op === "ready" || op === "dense") run();
+  else queue = queue.then(run);
 };
 
 self.addEventListener("unhandledrejection", (event) => {
@@ -71,6 +85,7 @@ async function handle(op, args) {
     );
   }
   if (op === "ready") return fullEngine();
+  if (op === "dense") return denseEngine();
   if (!engine.ready && instant) {
     const plain = declines(args, instant) === null;
     if (op === "search" && plain) {
@@ -80,10 +95,26 @@ async function handle(op, args) {
         log("warn", `the instant lane could not answer (${describe(err).message}); the full engine will`);
       }
     }
-    if (op === "prefetch") return plain ? instantPrefetch(args) : { paths: [], files: [], rounds: 0, ms: 0 };
+    if (op === "prefetch") return plain ? instantPrefetch(args) : NOTHING_PREFETCHED;
   }
   await fullEngine();
-  return engineOp(op, args);
+  if (op === "prefetch" && args.mode === "hybrid" && joining()) return NOTHING_PREFETCHED;
+  if (needsModel(op, args)) await denseEngine();
+  return withPython(() => engineOp(op, args));
+}
+
+// Whether the bundle's model is still on its way to the full engine.
+const joining = () => Boolean(state && state.model && !state.joined);
+
+// Whether `op` waits for the model to join: an explicit hybrid search, the model itself, and
+// the visitor's documents (restored, and embedded, once it is in). Everything else the full
+// engine answers at once, a search in "bm25" mode (the default mode's answer until then).
+function needsModel(op, args) {
+  if (!joining()) return false;
+  const stored = Boolean(instant && instant.pageDocuments);
+  if (op === "search") return args.mode === "hybrid" || stored;
+  if (op === "stats") return stored;
+  return !["prefetch", "configure", "configure_llm"].includes(op);
 }
 
 // `op` on the full engine.
@@ -126,11 +157,11 @@ async function engineOp(op, args) {
 
 // ------------------------------------------------------------------ the instant lane
 
-// The lane over the bundle's header (null: this bundle is searched hybrid by default, or the
-// lane cannot read it). A visitor with stored documents gets the full engine's answers only.
-async function openInstant(prepared, options) {
+// The lane over the bundle's header (null: it cannot read it). On a hybrid bundle it answers
+// what the Python path answers in "bm25" mode, until the full engine is up. A visitor with
+// stored documents gets the full engine's answers only.
+async function openInstant(prepared) {
   const entry = prepared.manifest.entry;
-  if (entry.embeddings && options.embeddings !== false) return null;
   try {
     const lane = await InstantLane.open((path) => (path === entry.index ? prepared.header : prepared.files.fetch(path)), entry.index);
     const pageDocuments = await countStored(prepared.bundleURL);
@@ -176,13 +207,14 @@ async function open({
     }
     const options = { embeddings, jspi, cache, install, snapshot };
     const prepared = await prepare(bundle, options);
-    instant = withInstant ? await openInstant(prepared, options) : null;
+    instant = withInstant ? await openInstant(prepared) : null;
     engine = deferredBoot(prepared, options);
-    if (!instant) return await fullEngine();
+    if (!instant) return await denseEngine(); // everything, as one step
     setTimeout(() => engine && engine.start(), BOOT_DELAY_MS);
     return {
-      engine: "instant", manifest: prepared.manifest, timings: prepared.timings, persistence: null, restored: 0,
-      restoreErrors: [], versions: null, embeddings: null, embeddingsError: null, cache: null,
+      engine: "instant", dense: hasModel(prepared.manifest, options) ? "loading" : "none", manifest: prepared.manifest,
+      timings: prepared.timings, persistence: null, restored: 0, restoreErrors: [], versions: null, embeddings: null,
+      embeddingsError: null, cache: null,
     };
   } catch (err) {
     openError = describe(err).message;
@@ -193,31 +225,49 @@ async function open({
   }
 }
 
-// The Pyodide boot, started once (engine.start()); its promise resolves to open()'s info.
+const hasModel = (manifest, options) => Boolean(manifest.entry.embeddings && options.embeddings !== false);
+
+// The Pyodide boot, started once (engine.start()); then, on a hybrid bundle, the model
+// joining it (engine.dense, a promise).
 function deferredBoot(prepared, options) {
   let run = null;
   const boot = {
     ready: false,
-    info: null,
+    dense: null,
     start() {
-      if (!run) run = bootFrom(prepared, options).then((info) => Object.assign(boot, { ready: true, info }).info);
+      if (!run) {
+        run = bootFrom(prepared, options).then((opened) => {
+          boot.dense = opened.model ? joinModel(opened) : Promise.resolve();
+          boot.dense.catch(() => {});
+          boot.ready = true;
+        });
+      }
       return run;
     },
   };
   return boot;
 }
 
+// The full engine's info once Pyodide is up (its boot starts now if it had not).
 async function fullEngine() {
-  return engine.start();
+  await engine.start();
+  return engineInfo(state);
+}
+
+// The engine's info once the bundle's model joined it (or failed to; at once without one).
+async function denseEngine() {
+  await engine.start();
+  await engine.dense;
+  return engineInfo(state);
 }
 
 async function bootFrom(prepared, options) {
   try {
-    state = await boot(prepared, options);
+    const opened = await boot(prepared, options);
     openError = null;
-    const info = engineInfo(state);
-    if (instant) post({ type: "engine", engine: "full", info });
-    return info;
+    const info = engineInfo(opened);
+    post({ type: "engine", engine: info.engine, info });
+    return opened;
   } catch (err) {
     openError = describe(err).message;
     stopTracking();
@@ -229,11 +279,19 @@ async function bootFrom(prepared, options) {
   }
 }
 
+// The model's state: "none" (a BM25 bundle, or embeddings: false), "loading", "ready", "failed".
+function denseState(opened) {
+  if (!opened.model) return "none";
+  if (opened.embeddings) return "ready";
+  return opened.embeddingsError ? "failed" : "loading";
+}
+
 // What open() (or the "engine" message) says about the full engine.
 function engineInfo(opened) {
   const emb = opened.embeddings;
   return {
-    engine: "full",
+    engine: emb ? "hybrid" : "full",
+    dense: denseState(opened),
     manifest: opened.manifest,
     timings: opened.timings,
     persistence: Boolean(opened.idb),
@@ -283,7 +341,7 @@ function bootDownloads(entry, withModel, withMicropip, paths) {
 async function boot(prepared, options = {}) {
   const { manifest, bundleURL, cache } = prepared;
   const entry = manifest.entry;
-  const withModel = Boolean(entry.embeddings && options.embeddings !== false);
+  const withModel = hasModel(manifest, options);
   const downloads = bootDownloads(entry, withModel, options.install === "micropip", Object.keys(manifest.files || {}));
   trackBytes(manifest, bundleURL, downloads);
   credit(bundleURL + entry.index, manifest.files[entry.index].bytes); // read by prepare()
@@ -296,17 +354,22 @@ async function boot(prepared, options = {}) {
   }
   try {
     return await bootPython(prepared, cached, { ...options, withModel });
-  } finally {
+  } catch (err) {
     cached.restore();
+    throw err;
   }
 }
 
-// The boot's steps: downloads started, Pyodide, the wheel, the model, the index, the
-// visitor's documents. Returns the engine's state.
+// The full engine's steps: the wheel's download, Pyodide, the install, the index (BM25); on
+// a BM25 bundle the visitor's documents too. On a hybrid bundle the model, onnxruntime-web
+// and the chunk vectors start downloading once Python is up (opened.model; joinModel() adds
+// them). Returns the engine's state.
 async function bootPython(prepared, cached, options) {
   const { t0, timings, mark, manifest, bundleURL } = prepared;
   let t = performance.now();
-  const ahead = startDownloads(manifest, bundleURL, options);
+  const fetchChecked = (path, what, phase) => fetchVerified(manifest, bundleURL, path, what, phase);
+  const wheel = fetchChecked(manifest.entry.wheels.ragspine_lite, "the ragspine_lite wheel", null);
+  wheel.catch(() => {});
 
   progress("boot", "Starting Python (Pyodide)");
   const python = await startPyodide(manifest, bundleURL, cached, options.snapshot !== false);
@@ -314,51 +377,85 @@ async function bootPython(prepared, cached, options) {
   cached.stats.snapshot = python.restored ? "restored" : python.key ? "taken" : "none";
   t = mark("boot", t);
   timings.bootEndedAt = performance.timeOrigin + performance.now(); // epoch ms, for benchmarks
+  const model = options.withModel ? startModel(manifest, bundleURL, fetchChecked, options.jspi) : null;
 
   progress("install", "Installing ragspine_lite");
-  await installRagspine(py, manifest, bundleURL, await ahead.wheel, options.install);
+  await installRagspine(py, manifest, bundleURL, await wheel, options.install);
   if (python.key && !python.restored) takeSnapshot(py, cached, python.key);
   t = mark("install", t);
 
-  const { embeddings, embeddingsError } = await modelStep(py, ahead.model);
-  if (ahead.model) t = mark("model", t);
-
   progress("index", "Opening the search index");
-  const opened = await openIndex(py, prepared, ahead, embeddings);
-  t = mark("index", t);
-
+  const opened = await openIndex(py, prepared);
+  mark("index", t);
   Object.assign(opened, {
-    manifest, bundleURL, timings, embeddings, embeddingsError,
+    manifest, bundleURL, timings, t0, cached, model, joined: !model, embeddings: null, embeddingsError: null,
     idb: null, restored: 0, restoreErrors: [], runtimeCache: prepared.cache,
   });
   state = opened; // close() can release it from here on
-  // The model's first run is slow (compilation): warm it with a query vector, no search.
-  if (embeddings) await semanticCall(opened, "embed", { texts: ["warm up"] }, { texts: ["warm up"] });
-  await restoreDocuments(opened);
-  mark("restore", t);
-  timings.total = Math.round(performance.now() - t0);
-  const indexPaths = opened.searcher.index_paths();
-  opened.cache = await cached.settle(indexPaths.toJs());
-  indexPaths.destroy();
-  progress("ready", "Ready");
-  stopTracking();
+  if (!model) await finishBoot(opened);
   return opened;
 }
 
-// The wheel, the model and the chunk vectors, fetched and checked while Pyodide boots.
-function startDownloads(manifest, bundleURL, { withModel, jspi }) {
-  const fetchChecked = (path, what, phase) => fetchVerified(manifest, bundleURL, path, what, phase);
-  const wheel = fetchChecked(manifest.entry.wheels.ragspine_lite, "the ragspine_lite wheel", null);
-  wheel.catch(() => {});
+// The model and the chunk vectors, fetched and checked: {model, vectors, started}.
+function startModel(manifest, bundleURL, fetchChecked, jspi) {
   // JSPI (WebAssembly.Suspending): Python can then block on onnxruntime-web's promises.
   const useJspi = jspi !== false && typeof WebAssembly.Suspending === "function";
-  const model = withModel ? loadModel(manifest, bundleURL, fetchChecked, useJspi) : null;
-  if (model) model.catch(() => {});
+  const model = loadModel(manifest, bundleURL, fetchChecked, useJspi);
+  model.catch(() => {});
   // A hybrid search scans every chunk vector (a large bundle: its coarse centroids, the lists
   // come by need): their shards download with the model.
-  const vectors = withModel ? fetchVectors(manifest, fetchChecked) : new Map();
+  const vectors = fetchVectors(manifest, fetchChecked);
   for (const bytes of vectors.values()) bytes.catch(() => {});
-  return { wheel, model, vectors };
+  return { model, vectors, started: performance.now() };
+}
+
+// The boot's last steps, once the engine has all it will have: the visitor's documents, the
+// runtime cache settled, "ready".
+async function finishBoot(opened) {
+  const t = performance.now();
+  await restoreDocuments(opened);
+  opened.timings.restore = Math.round(performance.now() - t);
+  opened.timings.total = Math.round(performance.now() - opened.t0);
+  const indexPaths = opened.searcher.index_paths();
+  opened.cache = await opened.cached.settle(indexPaths.toJs());
+  indexPaths.destroy();
+  opened.cached.restore();
+  progress("ready", "Ready");
+  stopTracking();
+}
+
+// The bundle's model joins the full engine, between two requests: from then on its default
+// searches are hybrid. A model that cannot load or join leaves it BM25 (embeddingsError).
+async function joinModel(opened) {
+  const { embeddings, embeddingsError } = await modelStep(opened.py, opened.model.model);
+  await withPython(async () => {
+    if (embeddings) await attachModel(opened, embeddings);
+    else opened.embeddingsError = embeddingsError;
+    opened.timings.model = Math.round(performance.now() - opened.model.started);
+    await finishBoot(opened);
+    opened.joined = true;
+  });
+  const info = engineInfo(opened);
+  post({ type: "engine", engine: info.engine, info });
+}
+
+async function attachModel(opened, embeddings) {
+  try {
+    if (!useModel(opened.py, opened.searcher, embeddings)) throw new BundleError("the bundle has no vectors");
+  } catch (err) {
+    opened.embeddingsError = describe(err).message;
+    log("warn", `the embedding model could not join, searching with BM25 only: ${opened.embeddingsError}`);
+    return;
+  }
+  opened.embeddings = embeddings;
+  try {
+    await useDenseScanner(opened.py, opened.searcher, opened.model.vectors, opened.files);
+  } catch (err) {
+    log("warn", `the chunk vectors are scanned in Python instead of JavaScript: ${describe(err).message}`);
+  }
+  // The model's first run is slow (compilation): warm it with a query vector, no search.
+  await semanticCall(opened, "embed", { texts: ["warm up"] }, { texts: ["warm up"] })
+    .catch((err) => log("warn", `the embedding model failed its first run: ${describe(err).message}`));
 }
 
 // The embedding model (null without one) with its vocabulary in Pyodide's file system; a
@@ -381,20 +478,13 @@ async function modelStep(py, model) {
   return { embeddings, embeddingsError: null };
 }
 
-// The searcher over the header (with the JS vector scan when the model loaded), warmed up.
-async function openIndex(py, prepared, ahead, embeddings) {
+// The searcher over the header (BM25; the model joins later), warmed up.
+async function openIndex(py, prepared) {
   const { files, manifest } = prepared;
   const entry = manifest.entry;
   files.held.set(entry.index, await prepared.header);
-  const searcher = openSearcher(py, files, entry.index, embeddings);
+  const searcher = openSearcher(py, files, entry.index);
   const dispatch = searcher.dispatch;
-  if (embeddings) {
-    try {
-      await useDenseScanner(py, searcher, ahead.vectors, files);
-    } catch (err) {
-      log("warn", `the chunk vectors are scanned in Python instead of JavaScript: ${describe(err).message}`);
-    }
-  }
   const versions = versionsOf(py);
   // The first query's imports and caches (tokenizer, glossary), without reading a shard.
   dispatch("files_for", JSON.stringify({ query: "warm up" }));

@@ -81,8 +81,12 @@ SEARCH_OPTIONS: tuple[SearchOption, ...] = (
                  "Compute highlight spans (default true).", detailed=True),
     SearchOption("rerank", "rerank", True, "boolean",
                  "Apply the configured reranker (default true).", detailed=True),
-    SearchOption("mode", "mode", None, "SearchMode | null",
-                 '"hybrid" (default when the bundle has vectors) or "bm25".', detailed=True),
+    SearchOption(
+        "mode", "mode", None, "SearchMode | null",
+        '"hybrid" or "bm25"; default (null): hybrid when the bundle has vectors and its model\n'
+        'is loaded, else BM25. In the page a hybrid bundle answers BM25 until its model joined\n'
+        '(`mode` of the results says which); "hybrid" waits for it.', detailed=True,
+    ),
     SearchOption("queryLayers", "query_layers", True, "boolean",
                  "Apply the configured LLM query layers (default true).", detailed=True),
 )

@@ -36,7 +36,8 @@ EMBED_JS = """async ([texts, jspi]) => {
   const { RagSpineLite } = await import('./ragspine-lite.mjs');
   const rs = await RagSpineLite.open({ bundle: './', jspi });
   try {
-    return { info: rs.info.embeddings, vectors: await rs.embed(texts) };
+    const vectors = await rs.embed(texts);  // waits for the model to join
+    return { info: rs.info.embeddings, vectors };
   } finally {
     rs.close();
   }

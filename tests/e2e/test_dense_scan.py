@@ -43,6 +43,7 @@ SEARCH_JS = """async ([queries, batches, jspi]) => {
   const { RagSpineLite } = await import('./ragspine-lite.mjs');
   const rs = await RagSpineLite.open({ bundle: './', jspi });
   try {
+    await rs.denseReady();  // until the model joins, searches are answered with BM25
     const out = [];
     const read = [];  // what Python read through the worker: never a vector shard
     for (const q of queries) {

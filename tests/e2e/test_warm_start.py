@@ -44,10 +44,11 @@ Quokkas on Rottnest Island were counted by volunteers in spring.
 
 
 def visit(page, base: str, query: str) -> dict:
-    """Open the demo page with `query`; the first result's doc ids and where files came from."""
+    """Open the demo page with `query`; the first result's doc ids and where files came from
+    (once the engine is up: the first result comes from the instant lane before it)."""
     page.goto(f"{base}index.html?q={query.replace(' ', '+')}")
     page.wait_for_function(
-        "window.ragspineDemo && (ragspineDemo.marks.firstResult"
+        "window.ragspineDemo && ((ragspineDemo.marks.firstResult && ragspineDemo.info)"
         " || document.body.dataset.state === 'error')",
         timeout=BOOT_TIMEOUT_MS,
     )
