@@ -215,7 +215,7 @@ export interface DetailedSearchOptions extends SearchOptions {
   /**
    * "hybrid" or "bm25"; default (null): hybrid when the bundle has vectors and its model
    * is loaded, else BM25. In the page a hybrid bundle answers BM25 until its model joined
-   * (`mode` of the results says which); "hybrid" waits for it.
+   * (`mode` of the results says which); a search asked for "hybrid" waits for it.
    */
   mode?: SearchMode | null;
   /** Apply the configured LLM query layers (default true). */
@@ -227,7 +227,7 @@ export interface PrefetchOptions {
   /**
    * "hybrid" or "bm25"; default (null): hybrid when the bundle has vectors and its model
    * is loaded, else BM25. In the page a hybrid bundle answers BM25 until its model joined
-   * (`mode` of the results says which); "hybrid" waits for it.
+   * (`mode` of the results says which); a search asked for "hybrid" waits for it.
    */
   mode?: SearchMode | null;
   filters?: Filters | null;

@@ -85,7 +85,8 @@ SEARCH_OPTIONS: tuple[SearchOption, ...] = (
         "mode", "mode", None, "SearchMode | null",
         '"hybrid" or "bm25"; default (null): hybrid when the bundle has vectors and its model\n'
         'is loaded, else BM25. In the page a hybrid bundle answers BM25 until its model joined\n'
-        '(`mode` of the results says which); "hybrid" waits for it.', detailed=True,
+        '(`mode` of the results says which); a search asked for "hybrid" waits for it.',
+        detailed=True,
     ),
     SearchOption("queryLayers", "query_layers", True, "boolean",
                  "Apply the configured LLM query layers (default true).", detailed=True),
