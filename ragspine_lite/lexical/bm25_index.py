@@ -202,6 +202,15 @@ class BM25Index:
     def _postings(self, term: str) -> Postings | None:
         raise NotImplementedError
 
+    def _held(self, term: str, cand: CandidateSet | None) -> tuple[Postings, int] | None:
+        """``term``'s postings and document frequency over ``cand`` (``None``: every live
+        document); ``None`` when no such document holds it."""
+        postings = self._postings(term)
+        if postings is None:
+            return None
+        df = postings.df if cand is None else cand.count_in(postings.docs)
+        return (postings, df) if df else None
+
     def _lengths(self) -> Sequence[int]:
         """Token count by docno (0 for slots that are not live documents)."""
         raise NotImplementedError
@@ -306,12 +315,10 @@ class BM25Index:
         avgdl = (self.total_length if cand is None else cand.total_length) / n
         terms: list[_Term] = []
         for term, qtf in Counter(tokens).items():
-            postings = self._postings(term)
-            if postings is None:
+            found = self._held(term, cand)
+            if found is None:
                 continue
-            df = postings.df if cand is None else cand.count_in(postings.docs)
-            if df == 0:
-                continue
+            postings, df = found
             stored = postings.idf if cand is None else None
             idf = bm25_idf(n, df) if stored is None else stored
             terms.append(_Term(qtf * idf, postings))
@@ -375,12 +382,10 @@ class BM25Index:
             mask = cand.mask if cand is not None else self._live_mask()
             out: list[TermDocuments] = []
             for term in dict.fromkeys(query_tokens):
-                postings = self._postings(term)
-                if postings is None:
+                found = self._held(term, cand)
+                if found is None:
                     continue
-                df = postings.df if cand is None else cand.count_in(postings.docs)
-                if df == 0:
-                    continue
+                postings, df = found
                 held: list[str] = []
                 if df <= max_df:
                     docnos = [d for d, _ in self._pairs(postings, cand, mask)]
