@@ -2,7 +2,6 @@
 // bundle's model), kept in IndexedDB with their vectors, restored on the next visit, forgotten.
 // `state` is the open full engine (ragspine-worker.mjs).
 
-import { semanticCall } from "./ragspine-embed.mjs";
 import { BundleError, describe, log, progress } from "./ragspine-messages.mjs";
 
 const MAX_DOCUMENT_BYTES = 5 * 1024 * 1024;
@@ -138,6 +137,7 @@ async function indexDocument(state, record) {
   const args = { name: record.name, text: record.text };
   if (!state.embeddings) return state.call("ingest", args);
   if (sameVectors(state, record.vectors)) args.vectors = record.vectors;
+  const { semanticCall } = await import("./ragspine-embed.mjs"); // with the full engine
   const info = await semanticCall(state, "ingest", args, { document: { name: record.name, text: record.text } });
   delete info.worker;
   return info;

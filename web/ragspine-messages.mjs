@@ -95,3 +95,9 @@ function observeResources(t, sizes) {
     t.observer = null;
   }
 }
+
+// `result` with what its request loaded, as result.worker.files.
+export function withFiles(result, files) {
+  if (result && typeof result === "object" && !Array.isArray(result)) result.worker = { ...(result.worker || {}), files };
+  return result;
+}

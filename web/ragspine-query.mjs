@@ -3,7 +3,7 @@
 // (ragspine-worker.mjs).
 
 import { DEFAULT_TOP_K } from "./ragspine-contract.mjs";
-import { BundleError, describe, log } from "./ragspine-messages.mjs";
+import { BundleError, describe, log, withFiles } from "./ragspine-messages.mjs";
 import { BundleFiles, fetchVerified, readManifest } from "./ragspine-files.mjs";
 import { fetchVectors, semanticCall, useDenseScanner } from "./ragspine-embed.mjs";
 
@@ -39,11 +39,6 @@ async function search(state, args) {
   return withFiles(result, state.files.report());
 }
 
-// `result` with what its request loaded, as result.worker.files.
-export function withFiles(result, files) {
-  if (result && typeof result === "object" && !Array.isArray(result)) result.worker = { ...(result.worker || {}), files };
-  return result;
-}
 
 // Prefetch while typing: what a search for `query` will read, fetched now, so the search
 // itself finds it in memory. Resolves to {paths, files, rounds, ms}.

@@ -26,13 +26,20 @@
 import { DEFAULT_TOP_K, FORMAT_VERSION } from "./ragspine-contract.mjs";
 import { InstantLane, declines } from "./ragspine-instant.mjs";
 import {
-  BundleError, credit, describe, log, post, progress, stopTracking, trackBytes,
+  BundleError, credit, describe, log, post, progress, stopTracking, trackBytes, withFiles,
 } from "./ragspine-messages.mjs";
 import { BundleFiles, RuntimeCache, fetchVerified, openRuntimeCache, readManifest } from "./ragspine-files.mjs";
-import { installRagspine, openSearcher, startPyodide, takeSnapshot, useModel, versionsOf } from "./ragspine-boot.mjs";
-import { embedTexts, fetchVectors, isVectorShard, loadModel, semanticCall, useDenseScanner } from "./ragspine-embed.mjs";
 import { countStored, forget, ingest, restoreDocuments } from "./ragspine-documents.mjs";
-import { prefetch, searchOrRetry, withFiles } from "./ragspine-query.mjs";
+
+// The full engine's modules (Pyodide, the model, its searches), loaded when its boot starts:
+// the instant lane needs none of them, so a first answer waits for fewer files.
+let M = null;
+async function fullModules() {
+  const loaded = await Promise.all([
+    import("./ragspine-boot.mjs"), import("./ragspine-embed.mjs"), import("./ragspine-query.mjs"),
+  ]);
+  M = Object.assign({}, ...loaded);
+}
 
 // The open full engine: {py, searcher, dispatch, call, manifest, bundleURL, files, idb, timings, ...}.
 let state = null;
@@ -121,11 +128,11 @@ function needsModel(op, args) {
 async function engineOp(op, args) {
   switch (op) {
     case "search":
-      return searchOrRetry(state, args);
+      return M.searchOrRetry(state, args);
     case "prefetch":
-      return prefetch(state, args);
+      return M.prefetch(state, args);
     case "embed":
-      return embedTexts(state, args.texts);
+      return M.embedTexts(state, args.texts);
     case "configure":
       // A remote reranker is reached from Python (sync XHR in this worker, or fetch via JSPI).
       return state.call("configure", {
@@ -335,12 +342,13 @@ function bootDownloads(entry, withModel, withMicropip, paths) {
     (withMicropip && path === entry.wheels.micropip) ||
     model.includes(path) ||
     (withModel && entry.embeddings.ort && path.startsWith(entry.embeddings.ort.dir)) ||
-    (withModel && isVectorShard(path)));
+    (withModel && M.isVectorShard(path)));
 }
 
 async function boot(prepared, options = {}) {
   const { manifest, bundleURL, cache } = prepared;
   const entry = manifest.entry;
+  if (!M) await fullModules();
   const withModel = hasModel(manifest, options);
   const downloads = bootDownloads(entry, withModel, options.install === "micropip", Object.keys(manifest.files || {}));
   trackBytes(manifest, bundleURL, downloads);
@@ -372,7 +380,7 @@ async function bootPython(prepared, cached, options) {
   wheel.catch(() => {});
 
   progress("boot", "Starting Python (Pyodide)");
-  const python = await startPyodide(manifest, bundleURL, cached, options.snapshot !== false);
+  const python = await M.startPyodide(manifest, bundleURL, cached, options.snapshot !== false);
   const py = python.py;
   cached.stats.snapshot = python.restored ? "restored" : python.key ? "taken" : "none";
   t = mark("boot", t);
@@ -380,8 +388,8 @@ async function bootPython(prepared, cached, options) {
   const model = options.withModel ? startModel(manifest, bundleURL, fetchChecked, options.jspi) : null;
 
   progress("install", "Installing ragspine_lite");
-  await installRagspine(py, manifest, bundleURL, await wheel, options.install);
-  if (python.key && !python.restored) takeSnapshot(py, cached, python.key);
+  await M.installRagspine(py, manifest, bundleURL, await wheel, options.install);
+  if (python.key && !python.restored) M.takeSnapshot(py, cached, python.key);
   t = mark("install", t);
 
   progress("index", "Opening the search index");
@@ -400,11 +408,11 @@ async function bootPython(prepared, cached, options) {
 function startModel(manifest, bundleURL, fetchChecked, jspi) {
   // JSPI (WebAssembly.Suspending): Python can then block on onnxruntime-web's promises.
   const useJspi = jspi !== false && typeof WebAssembly.Suspending === "function";
-  const model = loadModel(manifest, bundleURL, fetchChecked, useJspi);
+  const model = M.loadModel(manifest, bundleURL, fetchChecked, useJspi);
   model.catch(() => {});
   // A hybrid search scans every chunk vector (a large bundle: its coarse centroids, the lists
   // come by need): their shards download with the model.
-  const vectors = fetchVectors(manifest, fetchChecked);
+  const vectors = M.fetchVectors(manifest, fetchChecked);
   for (const bytes of vectors.values()) bytes.catch(() => {});
   return { model, vectors, started: performance.now() };
 }
@@ -441,7 +449,7 @@ async function joinModel(opened) {
 
 async function attachModel(opened, embeddings) {
   try {
-    if (!useModel(opened.py, opened.searcher, embeddings)) throw new BundleError("the bundle has no vectors");
+    if (!M.useModel(opened.py, opened.searcher, embeddings)) throw new BundleError("the bundle has no vectors");
   } catch (err) {
     opened.embeddingsError = describe(err).message;
     log("warn", `the embedding model could not join, searching with BM25 only: ${opened.embeddingsError}`);
@@ -449,12 +457,12 @@ async function attachModel(opened, embeddings) {
   }
   opened.embeddings = embeddings;
   try {
-    await useDenseScanner(opened.py, opened.searcher, opened.model.vectors, opened.files);
+    await M.useDenseScanner(opened.py, opened.searcher, opened.model.vectors, opened.files);
   } catch (err) {
     log("warn", `the chunk vectors are scanned in Python instead of JavaScript: ${describe(err).message}`);
   }
   // The model's first run is slow (compilation): warm it with a query vector, no search.
-  await semanticCall(opened, "embed", { texts: ["warm up"] }, { texts: ["warm up"] })
+  await M.semanticCall(opened, "embed", { texts: ["warm up"] }, { texts: ["warm up"] })
     .catch((err) => log("warn", `the embedding model failed its first run: ${describe(err).message}`));
 }
 
@@ -483,9 +491,9 @@ async function openIndex(py, prepared) {
   const { files, manifest } = prepared;
   const entry = manifest.entry;
   files.held.set(entry.index, await prepared.header);
-  const searcher = openSearcher(py, files, entry.index);
+  const searcher = M.openSearcher(py, files, entry.index);
   const dispatch = searcher.dispatch;
-  const versions = versionsOf(py);
+  const versions = M.versionsOf(py);
   // The first query's imports and caches (tokenizer, glossary), without reading a shard.
   dispatch("files_for", JSON.stringify({ query: "warm up" }));
   const call = (op, args = {}) => JSON.parse(dispatch(op, JSON.stringify(args)));
