@@ -641,11 +641,19 @@ export class SearchPanel {
     if (s.library_id === "page") node.append(el("span", { class: "badge", text: this.#t("mine") }));
     if (crumb) node.append(el("span", { class: "crumb", text: title ? crumb : `§ ${crumb}` }));
     node.append(marked("span", "excerpt", ex.text, ex.highlights));
-    if (this.#host.debug) {
-      const sc = s.scores || {};
-      const num = (v) => (typeof v === "number" ? v.toFixed(4) : "–");
-      node.append(el("span", { class: "debug", text: `${s.source_locator} · ${s.sensitivity} · fused ${num(sc.fused)} · bm25 ${num(sc.bm25)} · vector ${num(sc.vector)}` }));
-    }
+    if (this.#host.debug) node.append(el("span", { class: "debug", text: this.#debugScores(s, site) }));
     return node;
+  }
+
+  // A hit's locator, sensitivity and the scores its lane computed: a BM25 answer (the instant
+  // lane, or the full engine in BM25 mode) has no fused or vector score to show.
+  #debugScores(s, site) {
+    const sc = s.scores || {};
+    const num = (v) => (typeof v === "number" ? v.toFixed(4) : "–");
+    const at = this.#sites.indexOf(site);
+    const { lanes = [], modes = [] } = this.#last ? this.#last.detailed : {};
+    const head = `${s.source_locator} · ${s.sensitivity}`;
+    if (modes[at] === "hybrid") return `${head} · fused ${num(sc.fused)} · bm25 ${num(sc.bm25)} · vector ${num(sc.vector)}`;
+    return `${head} · ${lanes[at] === "instant" ? "instant lane" : "full engine"} · bm25 ${num(sc.bm25)}`;
   }
 }

@@ -28,9 +28,16 @@ function loadPanel() {
 
 const isMac = typeof navigator !== "undefined" && /Mac|iPhone|iPad/.test(navigator.platform || navigator.userAgent || "");
 
+// Inputs that take no typed text: "/" there is the shortcut too.
+const KEYLESS = /^(button|checkbox|color|file|image|radio|range|reset|submit)$/;
+// Search boxes that have the focus the page gave them (autofocus, "/", Ctrl/⌘-K) and that the
+// visitor has not typed in or clicked since: "/" there focuses and types nothing.
+const given = new WeakSet();
+
 function editable(target) {
-  if (!target || !(target instanceof Element)) return false;
-  return target.isContentEditable || /^(INPUT|TEXTAREA|SELECT)$/.test(target.tagName);
+  if (!target || !(target instanceof Element) || given.has(target)) return false;
+  if (target.tagName === "INPUT") return !KEYLESS.test(target.type);
+  return target.isContentEditable || /^(TEXTAREA|SELECT)$/.test(target.tagName);
 }
 
 const elements = new Set();
@@ -142,7 +149,7 @@ export class RagSpineSearch extends HTMLElement {
       if (this.modal) this.open();
       else this.#start();
     }
-    if (this.hasAttribute("autofocus") && !this.modal) this.#box.input.focus();
+    if (this.hasAttribute("autofocus") && !this.modal) this.#giveFocus();
   }
 
   disconnectedCallback() {
@@ -155,8 +162,15 @@ export class RagSpineSearch extends HTMLElement {
     this.#start();
     const { dialog, input } = this.#box;
     if (dialog && !dialog.open) dialog.showModal();
-    input.focus();
+    this.#giveFocus();
     input.select();
+  }
+
+  // The page focuses the box (not the visitor's click or keys): "/" still only focuses.
+  #giveFocus() {
+    const input = this.#box.input;
+    input.focus();
+    if (this.#root.activeElement === input && !input.value) given.add(input);
   }
 
   /** Empty the box and the results. */
@@ -286,7 +300,10 @@ export class RagSpineSearch extends HTMLElement {
       event.preventDefault();
       this.#request(true);
     });
+    const taken = () => given.delete(input); // the visitor's own now: "/" is a character
+    for (const type of ["pointerdown", "blur"]) input.addEventListener(type, taken);
     input.addEventListener("input", () => {
+      taken();
       if (this.#panel) this.#panel.typed();
       else this.#pending = true;
     });

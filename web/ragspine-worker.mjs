@@ -60,9 +60,17 @@ function withPython(work) {
   python = run.catch(() => {});
   return run;
 }
-// With an instant lane, the full engine's downloads start after its first answer (they would
-// compete for the link) or this long after open, whichever comes first; or when asked for.
-const BOOT_DELAY_MS = 2000;
+// With an instant lane, the full engine's downloads and boot start once the lane has been
+// idle this long (since open or its last answer), or when something needs the full engine:
+// the downloads would compete for the link, and the boot holds this thread, so a visitor
+// still typing would wait seconds for the next answer.
+const BOOT_IDLE_MS = 1000;
+let bootTimer = 0;
+
+function bootWhenIdle() {
+  clearTimeout(bootTimer);
+  bootTimer = setTimeout(() => engine && engine.start(), BOOT_IDLE_MS);
+}
 
 self.onmessage = (event) => {
   const { id, op, args } = event.data || {};
@@ -96,13 +104,24 @@ async function handle(op, args) {
   if (!engine.ready && instant) {
     const plain = declines(args, instant) === null;
     if (op === "search" && plain) {
+      clearTimeout(bootTimer);
       try {
         return await instantSearch(args);
       } catch (err) { // e.g. a rebuilt site's gone file: the full engine retries on the new index
         log("warn", `the instant lane could not answer (${describe(err).message}); the full engine will`);
+      } finally {
+        bootWhenIdle();
       }
     }
-    if (op === "prefetch") return plain ? instantPrefetch(args) : NOTHING_PREFETCHED;
+    if (op === "prefetch" && plain) {
+      clearTimeout(bootTimer);
+      try {
+        return await instantPrefetch(args);
+      } finally {
+        bootWhenIdle();
+      }
+    }
+    if (op === "prefetch") return NOTHING_PREFETCHED;
   }
   await fullEngine();
   if (op === "prefetch" && args.mode === "hybrid" && joining()) return NOTHING_PREFETCHED;
@@ -182,7 +201,6 @@ async function openInstant(prepared) {
 
 async function instantSearch(args) {
   const result = await instant.lane.search(args.query, { topK: args.topK ?? DEFAULT_TOP_K, highlight: args.highlight !== false });
-  engine.start();
   return withFiles({ ...result, worker: { lane: "instant" } }, instant.files.report());
 }
 
@@ -217,7 +235,7 @@ async function open({
     instant = withInstant ? await openInstant(prepared) : null;
     engine = deferredBoot(prepared, options);
     if (!instant) return await denseEngine(); // everything, as one step
-    setTimeout(() => engine && engine.start(), BOOT_DELAY_MS);
+    bootWhenIdle();
     return {
       engine: "instant", dense: hasModel(prepared.manifest, options) ? "loading" : "none", manifest: prepared.manifest,
       timings: prepared.timings, persistence: null, restored: 0, restoreErrors: [], versions: null, embeddings: null,
