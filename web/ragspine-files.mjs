@@ -129,12 +129,14 @@ function isGone(path, err) {
 
 // The bundle's manifest, checked. Always revalidated (never a stale HTTP-cache copy): its
 // sha256s decide what the cache serves.
-export async function readManifest(bundleURL) {
+// `given`: its text as the page's thread fetched it (ragspine-lite.mjs, while this worker's
+// modules loaded), checked the same way; null: fetched here.
+export async function readManifest(bundleURL, given = null) {
   const manifestURL = bundleURL + "manifest.json";
-  const response = await fetchOrFail(manifestURL, "the bundle manifest", { cache: "no-cache" });
+  const text = given ?? (await (await fetchOrFail(manifestURL, "the bundle manifest", { cache: "no-cache" })).text());
   let manifest;
   try {
-    manifest = await response.json();
+    manifest = JSON.parse(text);
   } catch (err) {
     throw new BundleError(`${manifestURL} is not valid JSON: ${describe(err).message}`);
   }
@@ -225,8 +227,9 @@ export class BundleFiles {
 
   // Bytes of `path`: the Cache API's copy when it has this sha256, else the network's (checked);
   // `counted: false` leaves it out of the loads a search reports (the header); `source(from)`
-  // hears where the bytes came from ("cache" or "network").
-  async fetch(path, { counted = true, source = null } = {}) {
+  // hears where the bytes came from ("cache" or "network"); `given`: bytes the page's thread
+  // fetched from the network (checked here as if fetched here).
+  async fetch(path, { counted = true, source = null, given = null } = {}) {
     const note = (bytes, from) => {
       if (counted) this.#record(path, bytes, from);
       if (source) source(from);
@@ -234,7 +237,7 @@ export class BundleFiles {
     };
     const sha = expectedSha(this.#manifest, path);
     const url = this.#bundleURL + path;
-    if (this.#cache) {
+    if (this.#cache && !given) {
       try {
         const bytes = await cachedBytes(this.#cache, url, sha);
         if (bytes) return note(bytes, "cache");
@@ -242,8 +245,11 @@ export class BundleFiles {
         log("warn", `the cache could not read ${path}: ${describe(err).message}`);
       }
     }
-    const response = await fetchOrFail(url, path).catch((err) => Promise.reject(this.#ifGone(path, err)));
-    const bytes = new Uint8Array(await response.arrayBuffer());
+    let bytes = given;
+    if (!bytes) {
+      const response = await fetchOrFail(url, path).catch((err) => Promise.reject(this.#ifGone(path, err)));
+      bytes = new Uint8Array(await response.arrayBuffer());
+    }
     await verify(this.#manifest, path, bytes);
     note(bytes, "network");
     if (this.#cache) this.#keep(path, bytes, sha);

@@ -79,6 +79,32 @@ function bundleURLOf(bundle) {
   return url;
 }
 
+// manifest.json, then the index header, fetched here while the worker's modules load (two
+// round trips fewer before the first answer) and posted to it; the worker checks them as if it
+// had fetched them, and fetches what did not come (null). A header the worker's runtime cache
+// holds (a return visit) is left to it.
+async function fetchEarly(worker, bundleURL, cache) {
+  const post = (args, transfer = []) => worker.postMessage({ op: "early", args }, transfer);
+  let manifest = null;
+  try {
+    const response = await fetch(bundleURL + "manifest.json", { cache: "no-cache" });
+    if (response.ok) manifest = await response.text();
+  } catch {
+    // the worker fetches it and says what failed
+  }
+  post({ manifest });
+  let header = null;
+  try {
+    const path = JSON.parse(manifest).entry.index;
+    const kept = cache && globalThis.caches && (await (await caches.open(`ragspine-lite:${bundleURL}`)).match(bundleURL + path));
+    const response = kept ? null : await fetch(bundleURL + path);
+    if (response && response.ok) header = { path, bytes: await response.arrayBuffer() };
+  } catch {
+    header = null;
+  }
+  post({ header }, header ? [header.bytes] : []);
+}
+
 export class RagSpineLite extends EventTarget {
   /**
    * Start the worker, boot Pyodide, install ragspine_lite and open the bundle.
@@ -106,11 +132,14 @@ export class RagSpineLite extends EventTarget {
     }
     const rs = new RagSpineLite(worker, { onProgress, onLog, workerURL: String(url) });
     rs.#timeoutMs = timeoutMs;
+    const bundleURL = bundleURLOf(bundle);
     try {
-      const info = await rs.#call(
-        "open", { bundle: bundleURLOf(bundle), formatVersion: FORMAT_VERSION, embeddings, jspi, cache, install, snapshot, instant },
+      const opening = rs.#call(
+        "open", { bundle: bundleURL, formatVersion: FORMAT_VERSION, embeddings, jspi, cache, install, snapshot, instant, early: true },
         timeoutMs,
       );
+      fetchEarly(worker, bundleURL, cache);
+      const info = await opening;
       rs.manifest = info.manifest;
       rs.#engineUp(info);
       return rs;

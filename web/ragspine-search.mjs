@@ -20,7 +20,8 @@ let panelModule = null;
 /** The results panel and the runtime, fetched side by side on the first intent. */
 function loadPanel() {
   if (!panelModule) {
-    import("./ragspine-lite.mjs").catch(() => {}); // the panel imports it: start it now
+    // The panel imports them: start them now (the contract would wait for the runtime).
+    for (const module of [import("./ragspine-lite.mjs"), import("./ragspine-contract.mjs")]) module.catch(() => {});
     panelModule = import("./ragspine-panel.mjs");
   }
   return panelModule;

@@ -72,8 +72,22 @@ function bootWhenIdle() {
   bootTimer = setTimeout(() => engine && engine.start(), BOOT_IDLE_MS);
 }
 
+// manifest.json's text and the index header ({path, bytes}), fetched by the page's thread
+// while this worker's modules loaded (ragspine-lite.mjs posts them, null when it could not):
+// an open({early: true}) reads them instead of two round trips of its own.
+function handedOver() {
+  let resolve;
+  const promise = new Promise((done) => { resolve = done; });
+  return { promise, resolve };
+}
+const handed = { manifest: handedOver(), header: handedOver() };
+
 self.onmessage = (event) => {
   const { id, op, args } = event.data || {};
+  if (op === "early") {
+    for (const [name, value] of Object.entries(args || {})) if (handed[name]) handed[name].resolve(value);
+    return;
+  }
   const run = () => handle(op, args || {}).then(
     (result) => post({ type: "reply", id, ok: true, result }),
     (err) => post({ type: "reply", id, ok: false, error: describe(err) }),
@@ -190,7 +204,7 @@ async function openInstant(prepared) {
   const entry = prepared.manifest.entry;
   try {
     const lane = await InstantLane.open((path) => (path === entry.index ? prepared.header : prepared.files.fetch(path)), entry.index);
-    const pageDocuments = await countStored(prepared.bundleURL);
+    const pageDocuments = await prepared.stored;
     prepared.timings.instant = Math.round(performance.now() - prepared.t0);
     return { lane, pageDocuments, files: prepared.files };
   } catch (err) {
@@ -216,7 +230,7 @@ async function instantPrefetch({ query = "", topK = DEFAULT_TOP_K } = {}) {
 
 async function open({
   bundle, formatVersion, embeddings = true, jspi = true, cache = true, install = "unpack", snapshot = true,
-  instant: withInstant = true,
+  instant: withInstant = true, early = false,
 }) {
   if (engine) throw new BundleError("the search runtime is already open");
   if (formatVersion !== undefined && formatVersion !== FORMAT_VERSION) {
@@ -230,7 +244,7 @@ async function open({
     if (install !== "unpack" && install !== "micropip") {
       throw new BundleError(`install must be "unpack" or "micropip", got ${JSON.stringify(install)}`);
     }
-    const options = { embeddings, jspi, cache, install, snapshot };
+    const options = { embeddings, jspi, cache, install, snapshot, early };
     const prepared = await prepare(bundle, options);
     instant = withInstant ? await openInstant(prepared) : null;
     engine = deferredBoot(prepared, options);
@@ -341,15 +355,20 @@ async function prepare(bundle, options) {
   if (!bundleURL.endsWith("/")) bundleURL += "/";
 
   progress("manifest", "Reading the bundle manifest");
-  const manifest = await readManifest(bundleURL);
+  const stored = countStored(bundleURL); // the visitor's documents (IndexedDB), meanwhile
+  const manifest = await readManifest(bundleURL, options.early ? await handed.manifest.promise : null);
   mark("manifest", t0);
   const { cache, reason } = await openRuntimeCache(bundleURL, options.cache !== false);
   if (!cache) log(options.cache === false ? "info" : "warn", `runtime files come from the network: ${reason}`);
   const files = new BundleFiles(manifest, bundleURL, cache);
   const origin = { header: null }; // where the header came from, for the runtime cache's report
-  const header = files.fetch(manifest.entry.index, { counted: false, source: (from) => { origin.header = from; } });
+  const path = manifest.entry.index;
+  const header = (options.early ? handed.header.promise : Promise.resolve(null)).then((early) => {
+    const given = early && early.path === path ? new Uint8Array(early.bytes) : null;
+    return files.fetch(path, { counted: false, given, source: (from) => { origin.header = from; } });
+  });
   header.catch(() => {});
-  return { t0, timings, mark, bundleURL, manifest, cache, files, header, origin };
+  return { t0, timings, mark, bundleURL, manifest, cache, files, header, origin, stored };
 }
 
 // The files a boot downloads (counted for `overall`, served from the runtime cache).
