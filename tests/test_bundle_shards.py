@@ -62,10 +62,12 @@ def _site(tmp: Path, **export: object) -> tuple[Path, Path]:
 
 @pytest.fixture(scope="module")
 def small_files(tmp_path_factory):
-    """Small shard targets, so the corpus spreads over many files."""
+    """Small shard targets, so the corpus spreads over many files; terms held by 16 chunks and
+    one in 8 keep their token counts in files of their own."""
     patch = pytest.MonkeyPatch()
     patch.setattr(shard_writer, "TERM_SHARD_BYTES", 4096)
     patch.setattr(shard_writer, "FRAGMENT_BYTES", 4096)
+    patch.setattr(shard_writer, "LENGTHS_FILE_MIN_DF", 16)
     try:
         yield _site(tmp_path_factory.mktemp("shards"))
     finally:
@@ -209,14 +211,17 @@ def test_asking_files_for_until_nothing_is_missing_loads_all_a_search_reads(
         asked.append(paths)
         for path in paths:
             searcher.provide(path, files.read(path))
-    # First the postings shards (and the filter file), then the fragments of the hits.
-    assert len(asked) == 2 and all("/text/f-" not in p for p in asked[0])
+    # First the postings shards (and the filter and token-count files), then any length
+    # file the ranking reads, one at a time, then the fragments of the hits.
+    assert len(asked) >= 2 and all("/text/f-" not in p for p in asked[0])
     assert ("data/text/m-" in " ".join(asked[0])) == (filters is not None)
-    assert asked[1] and all(p.startswith("data/text/f-") for p in asked[1])
+    assert ("data/terms/n-" in " ".join(asked[0])) == (filters is not None)
+    assert all(len(a) == 1 and a[0].startswith("data/terms/l-") for a in asked[1:-1])
+    assert asked[-1] and all(p.startswith("data/text/f-") for p in asked[-1])
     files.reads.clear()
     outcome = searcher.search(query, filters=filters, top_k=10)
     assert outcome.hits and files.reads == []
-    assert len(asked[1]) <= len(outcome.hits)
+    assert len(asked[-1]) <= len(outcome.hits)
     request = {"query": query, "filters": filters, "topK": 10, "mode": "bm25"}
     assert json.loads(searcher.dispatch("files_for", json.dumps(request))) == {"paths": []}
 
@@ -257,3 +262,20 @@ def test_a_missing_header_in_the_manifest_says_rebuild(tmp_path):
     (tmp_path / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(BundleFormatError, match="rebuild"):
         BundleSearcher.from_files(DirectoryFiles(tmp_path))
+
+
+def test_a_common_terms_token_counts_are_read_only_when_every_posting_is_scored(small_files):
+    db, root = small_files
+    files = CountingFiles(root)
+    searcher = BundleSearcher.from_files(files)
+    bundle = searcher.sharded
+    own = bundle._load(bundle.term_path("the")).own.get("the")
+    assert own and own.startswith("data/terms/l-")
+    files.reads.clear()
+    query = "the Greek tragedy festivals"
+    with BundleSearcher(db) as reference:
+        assert _outcome(searcher, query, top_k=3) == _outcome(reference, query, top_k=3)
+        assert own not in files.reads  # pruned: "the" is only looked up in counted chunks
+        assert not any("/terms/n-" in p for p in files.reads)
+        assert _outcome(searcher, "the", top_k=3) == _outcome(reference, "the", top_k=3)
+        assert own in files.reads  # scored on its own: every posting, every count

@@ -123,6 +123,7 @@ def site(tmp_path_factory) -> Path:
     patch = pytest.MonkeyPatch()
     patch.setattr("ragspine_lite.bundle.shard_writer.TERM_SHARD_BYTES", 6000)
     patch.setattr("ragspine_lite.bundle.shard_writer.FRAGMENT_BYTES", 6000)
+    patch.setattr("ragspine_lite.bundle.shard_writer.LENGTHS_FILE_MIN_DF", 16)  # common terms'
     try:
         report = write_shards(db, tmp / "site")
     finally:

@@ -350,12 +350,10 @@ export class InstantLane {
     this.termPaths = meta.bm25.paths;
     this.fragmentPaths = meta.fragments;
     this.fragmentStarts = arrays.fragment_starts;
-    this.lengths = arrays.lengths;
     this.glossary = meta.glossary;
     this.files = new Map(); // path → Promise of the decoded file
     this.documents = new Map(); // doc_id → [url, sections] of every fragment read
-    const avgdl = this.nDocs ? this.totalLength / this.nDocs : 0;
-    this.norms = Float64Array.from(this.lengths, (x) => K1 * (1.0 - B + (B * x) / avgdl));
+    this.avgdl = this.nDocs ? this.totalLength / this.nDocs : 0;
   }
 
   #load(path, decode) {
@@ -379,12 +377,22 @@ export class InstantLane {
     return this.#load(path, ({ meta, arrays }) => {
       const entries = new Map();
       let offset = 0;
-      meta.terms.forEach(([name, df, , , count], i) => {
-        entries.set(name, { df, offset, count, idf: arrays.idf[i] });
+      let at = 0;
+      meta.terms.forEach(([name, df, maxTf, minLen, count], i) => {
+        // A very common term's token counts are in a file of their own (meta.lengths).
+        const own = Object.hasOwn(meta.lengths, name) ? meta.lengths[name] : null;
+        entries.set(name, { df, maxTf, minLen, offset, count, idf: arrays.idf[i], own, at });
         offset += count;
+        if (own === null) at += count;
       });
-      return { entries, docs: arrays.docs, tfs: arrays.tfs };
+      if (at !== arrays.lens.length) throw new InstantLaneError(`${path}: token counts do not match the postings: rebuild the bundle`);
+      return { entries, docs: arrays.docs, tfs: arrays.tfs, lens: arrays.lens };
     });
+  }
+
+  // A common term's token counts (a length file), decoded once.
+  #ownLengths(path) {
+    return this.#load(path, ({ arrays }) => arrays.lens);
   }
 
   async postings(term) {
@@ -396,7 +404,16 @@ export class InstantLane {
     const docs = new Uint32Array(entry.count);
     let d = 0;
     for (let i = 0; i < entry.count; i++) docs[i] = d += shard.docs[entry.offset + i];
-    return { docs, tfs: shard.tfs.subarray(entry.offset, entry.offset + entry.count), idf: entry.idf };
+    const tfs = shard.tfs.subarray(entry.offset, entry.offset + entry.count);
+    const lens = entry.own === null ? shard.lens.subarray(entry.at, entry.at + entry.count) : null;
+    return { docs, tfs, lens, own: entry.own, idf: entry.idf, maxTf: entry.maxTf, minLen: entry.minLen };
+  }
+
+  // The token counts of `p`'s postings (a common term's are read from their own file).
+  async #lens(p) {
+    if (p.lens === null) p.lens = await this.#ownLengths(p.own);
+    if (p.lens.length !== p.docs.length) throw new InstantLaneError(`${p.own}: token counts do not match the postings: rebuild the bundle`);
+    return p.lens;
   }
 
   /** The files a search for `query` reads before ranking (its term shards). */
@@ -411,17 +428,65 @@ export class InstantLane {
     for (const t of tokens) qtf.set(t, (qtf.get(t) || 0) + 1);
     const acc = new Map();
     const k1p = K1 + 1.0;
+    const avgdl = this.avgdl;
     for (const [term, count] of qtf) {
       const p = await this.postings(term);
       if (!p || !p.docs.length || !this.nDocs) continue;
       const wq = count * p.idf;
+      const lens = await this.#lens(p);
       for (let i = 0; i < p.docs.length; i++) {
         const d = p.docs[i];
         const f = p.tfs[i];
-        acc.set(d, (acc.get(d) ?? 0.0) + (wq * f * k1p) / (f + this.norms[d]));
+        acc.set(d, (acc.get(d) ?? 0.0) + (wq * f * k1p) / (f + K1 * (1.0 - B + (B * lens[i]) / avgdl)));
       }
     }
     return [...acc].filter(([, s]) => s > 0).sort((a, b) => b[1] - a[1] || a[0] - b[0]);
+  }
+
+  // The first `limit` of #rank(tokens), reading the token counts of fewer postings: the chunks
+  // holding the terms of highest score bound ("essential") are scored exactly (every term, in
+  // query order, as #rank sums them); once no other chunk can reach the limit-th of those
+  // scores (the other terms' bounds add up to less), they are the answer. Else one more term
+  // becomes essential, up to all of them (= #rank). A common term is then only looked up in
+  // chunks already counted, and the file of its token counts is not read.
+  async #top(tokens, limit) {
+    const qtf = new Map();
+    for (const t of tokens) qtf.set(t, (qtf.get(t) || 0) + 1);
+    const k1p = K1 + 1.0;
+    const avgdl = this.avgdl;
+    const terms = [];
+    for (const [term, count] of qtf) {
+      const p = await this.postings(term);
+      if (!p || !p.docs.length || !this.nDocs) continue;
+      const wq = count * p.idf;
+      const ub = (wq * p.maxTf * k1p) / (p.maxTf + K1 * (1.0 - B + (B * p.minLen) / avgdl));
+      terms.push({ p, wq, ub });
+    }
+    const order = [...terms].sort((a, b) => b.ub - a.ub);
+    const scores = new Map(); // docno → its exact score, for the chunks of the essential terms
+    for (let e = 0; e + 1 < order.length; e++) {
+      const { p } = order[e];
+      const lens = await this.#lens(p);
+      for (let i = 0; i < p.docs.length; i++) {
+        const d = p.docs[i];
+        if (scores.has(d)) continue;
+        let total = 0.0;
+        for (const { p: q, wq } of terms) {
+          const f = tfOf(q, d);
+          if (f) total += (wq * f * k1p) / (f + K1 * (1.0 - B + (B * lens[i]) / avgdl));
+        }
+        scores.set(d, total);
+      }
+      let rest = 0.0;
+      for (let j = e + 1; j < order.length; j++) rest += order[j].ub;
+      if (scores.size < limit) continue;
+      const best = Float64Array.from(scores.values()).sort().reverse();
+      const kth = best[limit - 1];
+      if (kth > 0 && rest < kth * (1 - 1e-9)) {
+        return [...scores].filter(([, x]) => x >= kth).sort((a, b) => b[1] - a[1] || a[0] - b[0]).slice(0, limit);
+      }
+    }
+    return (await this.#rank(tokens)).slice(0, limit); // every term essential: score every posting
   }
 
   // ShardedIndex.retrieve without filters: RRF over the variants' rankings, best BM25 per hit.
@@ -432,8 +497,7 @@ export class InstantLane {
     await Promise.all(this.termPathsFor(query).map((path) => this.#termShard(path)));
     const rankings = [];
     for (const v of variants) {
-      const ranked = await this.#rank(tokenize(v));
-      rankings.push(variants.length === 1 ? ranked.slice(0, limit) : ranked);
+      rankings.push(variants.length === 1 ? await this.#top(tokenize(v), limit) : await this.#rank(tokenize(v)));
     }
     const fused = new Map();
     const best = new Map();
@@ -461,14 +525,20 @@ export class InstantLane {
     return out;
   }
 
-  /** Read what a search for `query` reads (its term shards, its top `topK` hits' fragments);
+  /** Read what a search for `query` reads (its term shards, the length files of the common terms
+   * it scores, its top `topK` hits' fragments);
    * resolves to their paths. */
   async prefetch(query, topK = DEFAULT_TOP_K) {
     if (!pyStrip(query)) return [];
     const found = await this.#retrieve(query, topK);
     await this.#chunks(found.map((h) => h.docno));
     const fragments = found.map(({ docno }) => this.fragmentPaths[floorIndex(this.fragmentStarts, docno)]);
-    return [...new Set([...this.termPathsFor(query), ...fragments])];
+    const owns = [];
+    for (const term of new Set(queryVariants(query, this.glossary).flatMap(tokenize))) {
+      const p = await this.postings(term);
+      if (p && p.own !== null && this.files.has(p.own)) owns.push(p.own);
+    }
+    return [...new Set([...this.termPathsFor(query), ...owns, ...fragments])];
   }
 
   /** BundleSearcher.search for a plain query → {hits, took_ms} (see declines()). A bundle
@@ -498,6 +568,18 @@ export class InstantLane {
     if (highlight) hit.excerpt = excerpt(withSynonyms(query, this.glossary), snippet.text, { startLine: line });
     return hit;
   }
+}
+
+// The tf of chunk `d` in postings `p` (0: none), by binary search.
+function tfOf(p, d) {
+  let lo = 0;
+  let hi = p.docs.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >> 1;
+    if (p.docs[mid] < d) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo < p.docs.length && p.docs[lo] === d ? p.tfs[lo] : 0;
 }
 
 // narrative_link._to_snippet plus the multi-index library tag.

@@ -9,7 +9,8 @@ from). The next build (:class:`Rebuild`, the shard writer's
   only the chunks of the documents whose chunk key changed are tokenized again, and only the
   terms whose postings or minimum length they change are marked; any other change (a page
   added, removed, or cut into another number of chunks) tokenizes every chunk;
-- links a term shard of the previous build when its terms are the same and none is marked,
+- links a term shard of the previous build (and the length files it names) when its terms
+  are the same and none is marked (a chunk whose token count changes marks all its terms),
   and a text fragment when the digest of everything it holds (its first docno, its chunks'
   rows, its documents' URLs and sections) is the same.
 
@@ -308,7 +309,7 @@ class Rebuild:
             terms, dfs, docs, tfs = postings.flat()
         else:
             terms, dfs, docs, tfs = flat_postings(postings)
-        term_paths = [p for p in report.files if p.startswith("data/terms/")]
+        term_paths = [p for p in report.files if p.startswith("data/terms/t-")]
         fragment_paths = [p for p in report.files if p.startswith("data/text/f-")]
         return IndexState(
             salt=salt, doc_keys=dict(self.keys), chunk_ids=[c.chunk_id for c in chunks],

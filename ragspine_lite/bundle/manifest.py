@@ -29,7 +29,7 @@ __all__ = [
 ]
 
 #: Version of the bundle layout; the web runtime (``ragspine-lite.mjs``) carries the same number.
-BUNDLE_FORMAT_VERSION = 4
+BUNDLE_FORMAT_VERSION = 5
 MANIFEST_NAME = "manifest.json"
 #: Folders of index files that the header lists and whose names carry their sha256 (term
 #: shards, text fragments, the filter file, coarse vector lists): ``manifest.json`` does not
@@ -64,8 +64,8 @@ def check_format_version(found: object, *, supported: int = BUNDLE_FORMAT_VERSIO
 
     An older bundle → rebuild the bundle; a newer one → update the runtime.
 
-    >>> check_format_version(4)
-    4
+    >>> check_format_version(5)
+    5
     """
     if isinstance(found, bool) or not isinstance(found, (int, str)):
         raise BundleFormatError(

@@ -1,4 +1,4 @@
-"""Bundle format 4, what its writer and its readers share: the file-size targets, the chunk
+"""Bundle format 5, what its writer and its readers share: the file-size targets, the chunk
 fields a fragment keeps, the export's facts, page and section tables as read back."""
 
 from __future__ import annotations
@@ -21,6 +21,8 @@ __all__ = [
     "CHUNK_FIELDS",
     "FILTER_FIELDS",
     "FRAGMENT_BYTES",
+    "LENGTHS_FILE_MIN_DF",
+    "LENGTHS_FILE_SHARE",
     "MAX_FILES",
     "TERM_SHARD_BYTES",
     "bundle_facts",
@@ -34,6 +36,11 @@ __all__ = [
 #: big for :data:`MAX_FILES` files of that size gets bigger ones.
 TERM_SHARD_BYTES = 32 * 1024
 FRAGMENT_BYTES = 12 * 1024
+#: A term whose postings are this many or more, and at least one chunk in
+#: ``LENGTHS_FILE_SHARE``, keeps its postings' token counts in a file of its own
+#: (``data/terms/l-<h>.bin``), read only when a search scores every one of its postings.
+LENGTHS_FILE_MIN_DF = 1024
+LENGTHS_FILE_SHARE = 8
 #: Most files of one kind (postings shards, fragments) a bundle gets: static hosts cap counts.
 MAX_FILES = 4000
 

@@ -1,4 +1,4 @@
-"""The writer of bundle format 4 (:mod:`ragspine_lite.bundle.shards` describes the files):
+"""The writer of bundle format 5 (:mod:`ragspine_lite.bundle.shards` describes the files):
 :func:`write_shards` turns an exported chunk store into the files under ``data/``.
 
 Files are cut where their content says (:func:`_groups`), carry no build clock, and are named
@@ -20,11 +20,13 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ragspine_lite.bundle.manifest import BUNDLE_META_TABLE, BundleFormatError
-from ragspine_lite.bundle.packs import REBUILD_HINT, content_path, pack
+from ragspine_lite.bundle.packs import REBUILD_HINT, content_path, pack, unpack
 from ragspine_lite.bundle.shard_format import (
     CHUNK_FIELDS,
     FILTER_FIELDS,
     FRAGMENT_BYTES,
+    LENGTHS_FILE_MIN_DF,
+    LENGTHS_FILE_SHARE,
     MAX_FILES,
     TERM_SHARD_BYTES,
     bundle_facts,
@@ -137,6 +139,30 @@ class _Writer:
         self.report.kept += 1
         return self._listed(path, kind, len(data))
 
+    def keep_shard(self, path: str | None) -> str | None:
+        """:meth:`keep` of a term shard and of the length files it names (``None``: any of
+        them is missing or damaged; the caller writes the shard anew)."""
+        listed = len(self.report.files)
+        kept = self.keep(path, "t")
+        if kept is None:
+            return None
+        meta, _ = unpack((self.root / kept).read_bytes(), kept)
+        for own in meta["lengths"].values():
+            if self.keep(own, "l") is None:
+                self._unlist(listed)
+                return None
+        return kept
+
+    def _unlist(self, listed: int) -> None:
+        """Forget the files listed after the first ``listed`` (a partly kept shard)."""
+        for path in self.report.files[listed:]:
+            kind = path.rpartition("/")[2].partition("-")[0]
+            size = (self.root / path).stat().st_size
+            self.report.bytes_by_kind[kind] -= size
+            self.report.count_by_kind[kind] -= 1
+            self.report.kept -= 1
+        del self.report.files[listed:]
+
     def _listed(self, path: str, kind: str, size: int) -> str:
         self.report.files.append(path)
         self.report.bytes_by_kind[kind] = self.report.bytes_by_kind.get(kind, 0) + size
@@ -222,21 +248,41 @@ def postings_of(token_lists: Iterable[list[str]]) -> tuple[array, dict[str, list
     return lengths, {term: [d, tfs[term]] for term, d in docs.items()}
 
 
-def _term_shard(terms: Sequence[str], postings: Postings, lengths: array) -> bytes:
-    """One postings shard: per term its entry, delta-coded docnos, tfs and idf."""
+def _own_file_df(n_docs: int) -> int:
+    """The document frequency from which a term's per-posting lengths get a file of their own."""
+    return max(LENGTHS_FILE_MIN_DF, -(-n_docs // LENGTHS_FILE_SHARE))
+
+
+def _term_shard(
+    out: _Writer, terms: Sequence[str], postings: Postings, lengths: array
+) -> bytes:
+    """One postings shard: per term its entry, delta-coded docnos, tfs, idf and the token
+    count of each posting's chunk (``lens``; a very common term's in a file of its own, written
+    here, which the shard names)."""
     entries: list[list[Any]] = []
     docs: list[int] = []
     tfs: list[int] = []
+    lens: list[int] = []
+    own: dict[str, str] = {}
     idfs = array("d")
+    own_df = _own_file_df(len(lengths))
     for term in terms:
         d, f = postings[term]
-        entries.append([term, len(d), max(f), min(map(lengths.__getitem__, d)), len(d)])
+        dl = list(map(lengths.__getitem__, d))
+        entries.append([term, len(d), max(f), min(dl), len(d)])
         docs.append(d[0])
         docs.extend(map(sub, d[1:], d))
         tfs.extend(f)
         idfs.append(bm25_idf(len(lengths), len(d)))
-    arrays = {"docs": array("I", docs), "tfs": smallest_unsigned(tfs), "idf": idfs}
-    return pack({"terms": entries}, arrays)
+        if len(d) >= own_df:
+            own[term] = out.write(
+                "data/terms", "l", pack({"term": term}, {"lens": smallest_unsigned(dl)})
+            )
+        else:
+            lens.extend(dl)
+    arrays = {"docs": array("I", docs), "tfs": smallest_unsigned(tfs), "idf": idfs,
+              "lens": smallest_unsigned(lens)}
+    return pack({"terms": entries, "lengths": own}, arrays)
 
 
 def _write_terms(
@@ -249,10 +295,15 @@ def _write_terms(
     first_terms, paths = [], []
     for start, end in _groups(terms, sizes, _target(sum(sizes), TERM_SHARD_BYTES)):
         group = terms[start:end]
-        kept = out.keep(reuse.term_file(group), "t") if reuse is not None else None
+        kept = out.keep_shard(reuse.term_file(group)) if reuse is not None else None
         first_terms.append(terms[start])
-        paths.append(kept or out.write("data/terms", "t", _term_shard(group, postings, lengths)))
-    return {"first_terms": first_terms, "paths": paths}
+        paths.append(kept or out.write("data/terms", "t", _term_shard(out, group, postings,
+                                                                      lengths)))
+    every = pack({}, {"lens": smallest_unsigned(lengths)})
+    path = content_path("data/terms", "n", every)
+    kept = out.keep(path, "n") if reuse is not None else None
+    every_path = kept or out.write("data/terms", "n", every)
+    return {"first_terms": first_terms, "paths": paths, "lengths": every_path}
 
 
 def _documents(store: ChunkStore) -> dict[str, tuple[str, list[Any]]]:
@@ -374,7 +425,7 @@ def write_index(
     }
     if vectors is not None:
         meta["vectors"] = vectors
-    header = pack(meta, {"lengths": smallest_unsigned(lengths), "fragment_starts": starts})
+    header = pack(meta, {"fragment_starts": starts})
     report.header = out.write("data", "header", header)
     step(4)
     return report

@@ -1,4 +1,4 @@
-"""The retrieval pipeline over a format-4 bundle, reading only the files a query needs.
+"""The retrieval pipeline over a format-5 bundle, reading only the files a query needs.
 
 :class:`ShardedIndex` answers ``retrieve`` like
 :class:`~ragspine_lite.lexical.retrieval.NarrativeIndex` over the exported chunk store: the
@@ -20,7 +20,7 @@ from typing import Any
 
 from ragspine_lite.bundle.coarse import open_scanner
 from ragspine_lite.bundle.dense import DenseLane, DenseRanking, DenseScanner
-from ragspine_lite.bundle.shards import ShardedBM25Index, ShardedBundle, docno_key
+from ragspine_lite.bundle.shards import MissingFile, ShardedBM25Index, ShardedBundle, docno_key
 from ragspine_lite.filtering.metadata_filter import MetadataFilter
 from ragspine_lite.lexical.bm25_index import TermDocuments
 from ragspine_lite.lexical.inverted_index import CandidateSet
@@ -219,19 +219,23 @@ class ShardedIndex:
         top_k: int | None = None,
     ) -> list[str]:
         """The files a search for ``query`` reads and the cache lacks: the postings shards of
-        its terms and, when it filters, the filter file; once those are all cached and
-        ``top_k`` is given, the text fragments of its ``top_k`` hits (ranked from memory)."""
+        its terms and, when it filters, the filter and token-count files; once those are all
+        cached and ``top_k`` is given, a length file its ranking reads (one per call, ranked
+        from memory), then the text fragments of its ``top_k`` hits."""
         pipeline = self._pipeline()
         terms = {t for q in pipeline.variants(query) for t in tokenize(q)}
         paths = [p for p in (self.bundle.term_path(t) for t in sorted(terms)) if p is not None]
         if metadata_filter is not None:
-            paths.append(self.bundle.filter_path)
+            paths += [self.bundle.filter_path, self.bundle.lengths_path]
         missing = self.bundle.missing(paths)
         if missing or top_k is None:
             return missing
-        found = pipeline.rank(
-            query, self.lane, limit=top_k, metadata_filter=metadata_filter, channel=CHANNEL_BM25
-        )
+        try:
+            with self.bundle.planning():
+                found = pipeline.rank(query, self.lane, limit=top_k,
+                                      metadata_filter=metadata_filter, channel=CHANNEL_BM25)
+        except MissingFile as missing_file:
+            return [missing_file.path]
         ordered = found[1] if found is not None else []
         return self.bundle.missing(self.bundle.fragment_path(int(key)) for key, _ in ordered)
 

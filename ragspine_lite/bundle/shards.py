@@ -1,15 +1,22 @@
-"""Bundle format 4: the chunk store split into small files a browser fetches per query.
+"""Bundle format 5: the chunk store split into small files a browser fetches per query.
 
 A visitor should pay for what a query reads, not for the whole corpus. :func:`write_shards`
 turns an exported chunk store into files under the bundle's ``data/`` folder:
 
-- ``header-<h>.bin``: the bundle facts, the BM25 statistics (``n_docs``, ``total_length``,
-  token count per document), the query rewriter's glossary, and directories: the first
-  term of every postings shard, the first document of every text fragment, the
-  filter-metadata file and the vector shards;
-- ``terms/t-<h>.bin``: the postings of a sorted range of terms (docnos delta-coded) and
-  each term's BM25 IDF as a float64, computed once at build time (every reader, Python or
-  the worker's JavaScript lane, uses that very value: no two ``log`` implementations);
+- ``header-<h>.bin``: the bundle facts, the BM25 statistics (``n_docs``, ``total_length``),
+  the query rewriter's glossary, and directories: the first term of every postings shard,
+  the first document of every text fragment, the token-count file, the filter-metadata file
+  and the vector shards;
+- ``terms/t-<h>.bin``: the postings of a sorted range of terms (docnos delta-coded), each
+  term's BM25 IDF as a float64, computed once at build time (every reader, Python or
+  the worker's JavaScript lane, uses that very value: no two ``log`` implementations), and
+  each posting's chunk's token count (``lens``), so a query reads the lengths of the chunks
+  it scores and nothing else. A term held by at least one chunk in
+  :data:`~ragspine_lite.bundle.shard_format.LENGTHS_FILE_SHARE` (and
+  :data:`~ragspine_lite.bundle.shard_format.LENGTHS_FILE_MIN_DF` chunks) keeps those counts in
+  ``terms/l-<h>.bin``, named by the shard: a top-k search reads it only when it scores every
+  posting of that term (a pruned search looks such a term up in chunks it already counted);
+- ``terms/n-<h>.bin``: every chunk's token count (read when a search filters);
 - ``text/f-<h>.bin``: the chunks of a range of documents, with their pages' URLs and sections;
 - ``text/m-<h>.bin``: what metadata filters test, per chunk (read only when a search filters);
 - ``vectors/v-<h>.i8``: int8 chunk vectors (:mod:`ragspine_lite.bundle.dense`).
@@ -30,15 +37,16 @@ both share is :mod:`ragspine_lite.bundle.shard_format` (their names stay importa
 
 from __future__ import annotations
 
+import contextlib
 import json
 from array import array
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right, insort
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import accumulate
 from pathlib import PurePosixPath
-from typing import Any
+from typing import Any, cast
 
 from ragspine_lite.bundle.manifest import MANIFEST_NAME, BundleFormatError, check_format_version
 from ragspine_lite.bundle.packs import (
@@ -61,15 +69,17 @@ from ragspine_lite.bundle.shard_format import (
 )
 from ragspine_lite.bundle.shard_writer import ShardReport, glossary_lists, write_shards
 from ragspine_lite.chunking.chunk_store import StoredChunk
-from ragspine_lite.lexical.inverted_index import BM25Index, Postings
+from ragspine_lite.lexical.inverted_index import BM25Index, CandidateSet, Postings
 
 __all__ = [
     "DEFAULT_CACHE_BYTES",
     "BundleFiles",
     "DirectoryFiles",
+    "MissingFile",
     "ShardReport",
     "ShardedBM25Index",
     "ShardedBundle",
+    "TokenCounts",
     "bundle_facts",
     "content_path",
     "docno_key",
@@ -91,19 +101,37 @@ DEFAULT_CACHE_BYTES = 64 * 1024 * 1024
 
 
 class _TermShard:
-    """One postings shard: term → (df, max_tf, min_len, offset, count, idf), decoded per term."""
+    """One postings shard: term → (df, max_tf, min_len, offset, count, idf), decoded per term;
+    its postings' token counts: term → an offset in ``lens`` or the path of its own file."""
 
     def __init__(self, meta: dict[str, Any], arrays: dict[str, array]) -> None:
         self.entries: dict[str, tuple[int, int, int, int, int, float]] = {}
-        offset = 0
+        self.own: dict[str, str] = meta["lengths"]
+        self.lens_at: dict[str, int] = {}
+        offset = at = 0
         idfs = arrays["idf"]
         for i, (term, df, max_tf, min_len, count) in enumerate(meta["terms"]):
             self.entries[term] = (df, max_tf, min_len, offset, count, idfs[i])
             offset += count
+            if term not in self.own:
+                self.lens_at[term] = at
+                at += count
         self.docs = arrays["docs"]
         self.tfs = arrays["tfs"]
+        self.lens = arrays["lens"]
+        if at != len(self.lens):
+            raise BundleFormatError(f"a term shard's token counts do not match its postings: "
+                                    f"{REBUILD_HINT}")
         self.decoded: dict[str, Postings] = {}
-        self.cost = 8 * offset
+        self.cost = 12 * offset
+
+    def lengths(self, term: str) -> array | str:
+        """The token counts of ``term``'s postings, or the path of the file holding them."""
+        own = self.own.get(term)
+        if own is not None:
+            return own
+        at, count = self.lens_at[term], self.entries[term][4]
+        return self.lens[at : at + count]
 
     def postings(self, term: str) -> Postings | None:
         found = self.decoded.get(term)
@@ -117,6 +145,67 @@ class _TermShard:
         tfs = array("I", self.tfs[offset : offset + count])
         found = self.decoded[term] = Postings(docs, tfs, df, max_tf, min_len, idf)
         return found
+
+
+class _Lengths:
+    """Token counts: one term's postings' (``l-``) or every chunk's (``n-``)."""
+
+    def __init__(self, meta: dict[str, Any], arrays: dict[str, array]) -> None:
+        self.lens = arrays["lens"]
+        self.cost = 4 * len(self.lens)
+
+
+_UNKNOWN = 0xFFFFFFFF
+
+
+class TokenCounts:
+    """The chunks' token counts as a bundle's reader learns them: from the postings it has
+    read (their ``lens``), else from a common term's own file holding the chunk, else from
+    the token-count file (every chunk)."""
+
+    def __init__(self, bundle: ShardedBundle) -> None:
+        self.bundle = bundle
+        self.known = array("I", [_UNKNOWN]) * bundle.n_docs
+        self.pending: list[tuple[array, str]] = []  # (docnos, own file), fewest first
+        self.complete = False
+
+    def __len__(self) -> int:
+        return len(self.known)
+
+    def __getitem__(self, docno: int) -> int:
+        found = self.known[docno]
+        return found if found != _UNKNOWN else self._miss(docno)
+
+    def learn(self, docs: array, lens: array | str) -> None:
+        """The token counts of the postings ``docs`` (or the file holding them)."""
+        if self.complete:
+            return
+        if isinstance(lens, str):
+            insort(self.pending, (docs, lens), key=lambda entry: len(entry[0]))
+            return
+        known = self.known
+        for d, n in zip(docs, lens, strict=True):
+            known[d] = n
+
+    def _miss(self, docno: int) -> int:
+        if not 0 <= docno < len(self.known):
+            raise IndexError(f"docno {docno!r} is not in this bundle")
+        for i, (docs, path) in enumerate(self.pending):
+            k = bisect_left(docs, docno)
+            if k < len(docs) and docs[k] == docno:
+                lens = self.bundle.load_lengths(path)
+                del self.pending[i]
+                self.learn(docs, lens)
+                return self.known[docno]
+        self.load_every()
+        return self.known[docno]
+
+    def load_every(self) -> None:
+        """Read the token-count file (every chunk's count)."""
+        if not self.complete:
+            self.known = array("I", self.bundle.load_lengths(self.bundle.lengths_path))
+            self.pending.clear()
+            self.complete = True
 
 
 class _Fragment:
@@ -157,14 +246,24 @@ _DECODERS: dict[str, Callable[[dict[str, Any], dict[str, array]], Any]] = {
     "t": _TermShard,
     "f": _Fragment,
     "m": _FilterRows,
+    "l": _Lengths,
+    "n": _Lengths,
 }
 
 
 # ---------------------------------------------------------------- the reader
 
 
+class MissingFile(Exception):
+    """A file a search would read next, while :meth:`ShardedBundle.planning`."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(path)
+        self.path = path
+
+
 class ShardedBundle:
-    """A format-4 bundle read file by file through ``files``, decoded files kept in an LRU.
+    """A format-5 bundle read file by file through ``files``, decoded files kept in an LRU.
 
     ``header`` is the header's path (default: ``entry.index`` of the bundle's manifest).
     Raises :class:`BundleFormatError` for a bundle of another format or a damaged file.
@@ -185,7 +284,7 @@ class ShardedBundle:
         self.total_length = int(bm25["total_length"])
         self.term_starts: list[str] = bm25["first_terms"]
         self.term_paths: list[str] = bm25["paths"]
-        self.lengths = arrays["lengths"]
+        self.lengths_path: str = bm25["lengths"]
         self.fragment_starts = arrays["fragment_starts"]
         self.fragment_paths: list[str] = meta["fragments"]
         self.filter_path: str = meta["filters"]
@@ -194,6 +293,18 @@ class ShardedBundle:
         self._cache: OrderedDict[str, Any] = OrderedDict()
         self._cached = 0
         self._docs: dict[str, tuple[str, list[tuple[Any, ...]]]] = {}
+        self.token_counts = TokenCounts(self)
+        self._planning = False
+
+    @contextlib.contextmanager
+    def planning(self) -> Iterator[None]:
+        """Within: reading a file not cached raises :class:`MissingFile` instead (what a
+        prefetch asks for next)."""
+        self._planning = True
+        try:
+            yield
+        finally:
+            self._planning = False
 
     def __repr__(self) -> str:
         return f"ShardedBundle({self.files!r}, {self.header_path!r})"
@@ -232,13 +343,15 @@ class ShardedBundle:
         if value is not None:
             self._cache.move_to_end(path)
             return value
+        if self._planning:
+            raise MissingFile(path)
         value = self._decode(path, self._fetch(path))
         self._keep(path, value)
         return value
 
     def paths(self) -> list[str]:
-        """Every term shard, text fragment and filter file the header lists."""
-        return [*self.term_paths, *self.fragment_paths, self.filter_path]
+        """Every term shard, text fragment, filter and token-count file the header lists."""
+        return [*self.term_paths, *self.fragment_paths, self.filter_path, self.lengths_path]
 
     def missing(self, paths: Iterable[str]) -> list[str]:
         """The ``paths`` not cached yet, in order, without repeats."""
@@ -253,7 +366,19 @@ class ShardedBundle:
 
     def postings(self, term: str) -> Postings | None:
         path = self.term_path(term)
-        return None if path is None else self._load(path).postings(term)
+        if path is None:
+            return None
+        shard: _TermShard = self._load(path)
+        fresh = term not in shard.decoded
+        found = shard.postings(term)
+        if found is not None and fresh:
+            self.token_counts.learn(found.docs, shard.lengths(term))
+        return found
+
+    def load_lengths(self, path: str) -> array:
+        """The token counts of a length file (a common term's, or the every-chunk file)."""
+        lengths: _Lengths = self._load(path)
+        return lengths.lens
 
     # -- chunks -------------------------------------------------------------------------
 
@@ -317,7 +442,15 @@ class ShardedBM25Index(BM25Index):
         return self.bundle.postings(term)
 
     def _lengths(self) -> Sequence[int]:
-        return self.bundle.lengths
+        return cast(Sequence[int], self.bundle.token_counts)  # indexed by docno, sized
+
+    def _norms(self, k1: float, b: float, avgdl: float, cand: Any) -> None:
+        """No per-chunk table: the token counts are read with the postings that need them."""
+        return None
+
+    def candidates(self, docnos: Iterable[int]) -> CandidateSet:
+        self.bundle.token_counts.load_every()  # a filter's candidates: any chunk may be one
+        return super().candidates(docnos)
 
     def _chunk_ids(self, docnos: Iterable[int]) -> dict[int, str]:
         return {d: docno_key(d) for d in docnos}

@@ -191,6 +191,7 @@ SHARD_KINDS = {
     "header": ("header", "headers"), "t": ("term shard", "term shards"),
     "f": ("text fragment", "text fragments"), "m": ("filter file", "filter files"),
     "v": ("vector shard", "vector shards"),
+    "l": ("length file", "length files"), "n": ("token-count file", "token-count files"),
 }
 
 
