@@ -3,6 +3,7 @@ edit's rebuild time and files changed, and the corpus bytes of a first query.
 Our clean builds pass ``--clean``; the edit is rebuilt with the same command as a deploy.
 
     python bench/builds.py [--sizes 1000 10000] [--100k] [--1m] [--hybrid] [--data DIR]
+                           [--pagefind-max N]
 
 Pages are English HTML pages from squad_train (``bench/browser_bytes.py``'s generator:
 beyond its 10,000 paragraphs, pages of sentences drawn with a fixed seed). Each build is its
@@ -10,8 +11,11 @@ own process (``ragspine-lite build-site PAGES --out OUT --no-page``; Pagefind:
 ``node node_modules/pagefind/lib/runner/bin.cjs --site PAGES --output-path OUT``); its wall
 time and peak RSS (``wait4``, the process and its children) are reported. The edit replaces
 one word of one page with a new one; "files changed" counts the output files added, removed
-or rewritten with other bytes (what a deploy uploads or deletes). "first query" is what
-``BundleSearcher`` reads of the bundle (manifest, header, shards) for one query.
+or rewritten with other bytes (what a deploy uploads or deletes); "found" says that a search
+for the new word ranks the edited page first after the rebuild and nothing once the page is
+restored. "first query" is what ``BundleSearcher`` reads of the bundle (manifest, header,
+shards, length files, fragments) for one query. Pagefind runs up to ``--pagefind-max`` pages
+(default 100,000).
 """
 
 from __future__ import annotations
@@ -82,6 +86,17 @@ def first_query_bytes(site: Path) -> int:
     return Counting.total
 
 
+def finds(site: Path, word: str, page: str | None) -> bool:
+    """Whether a search for ``word`` ranks ``page`` first (``None``: finds nothing)."""
+    from ragspine_lite.bundle.runtime import BundleSearcher
+    from ragspine_lite.bundle.shards import DirectoryFiles
+
+    hits = BundleSearcher.from_files(DirectoryFiles(site)).search(word, top_k=1).hits
+    if page is None:
+        return not hits
+    return bool(hits) and hits[0]["snippet"]["doc_id"] == page
+
+
 def edit_one_page(pages: Path) -> Path:
     """Replace one word of one page with :data:`NEW_WORD`; returns the page."""
     every = sorted(pages.glob("*.html"))
@@ -99,7 +114,7 @@ def ours(pages: Path, out: Path, hybrid: bool) -> list[str]:
     return [*cmd, "--embeddings", "minilm"] if hybrid else cmd
 
 
-def bench_size(n: int, work: Path, hybrid: bool, data: Path) -> list[dict]:
+def bench_size(n: int, work: Path, hybrid: bool, data: Path, pagefind: bool) -> list[dict]:
     pages = work / f"pages-{n}"
     if not (pages / ".complete").is_file():
         shutil.rmtree(pages, ignore_errors=True)
@@ -107,7 +122,9 @@ def bench_size(n: int, work: Path, hybrid: bool, data: Path) -> list[dict]:
         browser_bytes.write_pages(corpus, pages)
         (pages / ".complete").touch()
     rows = []
-    for engine in ["ragspine_lite", *(["ragspine_lite hybrid"] if hybrid else []), "pagefind"]:
+    engines = ["ragspine_lite", *(["ragspine_lite hybrid"] if hybrid else []),
+               *(["pagefind"] if pagefind else [])]
+    for engine in engines:
         out = work / f"out-{n}-{engine.replace(' ', '-')}"
         shutil.rmtree(out, ignore_errors=True)
         if engine == "pagefind":
@@ -125,24 +142,31 @@ def bench_size(n: int, work: Path, hybrid: bool, data: Path) -> list[dict]:
         finally:
             page.write_text(original, "utf-8")
         after = snapshot(out)
+        ours_engine = engine != "pagefind"
+        found = ours_engine and finds(out, NEW_WORD, page.name)
         rows.append({
             "pages": n, "engine": engine, "build_s": seconds, "rss_mb": rss,
             "edit_s": edit_seconds, "changed": changed(before, after), "files": len(after),
-            "first_kb": None if engine == "pagefind" else first_query_bytes(out) / 1e3,
+            "first_kb": first_query_bytes(out) / 1e3 if ours_engine else None,
         })
         run(cmd)  # back to the unedited site for the next engine
+        if ours_engine:
+            rows[-1]["found"] = found and finds(out, NEW_WORD, None)
+        print(f"  {rows[-1]}", file=sys.stderr, flush=True)
     return rows
 
 
 def print_table(rows: list[dict]) -> None:
     head = ("pages", "engine", "clean build s", "peak RSS MB", "1-page edit s",
-            "files changed", "files", "first query kB")
+            "files changed", "found", "files", "first query kB")
     print("| " + " | ".join(head) + " |")
     print("|" + "|".join("---" for _ in head) + "|")
     for r in rows:
         first = "n/a" if r["first_kb"] is None else f"{r['first_kb']:.0f}"
+        found = {None: "n/a", True: "yes", False: "NO"}[r.get("found")]
         print(f"| {r['pages']:,} | {r['engine']} | {r['build_s']:.1f} | {r['rss_mb']:.0f} | "
-              f"{r['edit_s']:.1f} | {r['changed']} | {r['files']:,} | {first} |")
+              f"{r['edit_s']:.1f} | {r['changed']} | {found} | {r['files']:,} | {first} |",
+              flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -151,17 +175,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--100k", dest="k100", action="store_true", help="also 100,000 pages")
     parser.add_argument("--1m", dest="m1", action="store_true", help="also 1,000,000 pages")
     parser.add_argument("--hybrid", action="store_true", help="also hybrid (MiniLM) builds")
+    parser.add_argument("--pagefind-max", type=int, default=100_000,
+                        help="the most pages Pagefind builds (larger sizes: ours only)")
     parser.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "rs-builds",
                         help="where pages and sites go (kept: pages are generated once)")
     parser.add_argument("--data", type=Path, default=browser.DEFAULT_DATA,
                         help="the folder holding squad_train/")
     args = parser.parse_args(argv)
-    if not PAGEFIND.is_file():
-        raise SystemExit(f"Pagefind not found at {PAGEFIND}: run 'npm ci'")
     sizes = [*args.sizes, *([100_000] if args.k100 else []), *([1_000_000] if args.m1 else [])]
+    if not PAGEFIND.is_file() and min(sizes) <= args.pagefind_max:
+        raise SystemExit(f"Pagefind not found at {PAGEFIND}: run 'npm ci'")
     rows = []
     for n in sizes:
-        rows.extend(bench_size(n, args.work, args.hybrid, args.data))
+        rows.extend(bench_size(n, args.work, args.hybrid, args.data, n <= args.pagefind_max))
     print_table(rows)
     return 0
 
