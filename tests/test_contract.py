@@ -34,7 +34,7 @@ def test_the_generated_files_are_what_the_declaration_generates():
 
 @checkout_only
 def test_the_check_catches_a_hand_edit_and_write_repairs_it(tmp_path, capsys):
-    for name in (contract.CONTRACT_MODULE, contract.TYPINGS):
+    for name in (contract.CONTRACT_MODULE, contract.TYPINGS, contract.LITE):
         shutil.copy(WEB / name, tmp_path / name)
     module = tmp_path / contract.CONTRACT_MODULE
     module.write_text(module.read_text("utf-8").replace("DEFAULT_TOP_K = 10", "DEFAULT_TOP_K = 12"))
