@@ -219,13 +219,23 @@ NODE_SCRIPT = r"""
 import { readFileSync } from "node:fs";
 import { CoarseScanner } from "%(module)s";
 const job = JSON.parse(readFileSync(0, "utf8"));
-const out = job.queries.map(({ query, threshold, docnos, probe, candidates }) => {
+const out = [];
+for (const { query, threshold, docnos, probe, candidates } of job.queries) {
   const read = (p) => readFileSync(job.root + "/" + p);
   const scanner = new CoarseScanner(job.info, read, probe, candidates);
   const q = Int8Array.from(query);
   const scan = Array.from(scanner.scan(q, threshold));
-  return { scan, dots: Array.from(scanner.dots(q, docnos)) };
-});
+  const dots = Array.from(scanner.dots(q, docnos));
+  // The same with the files fetched ahead (async, in parallel): no synchronous read after.
+  let late = 0;
+  const ahead = new CoarseScanner(job.info, (p) => { late += 1; return read(p); }, probe,
+    candidates, async (p) => read(p));
+  await ahead.prefetch(q);
+  const scanAhead = Array.from(ahead.scan(q, threshold));
+  await ahead.prefetch(q, Int32Array.from(docnos));
+  const dotsAhead = Array.from(ahead.dots(q, docnos));
+  out.push({ scan, dots, scanAhead, dotsAhead, late });
+}
 process.stdout.write(JSON.stringify(out));
 """
 
@@ -249,6 +259,8 @@ def test_the_javascript_coarse_scanner_gives_the_python_pairs(lists, numpy) -> N
         pairs = [tuple(got["scan"][i : i + 2]) for i in range(0, len(got["scan"]), 2)]
         assert pairs == scanner.scan(codes, q["threshold"])  # same pairs, same order
         assert got["dots"] == scanner.dots(codes, q["docnos"]) and got["dots"][-2:] == [0, 0]
+        assert got["scanAhead"] == got["scan"] and got["dotsAhead"] == got["dots"]
+        assert got["late"] == 1  # the centroids only: prefetch read every list and block
 
 
 # --- a coarse bundle end to end ---------------------------------------------------------------

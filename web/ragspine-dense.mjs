@@ -185,11 +185,13 @@ function bitTables(q, width) {
 // [[count, path], …], assign, missing, rows}. Same integers as CoarseScanner in Python, pair for
 // pair.
 export class CoarseScanner {
-  constructor(info, read, probe, candidates) {
+  constructor(info, read, probe, candidates, fetch = null) {
     if (!info.candidates) throw new Error("the bundle's coarse vectors are of an older layout: rebuild it");
     this.info = info;
     this.dim = info.dim;
     this.read = read;
+    this.fetch = fetch; // async read(path) → bytes, for `prefetch` (optional)
+    this.last = null; // [query codes, chosen blocks] of the last `chosen`
     this.probe = Math.max(1, Math.min(info.lists.length, probe ?? info.probe));
     this.candidates = Math.max(1, candidates ?? info.candidates);
     this.loaded = new Map(); // list → parsed list file
@@ -212,52 +214,112 @@ export class CoarseScanner {
   }
 
   list(j) {
-    let found = this.loaded.get(j);
-    if (found) return found;
+    return this.loaded.get(j) || this.addList(j, this.read(this.listPath(j)));
+  }
+
+  listPath(j) {
     const [count, path] = this.info.lists[j];
     if (!count) throw new Error(`vector list ${j} is empty: rebuild the bundle`);
-    found = parseList(this.read(path), count, this.dim, path);
+    return path;
+  }
+
+  addList(j, raw) {
+    const [count, path] = this.info.lists[j];
+    const found = parseList(raw, count, this.dim, path);
     for (let i = 0; i < count; i++) this.where.set(found.docnos[i], [j, found.blockOf[i]]);
     this.loaded.set(j, found);
     return found;
   }
 
   block(j, b) {
-    const key = `${j}/${b}`;
-    let found = this.blocks.get(key);
-    if (found) return found;
+    return this.blocks.get(`${j}/${b}`) || this.addBlock(j, b, this.read(this.list(j).blocks[b][1]));
+  }
+
+  addBlock(j, b, raw) {
     const [count, path] = this.list(j).blocks[b];
-    const bytes = bytesOf(this.read(path));
+    const bytes = bytesOf(raw);
     if (bytes.length !== count * (4 + this.dim)) throw new Error(`vector block ${path}: ${bytes.length} bytes, rebuild the bundle`);
     const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
     const docnos = new Uint32Array(count);
     for (let i = 0; i < count; i++) docnos[i] = view.getUint32(4 * i, true);
     const codes = new Int8Array(bytes.buffer, bytes.byteOffset + 4 * count, count * this.dim);
-    found = { docnos, scanner: new DenseScanner(this.dim, codes) };
-    this.blocks.set(key, found);
+    const found = { docnos, scanner: new DenseScanner(this.dim, codes) };
+    this.blocks.set(`${j}/${b}`, found);
     return found;
+  }
+
+  // Reads what a scan of `query` (or, with `docnos`, the dots of those rows) will read and
+  // has not yet, with the async `fetch` given to the constructor: the lists in one round,
+  // then the blocks in one more (the docno → list map first, for rows of lists not read).
+  // Without it `scan` and `dots` read file by file, synchronously; the results are the same.
+  async prefetch(query, docnos = null) {
+    if (!this.fetch) return;
+    const q = DenseScanner.prototype.checkQuery.call(this, query);
+    const fetchAll = (paths) => Promise.all(paths.map((p) => this.fetch(p)));
+    let lists;
+    let blocks;
+    if (docnos) {
+      const away = Array.from(docnos).filter((d) => !this.where.has(d));
+      if (!away.length) return;
+      if (!this.owner) this.setOwner((await fetchAll([this.info.assign]))[0]);
+      lists = [...new Set(away.map((d) => this.owner[d]).filter((j) => j !== undefined && j !== 0xffff))];
+    } else {
+      lists = this.probed(q).map(([j]) => j);
+    }
+    lists = lists.filter((j) => !this.loaded.has(j));
+    const rawLists = await fetchAll(lists.map((j) => this.listPath(j)));
+    lists.forEach((j, i) => this.addList(j, rawLists[i]));
+    if (docnos) {
+      blocks = [...new Map(Array.from(docnos).filter((d) => this.where.has(d))
+        .map((d) => this.where.get(d)).map(([j, b]) => [`${j}/${b}`, [j, b]])).values()];
+    } else {
+      blocks = this.chosen(q);
+    }
+    blocks = blocks.filter(([j, b]) => !this.blocks.has(`${j}/${b}`));
+    const rawBlocks = await fetchAll(blocks.map(([j, b]) => this.list(j).blocks[b][1]));
+    blocks.forEach(([j, b], i) => this.addBlock(j, b, rawBlocks[i]));
+  }
+
+  setOwner(raw) {
+    const bytes = bytesOf(raw);
+    const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+    this.owner = Uint16Array.from({ length: bytes.length / 2 }, (_, k) => view.getUint16(2 * k, true));
   }
 
   // The [list, block] pairs a scan of `q` rescores, sorted: those of the `candidates` best
   // estimates by (-estimate, docno).
   chosen(q) {
+    const last = this.last;
+    if (last && last[0].length === q.length && last[0].every((x, i) => x === q[i])) return last[1];
     let total = 0;
     for (let i = 0; i < q.length; i++) total += q[i];
-    const ranked = [];
-    for (const [j, dot] of this.probed(q)) {
-      const { docnos, blockOf, scales, signs, width } = this.list(j);
-      const tables = bitTables(q, width);
-      for (let row = 0; row < docnos.length; row++) {
+    const probed = this.probed(q).map(([j, dot]) => [j, dot, this.list(j)]);
+    const n = probed.reduce((sum, [, , found]) => sum + found.docnos.length, 0);
+    const estimates = new Float64Array(n); // exact integers (|estimate| < 2^53)
+    const docnos = new Uint32Array(n);
+    const lists = new Uint32Array(n);
+    const blocks = new Uint16Array(n);
+    const tables = bitTables(q, (this.dim + 7) >> 3); // the same for every list
+    let at = 0;
+    for (const [j, dot, found] of probed) {
+      const { docnos: ids, blockOf, scales, signs, width } = found;
+      for (let row = 0; row < ids.length; row++, at++) {
         let up = 0;
         const o = row * width;
         for (let k = 0; k < width; k++) up += tables[256 * k + signs[o + k]];
-        ranked.push([16 * dot + scales[row] * (2 * up - total), docnos[row], j, blockOf[row]]);
+        estimates[at] = 16 * dot + scales[row] * (2 * up - total);
+        docnos[at] = ids[row];
+        lists[at] = j;
+        blocks[at] = blockOf[row];
       }
     }
-    ranked.sort((a, b) => b[0] - a[0] || a[1] - b[1]);
+    const order = Uint32Array.from({ length: n }, (_, i) => i);
+    order.sort((a, b) => estimates[b] - estimates[a] || docnos[a] - docnos[b]);
     const picked = new Map();
-    for (const [, , j, b] of ranked.slice(0, this.candidates)) picked.set(`${j}/${b}`, [j, b]);
-    return Array.from(picked.values()).sort((a, b) => a[0] - b[0] || a[1] - b[1]);
+    for (const i of order.subarray(0, this.candidates)) picked.set(lists[i] * 65536 + blocks[i], [lists[i], blocks[i]]);
+    const out = Array.from(picked.values()).sort((a, b) => a[0] - b[0] || a[1] - b[1]);
+    this.last = [Int32Array.from(q), out];
+    return out;
   }
 
   // Int32Array of (docno, dot) pairs with dot > threshold (every row when null) in the chosen
@@ -283,11 +345,7 @@ export class CoarseScanner {
     for (let i = 0; i < docnos.length; i++) {
       const d = docnos[i];
       if (!this.where.has(d)) {
-        if (!this.owner) {
-          const bytes = bytesOf(this.read(this.info.assign));
-          const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-          this.owner = Uint16Array.from({ length: bytes.length / 2 }, (_, k) => view.getUint16(2 * k, true));
-        }
+        if (!this.owner) this.setOwner(this.read(this.info.assign));
         if (!Number.isInteger(d) || d < 0 || d >= this.owner.length) throw new Error(`no vector row ${d}`);
         if (this.owner[d] === 0xffff) continue; // no vector: 0
         this.list(this.owner[d]);

@@ -161,7 +161,8 @@ export const isVectorShard = (path) => path.startsWith(VECTORS_DIR);
 
 // A hybrid bundle's chunk vectors, scanned in JavaScript (ragspine-dense.mjs: one Int8Array,
 // Int32 sums): Python's dense lane is handed the scanner (JsDenseScanner); same integers. A
-// large bundle's coarse lists are read when a query probes them (the centroids came at boot).
+// large bundle's coarse lists are read when a query probes them (the centroids came at boot),
+// fetched ahead of the scan in two parallel rounds when Python can await (JSPI).
 export async function useDenseScanner(py, searcher, vectors, files) {
   const info = JSON.parse(searcher.dispatch("vector_shards", "{}"));
   if (!info.shards && !info.lists) return;
@@ -170,7 +171,10 @@ export async function useDenseScanner(py, searcher, vectors, files) {
   let scanner;
   if (info.lists) {
     files.held.set(info.centroids, await ahead(info.centroids));
-    scanner = new CoarseScanner(info, (path) => files.reader.read(path));
+    // Python's JsDenseScanner awaits `prefetch` under JSPI: a query's lists, then its blocks,
+    // each fetched together (two rounds), not one synchronous request after the other.
+    scanner = new CoarseScanner(info, (path) => files.reader.read(path), undefined, undefined,
+      (path) => files.fetch(path));
   } else {
     scanner = await DenseScanner.load(info, ahead);
   }

@@ -46,18 +46,20 @@ SEARCH_JS = """async ([queries, batches, jspi]) => {
     await rs.denseReady();  // until the model joins, searches are answered with BM25
     const out = [];
     const read = [];  // what Python read through the worker: never a vector shard
+    const sync = [];  // of it, what came by synchronous request (one after the other)
     for (const q of queries) {
       const r = await rs.searchDetailed(q, { topK: 10, highlight: false });
       const row = (s) => [s.chunk_id, s.scores.bm25, s.scores.vector, s.scores.fused];
       out.push([r.semantic.channel, r.results.map(row)]);
       read.push(...r.worker.files.map((f) => f.path));
+      sync.push(...r.worker.files.filter((f) => f.from === "sync").map((f) => f.path));
     }
     const vectors = {};  // the texts a search embeds (query variants), batch by batch
     for (const texts of batches) {
       const got = await rs.embed(texts);
       texts.forEach((t, i) => { vectors[t] = got[i]; });
     }
-    return { read, out, vectors };
+    return { read, sync, out, vectors };
   } finally {
     rs.close();
   }
@@ -240,6 +242,8 @@ def test_given_the_same_query_vector_the_js_coarse_scanner_gives_cpythons_hits(
     with serving(coarse_semantic) as url:
         got = _search_page(browser, url, native[1], jspi)
     assert [p for p in got["read"] if p.startswith("data/lists/")]  # lists come by need
+    # With JSPI the scanner fetches a query's lists, then its blocks, each round in parallel.
+    assert bool([p for p in got["sync"] if p.startswith("data/lists/")]) is not jspi
     files = DirectoryFiles(coarse_semantic)
     assert "lists" in (ShardedBundle(files).vectors or {})
     same = ReplayedVectors(backend, got["vectors"])
