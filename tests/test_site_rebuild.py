@@ -225,10 +225,14 @@ def write_markdown(folder: Path) -> None:
 
 
 def test_a_one_page_edit_rechunks_one_page_patches_the_postings_and_links_the_rest(
-        tmp_path, tmp_path_factory):
+        tmp_path, tmp_path_factory, monkeypatch):
+    from ragspine_lite.bundle import shard_writer
+
+    monkeypatch.setattr(shard_writer, "LENGTHS_FILE_MIN_DF", 8)  # "alpha", "omega": length files
     build = Builds(tmp_path, tmp_path_factory)
     write_pages(build.docs, 120)
     first = build()
+    assert any(p.startswith("data/terms/l-") for p in first)
     assert build.said("(120 document(s) chunked by this build)"), build.logged
     inodes = {p: (build.site / p).stat().st_ino for p in first if p.startswith("data/")}
     assert build() == first
@@ -252,7 +256,10 @@ def test_a_one_page_edit_rechunks_one_page_patches_the_postings_and_links_the_re
 
 @pytest.mark.parametrize("contextual", [False, True])
 def test_edits_that_move_docnos_still_give_the_clean_build(tmp_path, tmp_path_factory,
-                                                           contextual):
+                                                           contextual, monkeypatch):
+    from ragspine_lite.bundle import shard_writer
+
+    monkeypatch.setattr(shard_writer, "LENGTHS_FILE_MIN_DF", 8)  # common words' length files
     build = Builds(tmp_path, tmp_path_factory, contextual=contextual)
     write_pages(build.docs, 40)
     write_markdown(build.docs)
