@@ -38,6 +38,22 @@ vectors. It prints bytes of vector data the dense lane reads for the first query
 average for the next ten, recall@10 of the dense top 10 against the exact scan (over
 ``--queries``), and p50 of the scan (numpy). Needs ``minilm-vectors.json`` under ``--work``
 (a run of the hybrid measurement writes it).
+
+``--light`` measures vectors by need in Chromium instead: for each of ``--sizes`` the hybrid
+site as ``build-site`` writes it (exact shards below ``COARSE_MIN_ROWS`` = 20,000 vectors,
+coarse lists from it; ``--coarse-sizes`` adds sites with the coarse lists forced), served by
+``bench/browser_bytes.py``'s counting server on each of ``--links`` (``none``: the bare loopback;
+``10mbit,40ms``: every response 40 ms late, then one 10 Mbit/s bucket). Per site and link, one
+cold visit (a new browser context): ``RagSpineLite.open`` until ``denseReady()`` (all bytes and
+the vector bytes until then, and when), the first hybrid query and the next ten (vector bytes
+each: requests under ``data/vectors/`` and ``data/lists/`` in the server's log, on the wire),
+then ``--queries`` more questions timed as above (p50 of query embedding, BM25, hybrid; dense =
+hybrid − BM25 − embedding; their vector bytes per query). Recall@10 and nDCG@10 of the hybrid
+top 10 against the exact scan of the same vectors (CPython: a coarse scanner probing every list
+and rescoring every row), and whether Chromium's hits equal CPython's (numpy) for every query.
+The sites beyond squad_train's ~22,000 chunks repeat its paragraphs as copies (new document
+ids, the same texts: each text is embedded once); nDCG counts a copy of the gold paragraph as
+the gold paragraph.
 """
 
 from __future__ import annotations
@@ -214,8 +230,10 @@ def build(corpus: list[dict], site: Path, wheels: tuple[Path, Path], backend: Ca
     write_docs(corpus, docs)
     log(f"building {site.name} ({len(corpus)} paragraphs, MiniLM vectors)…")
     started = time.perf_counter()
-    real_make = build_wasm.make_embedding_backend
-    build_wasm.make_embedding_backend = lambda *_args, **_kw: backend  # vectors cached per text
+    from ragspine_lite.bundle import site as site_module  # build_site's own name is patched
+
+    real_make = site_module.make_embedding_backend
+    site_module.make_embedding_backend = lambda *_args, **_kw: backend  # vectors cached per text
     try:
         manifest = build_wasm.build_site(
             [docs], site, title=site.name, wheel=wheels[0], micropip=wheels[1], demo=True,
@@ -223,7 +241,7 @@ def build(corpus: list[dict], site: Path, wheels: tuple[Path, Path], backend: Ca
             progress=build_wasm.ProgressBar(f"  {site.name}", min_total=20),
         )
     finally:
-        build_wasm.make_embedding_backend = real_make
+        site_module.make_embedding_backend = real_make
         backend.save()
         shutil.rmtree(docs, ignore_errors=True)
     meta = {"key": key, "paragraphs": len(corpus), "chunks": manifest["counts"]["chunks"],
@@ -373,6 +391,14 @@ def main(argv: list[str] | None = None) -> int:
                         help="chunks of the real-vector coarse vs exact hybrid table (e.g. 10000)")
     parser.add_argument("--settings", default="default,x2,x4",
                         help="coarse probe:candidates pairs (default, xF = the defaults times F)")
+    parser.add_argument("--light", action="store_true",
+                        help="vectors by need in Chromium at --sizes (bytes per hybrid query "
+                             "from the server's log, timings, recall and nDCG vs exact)")
+    parser.add_argument("--coarse-sizes", default="",
+                        help="--light: also sites of these sizes with coarse lists forced "
+                             "(below COARSE_MIN_ROWS too)")
+    parser.add_argument("--links", default="none;10mbit,40ms",
+                        help="--light: links, ';'-separated (none;10mbit,40ms)")
     args = parser.parse_args(argv)
     if args.coarse:
         return coarse_bench(args, [int(x) for x in args.coarse.split(",") if x.strip()])
@@ -387,7 +413,7 @@ def main(argv: list[str] | None = None) -> int:
     if problem:
         print(problem, file=sys.stderr)
         return 2
-    return run(args, sizes)
+    return light_bench(args, sizes) if args.light else run(args, sizes)
 
 
 def run(args: argparse.Namespace, sizes: list[int]) -> int:
@@ -677,6 +703,256 @@ def _write(root: Path, folder: str, data: bytes) -> str:
     (root / path).parent.mkdir(parents=True, exist_ok=True)
     (root / path).write_bytes(data)
     return path
+
+
+
+# ---------------------------------------------------------------- vectors by need in Chromium
+
+LIGHT_OPEN_JS = r"""
+async ({ module, bundle }) => {
+  const { RagSpineLite } = await import(module);
+  const t = performance.now();
+  window.rs = await RagSpineLite.open({ bundle, jspi: true, timeoutMs: 0 });
+  const info = await window.rs.denseReady();
+  return { readyMs: performance.now() - t, engine: info.engine, dense: info.dense ?? null };
+}
+"""
+LIGHT_SEARCH_JS = r"""
+async ({ q }) => {
+  const t = performance.now();
+  const r = await window.rs.searchDetailed(q, { topK: 10, mode: "hybrid", highlight: false });
+  return { ms: performance.now() - t, channel: r.semantic ? r.semantic.channel : null,
+           hits: r.results.map((s) => [s.chunk_id, s.scores.vector, s.scores.fused]) };
+}
+"""
+LIGHT_TIMED_JS = r"""
+async ({ queries, warmups }) => {
+  const rs = window.rs;
+  for (const w of warmups) {
+    await rs.embed([w]);
+    await rs.searchDetailed(w, { topK: 10, mode: "bm25", highlight: false });
+  }
+  const out = { embed: [], bm25: [], hybrid: [] };
+  for (const q of queries) {
+    const t = performance.now();
+    await rs.embed([q]);
+    out.embed.push(performance.now() - t);
+  }
+  for (const mode of ["bm25", "hybrid"]) {
+    for (const q of queries) {
+      const t = performance.now();
+      const r = await rs.searchDetailed(q, { topK: 10, mode, highlight: false });
+      out[mode].push({ ms: performance.now() - t,
+                       hits: r.results.map((s) => [s.chunk_id, s.scores.vector, s.scores.fused]) });
+    }
+  }
+  rs.close();
+  return out;
+}
+"""
+VECTOR_DIRS = ("data/vectors/", "data/lists/")
+
+
+def _vector_wire(log: list[list]) -> int:
+    """Bytes on the wire of the logged requests for vector data (shards, centroids, lists,
+    blocks, the docno → list map)."""
+    return sum(r[2] for r in log if any(f"/{d}" in r[0] for d in VECTOR_DIRS))
+
+
+def light_reference(site: Path, backend: Any, queries: list[str]) -> dict[str, list[list]]:
+    """CPython hybrid hits of the built site: with its own scanner (``site``: coarse lists or
+    exact shards, numpy) and with the exact scan of the same vectors (``exact``: a coarse
+    scanner that probes every list and rescores every row)."""
+    from ragspine_lite.bundle.coarse import CoarseScanner, open_scanner
+    from ragspine_lite.bundle.runtime import BundleSearcher
+    from ragspine_lite.bundle.shards import DirectoryFiles, ShardedBundle
+
+    files = DirectoryFiles(site)
+    entry = ShardedBundle(files).vectors or {}
+    scanners = {"site": open_scanner(files, entry, numpy=True)}
+    scanners["exact"] = (CoarseScanner(files, entry, probe=10**9, candidates=10**9, numpy=True)
+                         if "lists" in entry else scanners["site"])
+    out: dict[str, list[list]] = {}
+    for name, scanner in scanners.items():
+        hits = []
+        with BundleSearcher.from_files(files, embedding_backend=backend, scanner=scanner) as s:
+            for q in queries:
+                found = s.search(q, top_k=K, mode="hybrid", highlight=False).snippets
+                hits.append([[h["chunk_id"], h["scores"]["vector"], h["scores"]["fused"],
+                              h["doc_id"]] for h in found])
+        out[name] = hits
+    return out
+
+
+def light_visit(browser: Any, server: Any, base: str, site: str, first: list[str],
+                timed: list[str]) -> dict[str, Any]:
+    """One cold visit (new context): open until the dense lane is ready, the first hybrid
+    query, ten more, then the timed queries (embedding, BM25, hybrid); the server's log says
+    what went over the wire."""
+    context = browser.new_context()
+    try:
+        page = context.new_page()
+        page.on("pageerror", lambda err: log(f"  page error: {err}"))
+        bundle = f"{base}{site}/"
+        server.take()
+        page.goto(f"{bundle}manifest.json")
+        opened = page.evaluate(LIGHT_OPEN_JS, {"module": f"{bundle}ragspine-lite.mjs",
+                                               "bundle": bundle})
+        boot = server.take()
+        out: dict[str, Any] = {**opened, "ready_bytes": sum(r[2] for r in boot),
+                               "ready_vector_bytes": _vector_wire(boot), "first": []}
+        for q in first:
+            found = page.evaluate(LIGHT_SEARCH_JS, {"q": q})
+            found["vector_bytes"] = _vector_wire(server.take())
+            out["first"].append(found)
+        out.update(page.evaluate(LIGHT_TIMED_JS, {"queries": timed, "warmups": list(WARMUPS)}))
+        out["timed_vector_bytes"] = _vector_wire(server.take())
+        return out
+    finally:
+        context.close()
+
+
+def light_bench(args: argparse.Namespace, sizes: list[int]) -> int:
+    """Vectors by need in Chromium: hybrid sites as built (exact shards below
+    COARSE_MIN_ROWS, coarse lists from it; ``--coarse-sizes``: coarse lists at any size),
+    bytes of vector data per query from the server's log, on the bare loopback and a shaped
+    link, timings, recall and nDCG against exact."""
+    from playwright.sync_api import sync_playwright
+
+    from ragspine_lite.bundle import coarse
+    from ragspine_lite.vector.onnx_backend import OnnxEmbeddingBackend
+
+    bench_bytes = _load_bytes()
+    work = args.work
+    root = work / "sites"
+    root.mkdir(parents=True, exist_ok=True)
+    backend = CachedBackend(OnnxEmbeddingBackend(), work / "minilm-vectors.json")
+    corpus, queries = bench_browser.load_set(args.data / args.set, 10**9)
+    seen: set[str] = set()
+    queries = [q for q in queries if not (q["text"] in seen or seen.add(q["text"]))]
+    quality = queries[: args.quality_queries]
+    first, timed = quality[:11], quality[11 : 11 + args.queries]
+    texts = [q["text"] for q in first + timed]
+    forced = [int(x) for x in args.coarse_sizes.split(",") if x.strip()]
+    plan = [(f"{args.set}-{n}", n, False) for n in sizes]
+    plan += [(f"{args.set}-{n}-coarse", n, True) for n in forced]
+    wheel_dir = Path(tempfile.mkdtemp(prefix="ragspine-bench-light-"))
+    builds: dict[str, dict[str, Any]] = {}
+    try:
+        wheels = (build_wasm.pack_wheel(wheel_dir), build_wasm.find_micropip())
+        for name, n, force in plan:
+            least = coarse.COARSE_MIN_ROWS
+            coarse.COARSE_MIN_ROWS = 1 if force else least
+            try:
+                builds[name] = build(select(corpus, quality, n), root / name, wheels, backend,
+                                     work / f"{name}.db")
+            finally:
+                coarse.COARSE_MIN_ROWS = least
+    finally:
+        shutil.rmtree(wheel_dir, ignore_errors=True)
+    refs = {}
+    for name, _, _ in plan:
+        log(f"CPython: {name}, the site's scanner and the exact scan…")
+        refs[name] = light_reference(root / name, backend, texts)
+    backend.save()
+    links = [bench_bytes.Link.parse(spec) for spec in args.links.split(";")]
+    server = bench_bytes.CountingServer(root)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_address[1]}/"
+    visits: dict[tuple[str, str], dict[str, Any]] = {}
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(
+                executable_path=bench_browser.CHROMIUM, args=bench_browser.CHROMIUM_ARGS
+            )
+            try:
+                for name, _, _ in plan:
+                    for link in links:
+                        server.link = link
+                        log(f"Chromium: {name}, {link.label}…")
+                        visits[name, link.label] = light_visit(
+                            browser, server, base, name,
+                            [q["text"] for q in first], [q["text"] for q in timed])
+            finally:
+                browser.close()
+    finally:
+        server.shutdown()
+    light_report(args, [name for name, _, _ in plan], builds, refs, visits, first + timed)
+    return 0
+
+
+def _load_bytes() -> ModuleType:
+    bench = str(Path(__file__).resolve().parent)
+    if bench not in sys.path:
+        sys.path.insert(0, bench)  # browser_bytes imports its sibling as ``browser``
+    return _load_sibling("browser_bytes")
+
+
+def _origin(doc_id: str) -> str:
+    """A copied paragraph's id → the paragraph's (``en-1-copy3`` → ``en-1``)."""
+    return doc_id.split("-copy")[0]
+
+
+def light_report(args: argparse.Namespace, names: list[str], builds: dict[str, dict[str, Any]],
+                 refs: dict[str, dict[str, list[list]]],
+                 visits: dict[tuple[str, str], dict[str, Any]], asked: list[dict]) -> None:
+    print(f"\nHybrid sites, vectors by need, {args.set}, MiniLM, headless Chromium (JSPI), "
+          f"{len(asked) - 11} timed queries after 11 cold ones; bytes of vector data "
+          f"({', '.join(VECTOR_DIRS)}) on the wire; p50 ms per call\n")
+    print("| chunks | layout | link | vector bytes before the dense lane is ready (all bytes, "
+          "time) | first hybrid query | next ten, mean | timed queries, mean | query embedding "
+          "| BM25 | dense (hybrid − BM25 − embedding) | hybrid | first hybrid query ms |")
+    print("|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for name in names:
+        for (site, label), v in visits.items():
+            if site != name:
+                continue
+            embed, bm25 = p50(v["embed"]), p50([x["ms"] for x in v["bm25"]])
+            hybrid = p50([x["ms"] for x in v["hybrid"]])
+            later = [x["vector_bytes"] for x in v["first"][1:11]]
+            print(f"| {builds[name]['chunks']:,} | {root_layout(args, name)} | {label} | "
+                  f"{v['ready_vector_bytes']:,} ({v['ready_bytes'] / 1e6:.1f} MB, "
+                  f"{v['readyMs'] / 1000:.1f} s) | "
+                  f"{v['first'][0]['vector_bytes']:,} | {sum(later) // max(1, len(later)):,} | "
+                  f"{v['timed_vector_bytes'] // max(1, len(v['hybrid'])):,} | {embed:.1f} | "
+                  f"{bm25:.1f} | {hybrid - bm25 - embed:.1f} | {hybrid:.1f} | "
+                  f"{v['first'][0]['ms']:.0f} |")
+    print("\n| chunks | layout | hybrid recall@10 vs exact | hybrid nDCG@10 site / exact | "
+          "Chromium = CPython (numpy), hybrid hits |")
+    print("|---:|---|---:|---|---|")
+    for name in names:
+        ref = refs[name]
+        recall = sum(len({h[0] for h in a} & {h[0] for h in b}) / max(1, len(b))
+                     for a, b in zip(ref["site"], ref["exact"], strict=True)) / len(asked)
+        score = {key: sum(ndcg([_origin(h[3]) for h in hits], q["rel"])
+                          for hits, q in zip(ref[key], asked, strict=True)) / len(asked)
+                 for key in ("site", "exact")}
+        same = []
+        for (site, label), v in visits.items():
+            if site == name:
+                got = [x["hits"] for x in v["first"] + v["hybrid"]]
+                same.append(f"{label}: "
+                            + ("yes" if got == [[h[:3] for h in r] for r in ref["site"]]
+                               else "NO"))
+        print(f"| {builds[name]['chunks']:,} | {root_layout(args, name)} | {recall:.3f} | "
+              f"{score['site']:.4f} / {score['exact']:.4f} | {'; '.join(same)} "
+              f"({len(asked)} queries) |")
+    channels = sorted({str(x.get("channel")) for v in visits.values() for x in v["first"]})
+    print(f"\nhybrid channels: {', '.join(channels)}; nDCG: the gold paragraph or a copy of it "
+          f"(sites beyond squad_train's ~22k chunks repeat its paragraphs as copies)")
+    print("sites: " + "; ".join(
+        f"{name}: {builds[name]['chunks']:,} chunks = {builds[name]['paragraphs']:,} "
+        f"paragraphs, built in {builds[name]['build_s']} s" for name in names))
+
+
+def root_layout(args: argparse.Namespace, name: str) -> str:
+    """``exact shards`` or ``coarse L / P / C`` of a built site."""
+    from ragspine_lite.bundle.shards import DirectoryFiles, ShardedBundle
+
+    entry = ShardedBundle(DirectoryFiles(args.work / "sites" / name)).vectors or {}
+    if "lists" not in entry:
+        return "exact shards"
+    return f"coarse {len(entry['lists'])} / {entry['probe']} / {entry['candidates']}"
 
 
 if __name__ == "__main__":
