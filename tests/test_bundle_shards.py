@@ -270,7 +270,7 @@ def test_a_common_terms_token_counts_are_read_only_when_every_posting_is_scored(
     searcher = BundleSearcher.from_files(files)
     bundle = searcher.sharded
     own = bundle._load(bundle.term_path("the")).own.get("the")
-    assert own and own.startswith("data/terms/l-")
+    assert own and own.startswith("data/terms/l-") and own in searcher.index_paths()
     files.reads.clear()
     query = "the Greek tragedy festivals"
     with BundleSearcher(db) as reference:

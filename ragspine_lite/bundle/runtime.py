@@ -294,8 +294,8 @@ class BundleSearcher:
         )
 
     def index_paths(self) -> list[str]:
-        """The sharded bundle's term shards, text fragments and filter file (none for a
-        SQLite bundle): what a cache of this bundle may keep."""
+        """The sharded bundle's term shards, text fragments, filter file, token-count and
+        length files (none for a SQLite bundle): what a cache of this bundle may keep."""
         return self.sharded.paths() if self.sharded is not None else []
 
     def provide(self, path: str, data: Any) -> None:

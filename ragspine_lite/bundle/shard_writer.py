@@ -303,7 +303,9 @@ def _write_terms(
     path = content_path("data/terms", "n", every)
     kept = out.keep(path, "n") if reuse is not None else None
     every_path = kept or out.write("data/terms", "n", every)
-    return {"first_terms": first_terms, "paths": paths, "lengths": every_path}
+    own = sorted({p for p in out.report.files if p.startswith("data/terms/l-")})
+    return {"first_terms": first_terms, "paths": paths, "lengths": every_path,
+            "length_files": own}
 
 
 def _documents(store: ChunkStore) -> dict[str, tuple[str, list[Any]]]:

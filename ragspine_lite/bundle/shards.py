@@ -5,8 +5,8 @@ turns an exported chunk store into files under the bundle's ``data/`` folder:
 
 - ``header-<h>.bin``: the bundle facts, the BM25 statistics (``n_docs``, ``total_length``),
   the query rewriter's glossary, and directories: the first term of every postings shard,
-  the first document of every text fragment, the token-count file, the filter-metadata file
-  and the vector shards;
+  the first document of every text fragment, the token-count and length files, the
+  filter-metadata file and the vector shards;
 - ``terms/t-<h>.bin``: the postings of a sorted range of terms (docnos delta-coded), each
   term's BM25 IDF as a float64, computed once at build time (every reader, Python or
   the worker's JavaScript lane, uses that very value: no two ``log`` implementations), and
@@ -285,6 +285,7 @@ class ShardedBundle:
         self.term_starts: list[str] = bm25["first_terms"]
         self.term_paths: list[str] = bm25["paths"]
         self.lengths_path: str = bm25["lengths"]
+        self.length_paths: list[str] = bm25["length_files"]
         self.fragment_starts = arrays["fragment_starts"]
         self.fragment_paths: list[str] = meta["fragments"]
         self.filter_path: str = meta["filters"]
@@ -350,8 +351,10 @@ class ShardedBundle:
         return value
 
     def paths(self) -> list[str]:
-        """Every term shard, text fragment, filter and token-count file the header lists."""
-        return [*self.term_paths, *self.fragment_paths, self.filter_path, self.lengths_path]
+        """Every term shard, text fragment, filter, token-count and length file the header
+        lists (what a cache of this bundle may keep)."""
+        return [*self.term_paths, *self.fragment_paths, self.filter_path, self.lengths_path,
+                *self.length_paths]
 
     def missing(self, paths: Iterable[str]) -> list[str]:
         """The ``paths`` not cached yet, in order, without repeats."""
