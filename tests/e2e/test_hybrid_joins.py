@@ -236,3 +236,25 @@ def test_with_nothing_on_the_results_the_hybrid_ones_replace_them_in_place(
         assert no_sideways_scroll(page)
         keep_screenshot(page, f"hybrid-joined-{width}.png", tmp_path)
         assert axe_violations(page) == []
+
+
+DEBUG_LINES = f"""() => [...document.querySelector('{ELEMENT}').shadowRoot
+    .querySelectorAll('.debug')].map((d) => d.textContent)"""
+
+
+def test_a_keyword_result_claims_no_fused_or_vector_score(visit):
+    """The debug line says what the lane computed: the instant lane's BM25 results a BM25
+    score (no fused or vector one, though the site is hybrid), the hybrid ones all three."""
+    with visit() as (page, gate):
+        page.eval_on_selector(ELEMENT, "e => e.setAttribute('debug', '')")
+        first_results(page, "en")
+        keyword = page.evaluate(DEBUG_LINES)
+        assert keyword
+        for line in keyword:
+            assert " · instant lane · bm25 " in line and "fused" not in line, line
+            assert "vector" not in line, line
+        page.mouse.move(2, 2)
+        wait_engine_hybrid(page, gate)
+        page.wait_for_function(f"document.querySelector('{ELEMENT}').dataset.mode === 'hybrid'")
+        hybrid = page.evaluate(DEBUG_LINES)
+        assert hybrid and all(" · fused " in line and " · vector " in line for line in hybrid)
