@@ -121,6 +121,17 @@ export async function unpack(bytes, where = "pack") {
   return { meta, arrays };
 }
 
+// shard_format.from_byte_planes: 4-byte values stored as their byte planes (lowest bytes first).
+function fromBytePlanes(planes, where) {
+  const n = planes.length / 4;
+  if (!Number.isInteger(n)) throw new InstantLaneError(`${where}: byte planes of ${planes.length} bytes: rebuild the bundle`);
+  const out = new Uint32Array(n);
+  for (let i = 0; i < n; i++) {
+    out[i] = (planes[i] | (planes[n + i] << 8) | (planes[2 * n + i] << 16) | (planes[3 * n + i] << 24)) >>> 0;
+  }
+  return out;
+}
+
 // `bisect_right(starts, value) - 1` (strings compare alike: terms are BMP-only).
 function floorIndex(starts, value) {
   let lo = 0;
@@ -386,7 +397,7 @@ export class InstantLane {
         if (own === null) at += count;
       });
       if (at !== arrays.lens.length) throw new InstantLaneError(`${path}: token counts do not match the postings: rebuild the bundle`);
-      return { entries, docs: arrays.docs, tfs: arrays.tfs, lens: arrays.lens };
+      return { entries, docs: fromBytePlanes(arrays.doc_planes, path), tfs: arrays.tfs, lens: arrays.lens };
     });
   }
 

@@ -26,6 +26,8 @@ __all__ = [
     "MAX_FILES",
     "TERM_SHARD_BYTES",
     "bundle_facts",
+    "byte_planes",
+    "from_byte_planes",
     "index_text_fn_of",
     "page_urls",
     "section_rows",
@@ -62,6 +64,35 @@ def smallest_unsigned(values: Sequence[int]) -> array:
     largest = max(values, default=0)
     code = "B" if largest < 1 << 8 else "H" if largest < 1 << 16 else "I"
     return array(code, values)
+
+
+def byte_planes(values: array) -> array:
+    """4-byte unsigned ``values`` as their byte planes (every value's lowest byte, then every
+    second byte, …; little-endian): small numbers leave whole planes of zeros, which zlib
+    packs far better than interleaved zero bytes."""
+    values = array("I", values)  # 4 bytes (ragspine_lite.lexical.bm25_index.UINT)
+    if _BIG_ENDIAN:  # pragma: no cover - every CPython/Pyodide target is little-endian
+        values.byteswap()
+    data = values.tobytes()
+    return array("B", b"".join(data[i::4] for i in range(4)))
+
+
+def from_byte_planes(planes: Sequence[int]) -> array:
+    """The 4-byte unsigned values :func:`byte_planes` gave ``planes``."""
+    raw = bytes(planes)
+    n, rest = divmod(len(raw), 4)
+    if rest:
+        raise BundleFormatError(f"byte planes of {len(raw)} bytes are not 4-byte values")
+    data = bytearray(len(raw))
+    for i in range(4):
+        data[i::4] = raw[i * n : (i + 1) * n]
+    values = array("I", bytes(data))
+    if _BIG_ENDIAN:  # pragma: no cover
+        values.byteswap()
+    return values
+
+
+_BIG_ENDIAN = array("I", [1]).tobytes()[0] == 0
 
 
 def bundle_facts(rows: Iterable[tuple[str, str]], where: str) -> dict[str, Any]:

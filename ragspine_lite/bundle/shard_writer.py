@@ -30,6 +30,7 @@ from ragspine_lite.bundle.shard_format import (
     MAX_FILES,
     TERM_SHARD_BYTES,
     bundle_facts,
+    byte_planes,
     index_text_fn_of,
     page_urls,
     section_rows,
@@ -261,7 +262,8 @@ def _uints() -> array:
 def _term_shard(
     out: _Writer, terms: Sequence[str], postings: Postings, lengths: array
 ) -> bytes:
-    """One postings shard: per term its entry, delta-coded docnos, tfs, idf and the token
+    """One postings shard: per term its entry, delta-coded docnos (in byte planes), tfs, idf
+    and the token
     count of each posting's chunk (``lens``; a very common term's in a file of its own, written
     here, which the shard names)."""
     entries: list[list[Any]] = []
@@ -285,8 +287,8 @@ def _term_shard(
             )
         else:
             lens.extend(dl)
-    arrays = {"docs": array("I", docs), "tfs": smallest_unsigned(tfs), "idf": idfs,
-              "lens": smallest_unsigned(lens)}
+    arrays = {"doc_planes": byte_planes(array("I", docs)), "tfs": smallest_unsigned(tfs),
+              "idf": idfs, "lens": smallest_unsigned(lens)}
     return pack({"terms": entries, "lengths": own}, arrays)
 
 

@@ -7,7 +7,8 @@ turns an exported chunk store into files under the bundle's ``data/`` folder:
   the query rewriter's glossary, and directories: the first term of every postings shard,
   the first document of every text fragment, the token-count and length files, the
   filter-metadata file and the vector shards;
-- ``terms/t-<h>.bin``: the postings of a sorted range of terms (docnos delta-coded), each
+- ``terms/t-<h>.bin``: the postings of a sorted range of terms (docnos delta-coded, stored
+  as byte planes: :func:`~ragspine_lite.bundle.shard_format.byte_planes`), each
   term's BM25 IDF as a float64, computed once at build time (every reader, Python or
   the worker's JavaScript lane, uses that very value: no two ``log`` implementations), and
   each posting's chunk's token count (``lens``), so a query reads the lengths of the chunks
@@ -63,6 +64,7 @@ from ragspine_lite.bundle.packs import (
 )
 from ragspine_lite.bundle.shard_format import (
     bundle_facts,
+    from_byte_planes,
     index_text_fn_of,
     page_urls,
     section_rows,
@@ -116,7 +118,7 @@ class _TermShard:
             if term not in self.own:
                 self.lens_at[term] = at
                 at += count
-        self.docs = arrays["docs"]
+        self.docs = from_byte_planes(arrays["doc_planes"])
         self.tfs = arrays["tfs"]
         self.lens = arrays["lens"]
         if at != len(self.lens):
