@@ -16,6 +16,9 @@ const DEBOUNCE_MS = 120;
 const PREFETCH_MS = 40;
 const PAGES_STEP = 5; // result pages shown, then "More results" adds as many again
 const SUBS_PER_PAGE = 3; // sections listed under a page's best hit
+// A new query is answered in two steps: its best hits first (the excerpts of a few text
+// fragments), then as many as the pages shown need (their sections and "More results").
+const FIRST_TOP_K = 10;
 const FACETS = ["language", "topic", "entity", "geography", "period"];
 // Keys in the box that do not apply hybrid results held back (they move the focus).
 const MOVING_KEYS = new Set(["ArrowDown", "Tab", "Shift", "Control", "Alt", "Meta", "Escape"]);
@@ -382,7 +385,7 @@ export class SearchPanel {
       this.#facetsLoaded = true;
       this.#loadFacets();
     }
-    if (this.#last) this.#stale = this.#behind(this.#last.detailed);
+    if (this.#last) this.#stale = this.#stale || this.#behind(this.#last.detailed);
     this.#showLane();
     this.#applyWhenIdle();
   }
@@ -489,7 +492,8 @@ export class SearchPanel {
       const query = this.#input.value;
       if (!query.trim()) return;
       for (const site of this.#sites) { // the search reports failures
-        site.rs.prefetch(query, { mode: this.#mode(site), topK: this.#topK(), filters: this.filters }).catch(() => {});
+        const topK = Math.min(this.#topK(), FIRST_TOP_K);
+        site.rs.prefetch(query, { mode: this.#mode(site), topK, filters: this.filters }).catch(() => {});
       }
     }, PREFETCH_MS);
   }
@@ -538,17 +542,21 @@ export class SearchPanel {
       return;
     }
     const topK = this.#topK();
-    let detailed;
-    try {
-      detailed = await this.#searchSites(query, topK);
-    } catch (err) {
-      if (mine === this.#sequence) {
-        this.#box.setStatus("failed", { error: err.message }, true);
-        this.#host.dispatchEvent(new CustomEvent("ragspine-error", { detail: { error: err.message, phase: "search" } }));
+    const fresh = !upgrade && (!this.#last || this.#last.query !== query);
+    const first = fresh ? Math.min(topK, FIRST_TOP_K) : topK;
+    let detailed = await this.#answer(query, first, mine);
+    if (!detailed) return;
+    if (first < topK && detailed.hits.length >= first) { // the best hits now, then the rest
+      this.#last = { query, detailed, topK };
+      this.#render(query, detailed, topK);
+      detailed = await this.#answer(query, topK, mine);
+      if (!detailed) return;
+      if (this.#engaged()) { // the rest would move what the visitor points at: held back
+        this.#stale = true;
+        this.#done(query);
+        return;
       }
-      return;
     }
-    if (mine !== this.#sequence) return; // a newer search is on its way
     const focused = keepFocus ? this.#links().indexOf(this.#root.activeElement) : -1;
     this.#last = { query, detailed, topK };
     this.#stale = !upgrade && this.#behind(detailed); // a model joined while this one ran
@@ -556,6 +564,20 @@ export class SearchPanel {
     if (focused >= 0) (this.#links()[focused + 1] || this.#links()[focused])?.focus();
     this.#done(query);
     this.#applyWhenIdle();
+  }
+
+  /** ``query``'s hits over every site, or null when it failed or a newer search started. */
+  async #answer(query, topK, mine) {
+    try {
+      const detailed = await this.#searchSites(query, topK);
+      return mine === this.#sequence ? detailed : null;
+    } catch (err) {
+      if (mine === this.#sequence) {
+        this.#box.setStatus("failed", { error: err.message }, true);
+        this.#host.dispatchEvent(new CustomEvent("ragspine-error", { detail: { error: err.message, phase: "search" } }));
+      }
+      return null;
+    }
   }
 
   #done(query) {

@@ -220,12 +220,12 @@ def test_page_chrome_restricted_pages_and_scores_stay_out(booted):
     assert search(booted, "wallaby acquisition") == []  # the RESTRICTED page
     assert search(booted, "clipboard")
     shadow = booted.eval_on_selector(ELEMENT, "e => e.shadowRoot.textContent")
-    assert "fused" not in shadow and "INTERNAL" not in shadow
+    assert " · bm25 " not in shadow and "fused" not in shadow and "INTERNAL" not in shadow
     booted.eval_on_selector(ELEMENT, "e => e.setAttribute('debug', '')")  # the debug view
     search(booted, "clipboard transect")
     shadow = booted.eval_on_selector(ELEMENT, "e => e.shadowRoot.textContent")
     booted.eval_on_selector(ELEMENT, "e => e.removeAttribute('debug')")
-    assert "fused" in shadow and "bm25" in shadow and "INTERNAL" in shadow
+    assert " · bm25 " in shadow and "INTERNAL" in shadow  # a BM25 answer: its BM25 score
 
 
 def test_a_user_build_shows_no_demo_text(booted, origin):
