@@ -23,6 +23,19 @@ def browser_type_launch_args(browser_type_launch_args):
     return {**browser_type_launch_args, "executable_path": CHROMIUM, "args": CHROMIUM_ARGS}
 
 
+@pytest.fixture
+def watched_page(browser):
+    """A page in a context of its own; an uncaught error or a console error fails the test."""
+    context = browser.new_context()
+    page = context.new_page()
+    page.errors = []
+    page.on("pageerror", lambda err: page.errors.append(f"pageerror: {err}"))
+    page.on("console", lambda m: page.errors.append(m.text) if m.type == "error" else None)
+    yield page
+    context.close()
+    assert page.errors == []
+
+
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
     """The demo site built from the samples (BM25 only), built once a session."""

@@ -73,15 +73,8 @@ def origin(tmp_path_factory):
 
 
 @pytest.fixture
-def page(browser):
-    context = browser.new_context()
-    page = context.new_page()
-    page.errors = []
-    page.on("pageerror", lambda err: page.errors.append(f"pageerror: {err}"))
-    page.on("console", lambda m: page.errors.append(m.text) if m.type == "error" else None)
-    yield page
-    context.close()
-    assert page.errors == []
+def page(watched_page):
+    return watched_page
 
 
 def box_value(page) -> str:

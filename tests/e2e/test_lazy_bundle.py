@@ -54,6 +54,17 @@ def data_requests(requests: list[str], base: str) -> list[str]:
     return [url[len(base):] for url in requests if url.startswith(base + "data/")]
 
 
+def embedding_site(site, tmp_path):
+    """A copy of ``site`` with ``embed.html``: a page holding the ``<ragspine-search>`` element."""
+    copy = copy_site(site, tmp_path / "site")
+    (copy / "embed.html").write_text(
+        '<!doctype html><html lang="en"><head><meta charset="utf-8"><title>Embed</title>'
+        '<script type="module" src="ragspine-search.mjs"></script></head><body>'
+        '<ragspine-search bundle="./"></ragspine-search></body></html>', "utf-8"
+    )
+    return copy
+
+
 class Visit:
     """One browser context on the wide site's demo page, with its requests recorded."""
 
@@ -175,12 +186,7 @@ def test_after_a_prefetch_the_search_reads_nothing_synchronously(visit, wide):
 
 def test_typing_in_the_search_element_prefetches_too(browser, wide, tmp_path):
     site, vocabulary = wide
-    copy = copy_site(site, tmp_path / "site")
-    (copy / "embed.html").write_text(
-        '<!doctype html><html lang="en"><head><meta charset="utf-8"><title>Embed</title>'
-        '<script type="module" src="ragspine-search.mjs"></script></head><body>'
-        '<ragspine-search bundle="./"></ragspine-search></body></html>', "utf-8"
-    )
+    copy = embedding_site(site, tmp_path)
     with serving(copy) as base:
         visit = Visit(browser, base)
         try:
@@ -273,12 +279,7 @@ def test_the_elements_first_answer_needs_only_its_best_hits_fragments(browser, w
     of ten chunks) are shown while the fragments of the rest (sections, more pages) are still
     on their way; then the complete answer replaces them."""
     site, vocabulary = wide
-    copy = copy_site(site, tmp_path / "site")
-    (copy / "embed.html").write_text(
-        '<!doctype html><html lang="en"><head><meta charset="utf-8"><title>Embed</title>'
-        '<script type="module" src="ragspine-search.mjs"></script></head><body>'
-        '<ragspine-search bundle="./"></ragspine-search></body></html>', "utf-8"
-    )
+    copy = embedding_site(site, tmp_path)
     passed: list[str] = []
     held: list = []
 
