@@ -274,7 +274,8 @@ def test_cli_build_site_delegates_to_the_builder(wheels, tmp_path, capsys):
     assert "RESTRICTED self-check passed" in summary
     # The index's files by kind, with their bytes.
     assert re.search(r"\(index: 1 header \(\d+ kB\), 1 term shard \(\d+ kB\), 1 text fragment "
-                     r"\(\d+ kB\), 1 filter file \(\d+ kB\)\)", summary), summary
+                     r"\(\d+ kB\), 1 filter file \(\d+ kB\), 1 token-count file \(\d+ kB\)\)",
+                     summary), summary
     assert json.loads((out / "manifest.json").read_text("utf-8"))["counts"]["documents"] == 1
     assert cli.main(["build-site"]) == 2
     assert "DOCS" in capsys.readouterr().err
