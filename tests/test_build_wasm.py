@@ -866,3 +866,37 @@ def test_the_wasm_and_the_model_have_precompressed_siblings(embedded_site):
         assert manifest["files"][f"{rel}.gz"]["bytes"] == len(packed)
     again = write_precompressed(site / PRECOMPRESSED[0])
     assert again[0].read_bytes() == (site / f"{PRECOMPRESSED[0]}.gz").read_bytes()  # stable
+
+
+def test_every_site_ships_the_pyodide_runtime_precompressed(site):
+    """``pyodide.asm.wasm`` (9.6 MB) and ``pyodide.asm.mjs`` get ``.gz`` siblings that decode to
+    them, listed in the manifest, for hosts that serve a precompressed sibling."""
+    import gzip
+
+    from ragspine_lite.bundle.site_files import RUNTIME_PRECOMPRESSED
+
+    manifest = _manifest(site)
+    for rel in RUNTIME_PRECOMPRESSED:
+        original = (site / rel).read_bytes()
+        packed = (site / f"{rel}.gz").read_bytes()
+        assert gzip.decompress(packed) == original and len(packed) < len(original) / 2
+        assert manifest["files"][f"{rel}.gz"]["bytes"] == len(packed)
+
+
+def test_a_rebuild_takes_the_precompressed_runtime_from_its_cache(bw, wheels, tmp_path,
+                                                                  monkeypatch):
+    from ragspine_lite.bundle import site_files
+
+    docs = tmp_path / "docs"
+    write(docs / "a.md", "Quokkas live on Rottnest Island.")
+    out = tmp_path / "site"
+    bw.build_site([docs], out, wheel=wheels[0], micropip=wheels[1])
+    first = (out / "pyodide" / "pyodide.asm.wasm.gz").read_bytes()
+    calls: list[int] = []
+    real = site_files.compressed_siblings
+    monkeypatch.setattr(site_files, "compressed_siblings",
+                        lambda data: calls.append(len(data)) or real(data))
+    write(docs / "a.md", "Quokkas live on Rottnest Island and nowhere else.")
+    bw.build_site([docs], out, wheel=wheels[0], micropip=wheels[1])
+    assert calls == []  # the same runtime bytes: nothing compressed again
+    assert (out / "pyodide" / "pyodide.asm.wasm.gz").read_bytes() == first

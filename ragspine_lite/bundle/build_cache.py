@@ -252,6 +252,41 @@ def cached_stdlib(cache: BuildCache | None, pyodide_dir: Path, target: Path,
     (target / STDLIB_NAME).write_bytes(cache.made("stdlib", inputs, trimmed))
 
 
+def cached_precompressed(cache: BuildCache | None, path: Path) -> None:
+    """:func:`~.site_files.write_precompressed`, from the cache while ``path``'s bytes (and
+    whether ``brotli`` is importable) are the same: a rebuild does not compress them again."""
+    import importlib.util
+
+    from ragspine_lite.bundle.site_files import compressed_siblings, write_precompressed
+
+    if cache is None:
+        write_precompressed(path)
+        return
+
+    def siblings(data: bytes) -> dict[str, bytes]:
+        brotli = b"brotli" if importlib.util.find_spec("brotli") else b""
+        blob = cache.made(f"siblings {path.name}", [data, brotli],
+                          lambda: _pack_siblings(compressed_siblings(data)))
+        return _unpack_siblings(blob)
+
+    write_precompressed(path, siblings)
+
+
+def _pack_siblings(siblings: dict[str, bytes]) -> bytes:
+    """``{suffix: bytes}`` as one blob: per sibling a 4-byte suffix, an 8-byte length, bytes."""
+    return b"".join(k.encode("ascii").ljust(4) + len(v).to_bytes(8, "little") + v
+                    for k, v in siblings.items())
+
+
+def _unpack_siblings(blob: bytes) -> dict[str, bytes]:
+    out, at = {}, 0
+    while at < len(blob):
+        size = int.from_bytes(blob[at + 4 : at + 12], "little")
+        out[blob[at : at + 4].decode("ascii").strip()] = blob[at + 12 : at + 12 + size]
+        at += 12 + size
+    return out
+
+
 #: The name this cache had when it held parses only.
 ParseCache = BuildCache
 

@@ -87,6 +87,7 @@ from ragspine_lite.bundle.site_files import (
     PRECOMPRESSED,
     PYODIDE_FILES,
     RUNTIME_FILES,
+    RUNTIME_PRECOMPRESSED,
     BuildError,
     copy_files,
     find_micropip,
@@ -666,7 +667,11 @@ def _write_runtime(
 ) -> dict[str, str]:
     """The wheels, Pyodide and the web runtime into ``staging``; the wheels' site paths
     (the packed wheel and the trimmed standard library from the build ``cache``, if any)."""
-    from ragspine_lite.bundle.build_cache import cached_stdlib, cached_wheel
+    from ragspine_lite.bundle.build_cache import (
+        cached_precompressed,
+        cached_stdlib,
+        cached_wheel,
+    )
     from ragspine_lite.bundle.stdlib import write_site_lock
 
     wheels_dir = staging / "wheels"
@@ -682,6 +687,8 @@ def _write_runtime(
     found = find_micropip(settings["micropip"])
     shutil.copy2(found, wheels_dir / found.name)
     copy_files(PYODIDE_FILES, settings["pyodide_dir"], staging / "pyodide", "the Pyodide runtime")
+    for rel in RUNTIME_PRECOMPRESSED:
+        cached_precompressed(cache, staging / rel)
     our_wheels = [our_wheel, wheels_dir / found.name]
     cached_stdlib(cache, settings["pyodide_dir"], staging / "pyodide", our_wheels)
     write_site_lock(settings["pyodide_dir"], staging / "pyodide")

@@ -24,7 +24,7 @@ import shutil
 import subprocess
 import sys
 import zipfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from ragspine_lite.common.settings import env_value
@@ -86,6 +86,9 @@ ORT_MODULE = "ort.wasm.min.mjs"
 #: file's own URL (e.g. nginx ``gzip_static``/``brotli_static``); the bytes served decode to
 #: the listed file, so its sha256 check is unchanged.
 PRECOMPRESSED = ("ort/ort-wasm-simd-threaded.wasm", "models/minilm/model.onnx")
+#: The Pyodide runtime files every site ships precompressed the same way (its standard library
+#: and the wheels are zip archives, compressed already).
+RUNTIME_PRECOMPRESSED = ("pyodide/pyodide.asm.wasm", "pyodide/pyodide.asm.mjs")
 #: Each kind of runtime file: (packaged folder, the checkout's folder, its files).
 _KINDS = {
     "web": ("web", CHECKOUT / "web", (*RUNTIME_FILES, *DEMO_FILES, PAGE_TEMPLATE)),
@@ -117,22 +120,29 @@ def runtime_dir(kind: str) -> Path:
     return PACKAGED / packaged if (PACKAGED / packaged).is_dir() else checkout
 
 
-def write_precompressed(path: Path) -> list[Path]:
-    """Write ``path``'s ``.gz`` (deterministic: no name, mtime 0) and, with the ``brotli``
-    module, ``.br`` siblings; → the files written."""
+def compressed_siblings(data: bytes) -> dict[str, bytes]:
+    """``{".gz": …}`` (deterministic: no name, mtime 0) and, with the ``brotli`` module,
+    ``".br"``: the precompressed forms of ``data``."""
     import gzip
 
-    data = path.read_bytes()
-    gz = path.with_name(path.name + ".gz")
-    gz.write_bytes(gzip.compress(data, compresslevel=9, mtime=0))
-    written = [gz]
+    siblings = {".gz": gzip.compress(data, compresslevel=9, mtime=0)}
     try:
         import brotli  # type: ignore[import-not-found,unused-ignore]
     except ImportError:
-        return written
-    br = path.with_name(path.name + ".br")
-    br.write_bytes(brotli.compress(data))
-    return [*written, br]
+        return siblings
+    return {**siblings, ".br": brotli.compress(data)}
+
+
+def write_precompressed(
+    path: Path, siblings: Callable[[bytes], dict[str, bytes]] = compressed_siblings
+) -> list[Path]:
+    """Write ``path``'s ``.gz`` and (with ``brotli``) ``.br`` siblings; → the files written."""
+    written = []
+    for suffix, packed in siblings(path.read_bytes()).items():
+        sibling = path.with_name(path.name + suffix)
+        sibling.write_bytes(packed)
+        written.append(sibling)
+    return written
 
 
 def copy_files(names: Sequence[str], src_dir: Path, dest_dir: Path, what: str) -> None:
