@@ -60,7 +60,9 @@ export class SearchPanel {
   #results;
   #held;
   #lane; // which lane answered the results shown (hybrid sites): "Keyword results — …"
-  #stale = false; // the results shown are BM25 while hybrid is in: replaced when the visitor is idle
+  // The results shown are behind (BM25 while hybrid is in, or a new query's first step while
+  // its complete answer was held back): searched again and replaced when the visitor is idle.
+  #stale = false;
   #facetsLoaded = false;
   #more;
   #modeSwitch;
