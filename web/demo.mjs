@@ -158,12 +158,31 @@ function describeBundle() {
   }
 }
 
+// The runtime's info once its full engine is up and a hybrid site's model joined (or could
+// not), without starting the boot: the runtime starts it once the instant lane has been idle,
+// so a visitor typing at once is answered by the instant lane (denseReady() would boot now
+// and hold the worker's thread).
+function settled(rs) {
+  return new Promise((resolve, reject) => {
+    const check = (event) => {
+      const failed = event && event.detail.engine === "failed";
+      const info = rs.info;
+      if (!failed && !(info && info.engine !== "instant" && info.dense !== "loading")) return;
+      rs.removeEventListener("engine", check);
+      if (failed) reject(new Error(event.detail.error ? event.detail.error.message : "the full engine failed"));
+      else resolve(info);
+    };
+    rs.addEventListener("engine", check);
+    check(null);
+  });
+}
+
 async function ready(search, params) {
   demo.rs = search.runtime;
   // The instant lane answers the box already; ingest, reranking and the versions need Pyodide
   // (and, on a hybrid site, its model: the page is ready once it joined or could not).
   try {
-    demo.info = await demo.rs.denseReady();
+    demo.info = await settled(demo.rs);
   } catch (err) {
     setState("error");
     showError(`The full search engine could not start (plain searches still work): ${err.message}`);
