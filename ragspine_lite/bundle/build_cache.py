@@ -3,8 +3,10 @@ the previous build wrote.
 
 A site build keeps ``.OUT.cache/build.db`` beside ``--out`` (SQLite, never part of the site):
 
-- ``parsed``: each document's body, metadata and sections, keyed by the sha256 of its bytes, its
-  path and the load settings (:meth:`BuildCache.key`);
+- ``files``: each document file's size, times and inode with its key below, so that a file
+  that was not touched is not read again (:meth:`BuildCache.key`);
+- ``parsed``: each document's metadata and sections, and its body apart (read only when a
+  build needs it), keyed by the sha256 of its bytes, its path and the load settings;
 - ``chunks``: each exported document's chunks, keyed by what they are made from (its body,
   metadata, sections and URL, and the chunk settings: :mod:`ragspine_lite.bundle.incremental`);
 - ``vectors``: a hybrid build's float vectors, keyed by the model id and the embedded text;
@@ -24,11 +26,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import marshal
+import os
 import shutil
 import sqlite3
+import time
 from array import array
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict
+from dataclasses import astuple
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +52,13 @@ __all__ = [
 ]
 
 CACHE_FILE = "build.db"
-Parsed = tuple[str, DocumentMeta, list[Section]]
+#: The layout of :data:`CACHE_FILE` (``PRAGMA user_version``); a cache of another is emptied.
+SCHEMA = 3
+#: A file changed less than this before a build started may change again unseen within its
+#: timestamp's resolution: its key is not recorded for the next build to reuse.
+STAT_SLACK_NS = 2_000_000_000
+#: A parse: its body (or what reads it from the cache), metadata and sections.
+Parsed = tuple["str | CachedBody", DocumentMeta, list[Section]]
 #: The tables of :data:`CACHE_FILE` whose unused rows a build drops.
 TABLES = ("parsed", "chunks", "vectors")
 
@@ -80,14 +91,16 @@ class BuildCache:
         self.folder, self.new = folder, not folder.exists()
         folder.mkdir(parents=True, exist_ok=True)
         self.salt = json.dumps([package_digest(), settings], sort_keys=True)
+        self.started = time.time_ns()
         self.conn = sqlite3.connect(folder / CACHE_FILE, isolation_level=None)
         self.conn.execute("PRAGMA secure_delete = ON")  # a dropped row leaves no text behind
-        for table in TABLES:
-            self.conn.execute(f"CREATE TABLE IF NOT EXISTS {table} (key TEXT PRIMARY KEY, "
-                              "value BLOB)")
-        self.conn.execute("CREATE TABLE IF NOT EXISTS state (name TEXT PRIMARY KEY, value BLOB)")
+        if self.conn.execute("PRAGMA user_version").fetchone()[0] != SCHEMA:
+            _create_tables(self.conn)
         self.conn.execute("BEGIN")  # one transaction: committed by close
         self.used: dict[str, set[str]] = {table: set() for table in TABLES}
+        self.seen = dict(self.conn.execute("SELECT path, stat FROM files"))
+        self.stats: dict[str, str] = {}
+        self.parsed: set[str] = set()  # the keys of the parses cached after this build
         self.hits = 0
 
     @staticmethod
@@ -97,49 +110,73 @@ class BuildCache:
     # -- parses ------------------------------------------------------------------------------
 
     def key(self, path: Path, rel: str) -> str:
-        """The sha256 of the file's bytes, its path and the load settings."""
-        digest = hashlib.sha256(self.salt.encode("utf-8"))
-        digest.update(rel.encode("utf-8") + b"\0" + path.read_bytes())
-        return digest.hexdigest()
+        """The sha256 of the file's bytes, its path and the load settings; the previous
+        build's, without reading the file, while its size, times and inode are those that
+        build recorded (and were older than that build: :func:`_stat_line`)."""
+        stat = os.stat(path)
+        line = _stat_line(stat)
+        known = self.seen.get(rel, "")
+        if known.startswith(line):
+            key = known[len(line):]
+        else:
+            digest = hashlib.sha256(self.salt.encode("utf-8"))
+            digest.update(rel.encode("utf-8") + b"\0" + path.read_bytes())
+            key = digest.hexdigest()
+        if stat.st_ctime_ns < self.started - STAT_SLACK_NS:
+            self.stats[rel] = line + key
+        return key
 
     def get(self, key: str) -> Parsed | None:
         return self.get_many([key])[0]
 
     def get_many(self, keys: Sequence[str]) -> list[Parsed | None]:
-        """The cached parse of each key (``None`` where there is none), in one read."""
+        """The cached parse of each key (``None`` where there is none), in one read; a
+        parse's body is read from the cache when asked for (:meth:`body`)."""
         wanted = set(keys)
         self.used["parsed"] |= wanted
-        found = {k: _parsed(v) for k, v in self.conn.execute("SELECT key, value FROM parsed")
-                 if k in wanted}
+        found = {k: _parsed(self, k, head) for k, head in self.conn.execute(
+            "SELECT key, head FROM parsed") if k in wanted}
         self.hits += len(found)
+        self.parsed |= found.keys()
         return [found.get(key) for key in keys]
 
-    def put(self, key: str, parsed: Parsed) -> None:
+    def body(self, key: str) -> str:
+        """The body of the cached parse ``key``."""
+        row = self.conn.execute("SELECT body FROM parsed WHERE key = ?", (key,)).fetchone()
+        if row is None:
+            raise KeyError(f"no cached parse {key!r}")
+        return str(row[0])
+
+    def put(self, key: str, parsed: Parsed) -> Parsed:
+        """Cache a parse; → the parse with its body read from the cache (a RESTRICTED one,
+        never written, as it is)."""
         body, meta, sections = parsed
         if is_restricted(meta.sensitivity):
-            return  # nothing RESTRICTED is written outside the build's memory
-        doc = json.dumps([body, asdict(meta), [asdict(s) for s in sections]], ensure_ascii=False)
-        self.conn.execute("INSERT OR REPLACE INTO parsed VALUES (?, ?)", (key, doc))
+            return parsed  # nothing RESTRICTED is written outside the build's memory
+        head = marshal.dumps((astuple(meta), [astuple(s) for s in sections]))
+        self.conn.execute("INSERT OR REPLACE INTO parsed VALUES (?, ?, ?)", (key, head, body))
+        self.parsed.add(key)
+        return CachedBody(self, key), meta, sections
 
     # -- chunks, vectors ---------------------------------------------------------------------
 
     def chunks(self, keys: Iterable[str]) -> dict[str, Any]:
-        """The cached chunk entries of ``keys`` (JSON values) that exist; all become used."""
+        """The cached chunk entries of ``keys`` that exist; all become used."""
         wanted = set(keys)
         self.used["chunks"] |= wanted
         rows = self.conn.execute("SELECT key, value FROM chunks")
-        return {k: json.loads(v) for k, v in rows if k in wanted}
+        return {k: marshal.loads(v) for k, v in rows if k in wanted}
 
     def chunk_entry(self, key: str) -> Any | None:
         """One chunk entry, not marked used (a previous build's, to compare with)."""
         row = self.conn.execute("SELECT value FROM chunks WHERE key = ?", (key,)).fetchone()
-        return None if row is None else json.loads(row[0])
+        return None if row is None else marshal.loads(row[0])
 
     def put_chunks(self, key: str, entry: Any) -> None:
-        """Cache a (non-RESTRICTED) document's chunk entry."""
+        """Cache a (non-RESTRICTED) document's chunk entry (strings, numbers, lists, tuples)."""
         self.used["chunks"].add(key)
-        value = json.dumps(entry, ensure_ascii=False, separators=(",", ":"))
-        self.conn.execute("INSERT OR REPLACE INTO chunks VALUES (?, ?)", (key, value))
+        self.conn.execute("INSERT OR REPLACE INTO chunks VALUES (?, ?)",
+                          (key, marshal.dumps(entry)))
 
     def vectors(self, keys: Sequence[str]) -> dict[str, list[float]]:
         """The cached vectors of ``keys`` that exist (all become used)."""
@@ -191,15 +228,22 @@ class BuildCache:
         """Forget what this build did not use; commit; close the database."""
         try:
             for table in TABLES:
-                self.conn.execute(f"CREATE TEMP TABLE used_{table} (key TEXT PRIMARY KEY)")
-                self.conn.executemany(f"INSERT INTO used_{table} VALUES (?)",
-                                      ((k,) for k in self.used[table]))
-                self.conn.execute(
-                    f"DELETE FROM {table} WHERE key NOT IN (SELECT key FROM used_{table})"
-                )
+                unused = [(k,) for (k,) in self.conn.execute(f"SELECT key FROM {table}")
+                          if k not in self.used[table]]
+                self.conn.executemany(f"DELETE FROM {table} WHERE key = ?", unused)
+            self._keep_stats()
             self.conn.execute("COMMIT")
         finally:
             self.conn.close()
+
+    def _keep_stats(self) -> None:
+        """Record the files whose parse is cached (never a RESTRICTED one's path)."""
+        stats = {p: line for p, line in self.stats.items()
+                 if line.rpartition(" ")[2] in self.parsed}
+        self.conn.executemany("DELETE FROM files WHERE path = ?",
+                              [(p,) for p in self.seen if p not in stats])
+        self.conn.executemany("INSERT OR REPLACE INTO files VALUES (?, ?)",
+                              [(p, v) for p, v in stats.items() if self.seen.get(p) != v])
 
     def abort(self) -> None:
         """A failed or refused build: keep the cache as it was (and leave nothing if it is new)."""
@@ -211,9 +255,38 @@ class BuildCache:
                 self.clear(self.folder)
 
 
-def _parsed(value: str) -> Parsed:
-    body, meta, sections = json.loads(value)
-    return body, DocumentMeta(**meta), [Section(**s) for s in sections]
+def _parsed(cache: BuildCache, key: str, head: bytes) -> Parsed:
+    meta, sections = marshal.loads(head)
+    return CachedBody(cache, key), DocumentMeta(*meta), [Section(*s) for s in sections]
+
+
+class CachedBody:
+    """The body of a cached parse, read from the cache each time it is asked for."""
+
+    __slots__ = ("cache", "key")
+
+    def __init__(self, cache: BuildCache, key: str) -> None:
+        self.cache, self.key = cache, key
+
+    def __call__(self) -> str:
+        return self.cache.body(self.key)
+
+
+def _stat_line(stat: os.stat_result) -> str:
+    """What a file's key is reused for: its size, modification and change times, inode."""
+    return f"{stat.st_size} {stat.st_mtime_ns} {stat.st_ctime_ns} {stat.st_ino} "
+
+
+def _create_tables(conn: sqlite3.Connection) -> None:
+    """This version's tables (a cache of another version is emptied)."""
+    for (table,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall():
+        conn.execute(f"DROP TABLE {table}")
+    conn.execute("CREATE TABLE files (path TEXT PRIMARY KEY, stat TEXT)")
+    conn.execute("CREATE TABLE parsed (key TEXT PRIMARY KEY, head TEXT, body TEXT)")
+    for table in TABLES[1:]:
+        conn.execute(f"CREATE TABLE {table} (key TEXT PRIMARY KEY, value BLOB)")
+    conn.execute("CREATE TABLE state (name TEXT PRIMARY KEY, value BLOB)")
+    conn.execute(f"PRAGMA user_version = {SCHEMA}")
 
 
 def cached_wheel(cache: BuildCache | None, folder: Path) -> Path:

@@ -59,6 +59,7 @@ from ragspine_lite.common.sensitivity import SQL_IS_RESTRICTED, is_restricted
 __all__ = [
     "EMBEDDING_PHASE",
     "MIN_NEEDLE_CHARS",
+    "CachedDocument",
     "ExportReport",
     "Leak",
     "Needle",
@@ -106,6 +107,28 @@ class SourceDocument:
     @property
     def restricted(self) -> bool:
         return is_restricted(self.meta.sensitivity)
+
+    def loaded(self) -> SourceDocument:
+        """This document with its body in memory (a :class:`CachedDocument` reads it once)."""
+        return self
+
+
+class CachedDocument(SourceDocument):
+    """A :class:`SourceDocument` whose body stays in the build cache: ``body`` reads it each
+    time (a build holds no document's text it is not working on)."""
+
+    @property  # type: ignore[override]
+    def body(self) -> str:
+        value = self.__dict__["body"]
+        return value if isinstance(value, str) else str(value())
+
+    @body.setter
+    def body(self, value: Any) -> None:
+        self.__dict__["body"] = value
+
+    def loaded(self) -> SourceDocument:
+        return SourceDocument(self.path, self.body, self.meta, self.sections, self.rel_path,
+                              self.url, self.source_key)
 
 
 @dataclass
@@ -196,8 +219,8 @@ def load_corpus(
             )
         seen[meta.doc_id] = str(path)
         rel = _relative(path, root)
-        docs.append(SourceDocument(str(path), body, meta, sections, rel_path=rel,
-                                   source_key=key))
+        kind = SourceDocument if isinstance(body, str) else CachedDocument
+        docs.append(kind(str(path), body, meta, sections, rel_path=rel, source_key=key))
         if progress is not None:
             progress(i, len(files), str(path))
     strip_title_suffix(docs)
@@ -248,8 +271,7 @@ def _cached_or_parsed(
     try:
         for file, key, hit in zip(files, keys, hits, strict=True):
             if hit is None:
-                hit = next(fresh)
-                cache.put(key, hit)
+                hit = cache.put(key, next(fresh))
             yield file, key, hit
     finally:
         fresh.close()

@@ -17,6 +17,7 @@ of the section it falls in.
 
 from __future__ import annotations
 
+import functools
 import html
 import re
 from collections.abc import Iterable, Mapping
@@ -64,6 +65,9 @@ def normalise_base_url(base_url: str) -> str:
     return value.rstrip("/") + "/"
 
 
+_base = functools.lru_cache(maxsize=8)(normalise_base_url)
+
+
 def is_html_source(rel_path: str) -> bool:
     """Whether ``rel_path`` ends in an HTML extension (``PurePosixPath(rel_path).suffix``,
     without building a path: a build asks for every page)."""
@@ -75,10 +79,10 @@ def is_html_source(rel_path: str) -> bool:
 def page_url(rel_path: str, base_url: str = "/") -> str:
     """The public URL of an HTML source at ``rel_path`` (``/``-separated, relative to DOCS)."""
     rel = rel_path.lstrip("/")
-    name = PurePosixPath(rel).name.lower()
+    name = rel.rpartition("/")[2].lower()  # PurePosixPath(rel).name: a build asks per page
     if name in ("index.html", "index.htm"):
         rel = rel[: len(rel) - len(name)]
-    return normalise_base_url(base_url) + quote(rel, safe="/")
+    return _base(base_url) + quote(rel, safe="/")
 
 
 def rendered_path(rel_path: str) -> str:

@@ -41,7 +41,8 @@ class PreparedDocs:
     """The exported documents' chunks and what the index needs of them, by ``doc_id``:
     ``keys`` (chunk keys), ``chunks`` (in ``seq`` order), ``doc_sigs`` (digest of the
     document's URL and sections), and by ``chunk_id`` ``sigs`` (digest of its fragment row);
-    ``weights`` for :func:`~ragspine_lite.bundle.language.site_language`; ``salt``: the
+    ``weights`` for :func:`~ragspine_lite.bundle.language.site_language`, ``facets``: the
+    distinct values of each facet field; ``salt``: the
     settings the keys are made with (``None``: a chunker from outside the package, nothing
     cached); ``chunked``: the documents chunked by this build."""
 
@@ -50,6 +51,7 @@ class PreparedDocs:
     doc_sigs: dict[str, str] = field(default_factory=dict)
     sigs: dict[str, str] = field(default_factory=dict)
     weights: list[tuple[str, int]] = field(default_factory=list)
+    facets: dict[str, set[str]] = field(default_factory=lambda: {n: set() for n in FACET_FIELDS})
     salt: str | None = None
     chunked: int = 0
 
@@ -79,24 +81,27 @@ def _chunk_entry(doc: SourceDocument, chunking: tuple[Any, int, int]) -> dict[st
 
     chunker, max_chars, overlap_chars = chunking
     chunk = chunker.chunk if chunker is not None else chunk_document
-    rows = [_stored(c) for c in chunk(doc.body, doc.meta, max_chars=max_chars,
-                                      overlap_chars=overlap_chars)]
+    doc = doc.loaded()
+    rows = [tuple(_stored(c)) for c in chunk(doc.body, doc.meta, max_chars=max_chars,
+                                             overlap_chars=overlap_chars)]
     stored = [StoredChunk(*row) for row in rows]
     return {
         "rows": rows,
         "sigs": [_digest([getattr(c, n) for n in CHUNK_FIELDS]) for c in stored],
         "doc": _digest([doc.meta.doc_id, doc.url, section_rows_of(doc)]),
-        "weight": list(document_weight(doc)),
+        "weight": document_weight(doc),
+        "facets": [sorted({getattr(c, name) for c in stored} - {""}) for name in FACET_FIELDS],
     }
 
 
-def _chunk_key(salt: str, doc: SourceDocument) -> str:
+def _chunk_key(salt: Any, doc: SourceDocument) -> str:
     """What a document's chunks are made from: its bytes (their cache key stands for the body
-    and sections parsed from them), its final metadata and URL, and the settings (``salt``)."""
-    made_of: list[Any] = [doc.source_key] if doc.source_key else [
-        doc.body, [vars(s) for s in doc.sections]]
-    payload = [salt, *made_of, vars(doc.meta), doc.url]
-    return hashlib.sha256(json.dumps(payload, ensure_ascii=False).encode("utf-8")).hexdigest()
+    and sections parsed from them), its final metadata and URL, and the settings (``salt``:
+    their sha256 so far)."""
+    made_of = doc.source_key or repr((doc.body, [tuple(vars(s).values()) for s in doc.sections]))
+    digest = salt.copy()
+    digest.update(repr((made_of, tuple(vars(doc.meta).values()), doc.url)).encode("utf-8"))
+    return str(digest.hexdigest())
 
 
 def _index_salt(cache: BuildCache, settings: dict[str, Any]) -> str | None:
@@ -118,7 +123,8 @@ def prepare_docs(
     exported = [d for d in corpus if not d.restricted]
     out = PreparedDocs(salt=_index_salt(cache, settings))
     if out.salt is not None:
-        out.keys = {d.meta.doc_id: _chunk_key(out.salt, d) for d in exported}
+        salted = hashlib.sha256(out.salt.encode("utf-8"))
+        out.keys = {d.meta.doc_id: _chunk_key(salted, d) for d in exported}
     cached = cache.chunks(out.keys.values()) if out.salt is not None else {}
     chunking = (settings["the_chunker"], settings["max_chars"], settings["overlap_chars"])
     for i, doc in enumerate(exported, 1):
@@ -134,6 +140,8 @@ def prepare_docs(
         out.sigs.update(zip((c.chunk_id for c in chunks), entry["sigs"], strict=True))
         out.doc_sigs[doc.meta.doc_id] = entry["doc"]
         out.weights.append((entry["weight"][0], entry["weight"][1]))
+        for name, values in zip(FACET_FIELDS, entry["facets"], strict=True):
+            out.facets[name].update(values)
         if progress is not None:
             progress(i, len(exported), doc.path)
     return out
@@ -152,7 +160,7 @@ def _source(
     chunks = sorted((c for d in exported for c in docs.chunks[d.meta.doc_id]),
                     key=lambda c: c.chunk_id)
     check_chunks(chunks, "the export")
-    facets = {name: sorted({getattr(c, name) for c in chunks} - {""}) for name in FACET_FIELDS}
+    facets = {name: sorted(values) for name, values in docs.facets.items()}
     pages = {d.meta.doc_id: (d.url, section_rows_of(d)) for d in exported}
     return IndexSource({}, chunks, pages), report, facets
 
