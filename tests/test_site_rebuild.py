@@ -45,6 +45,14 @@ def changed(before: dict[str, str], after: dict[str, str]) -> set[str]:
     }
 
 
+def cache_bytes(site: Path) -> dict[str, bytes]:
+    """Every file of the site's build cache (the database and the index state's file)."""
+    from ragspine_lite.bundle.build_cache import cache_dir
+
+    folder = cache_dir(site)
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.is_file()}
+
+
 def hits(site: Path, query: str) -> list[str]:
     searcher = BundleSearcher.from_files(DirectoryFiles(site))
     try:
@@ -110,7 +118,7 @@ def test_a_parallel_build_is_the_serial_build(tmp_path, tmp_path_factory, monkey
         bw.build_site([docs], tmp_path / "bad", wheel=wheel, micropip=micropip, jobs=0)
 
 
-def test_content_defined_cuts_stay_put_around_an_edit_and_under_the_file_cap(monkeypatch):
+def test_content_defined_cuts_stay_put_around_an_edit_and_within_the_file_budget():
     import random
 
     from ragspine_lite.bundle import shard_writer as sw
@@ -118,7 +126,7 @@ def test_content_defined_cuts_stay_put_around_an_edit_and_under_the_file_cap(mon
     rng = random.Random(7)
     keys = sorted(f"term{rng.randrange(10**9):09d}" for _ in range(5000))
     sizes = [rng.randrange(20, 400) for _ in keys]
-    target = sw._target(sum(sizes), 4096)
+    target = 4096
 
     def runs(ks: list[str], ss: list[int]) -> set[tuple[str, ...]]:
         return {tuple(ks[a:b]) for a, b in sw._groups(ks, ss, target)}
@@ -128,9 +136,15 @@ def test_content_defined_cuts_stay_put_around_an_edit_and_under_the_file_cap(mon
     grown[2500] += 300  # one term's postings grow: the files far from it keep their terms
     after = runs(keys, grown)
     assert len(before - after) <= 3 and len(before) > 100
-    monkeypatch.setattr(sw, "MAX_FILES", 40)  # a huge site: bigger files, never more of them
-    target = sw._target(sum(sizes), 4096)
-    assert target > 4096 and len(sw._groups(keys, sizes, target)) <= 40
+    sizes[1000] = target  # a common word: a file of its own, nothing else read with it
+    assert (keys[1000],) in runs(keys, sizes)
+    chunks = [f"c{i:06d}" for i in range(3000)], [300] * 3000
+    roomy = sw._plan((keys, sizes), chunks, 10**6)
+    assert len(roomy[1]) > 100  # at the smallest targets
+    terms, fragments = sw._plan((keys, sizes), chunks, 40)  # a huge site: bigger files
+    assert len(terms) + len(fragments) <= 40 and len(terms) < len(roomy[0])
+    assert sw.index_file_budget(6500) == sw.SITE_FILES - sw.RESERVED_FILES - 6500
+    assert sw.index_file_budget(10**6) == sw.MIN_INDEX_FILES
 
 
 def test_a_rebuild_parses_only_what_changed_and_clean_forgets(tmp_path, tmp_path_factory):
@@ -153,7 +167,8 @@ def test_a_rebuild_parses_only_what_changed_and_clean_forgets(tmp_path, tmp_path
 
     first = build()
     assert any("(0 unchanged since the last build), 1 RESTRICTED" in m for m in logged), logged
-    assert b"quasar9" not in (cache_dir(site) / CACHE_FILE).read_bytes()  # never cached
+    assert not any(b"quasar9" in data for data in cache_bytes(site).values())  # never cached
+    assert (cache_dir(site) / CACHE_FILE).is_file()
     page = docs / "page-003.html"
     page.write_text(page.read_text("utf-8").replace("page3 ", "zorbla "), "utf-8")
     (docs / "page-004.html").unlink()
@@ -254,6 +269,40 @@ def test_a_one_page_edit_rechunks_one_page_patches_the_postings_and_links_the_re
     assert "page-077" in hits(build.site, "zorbla")[0] and hits(build.site, "page77") == []
 
 
+def test_a_rebuild_reads_no_unchanged_page_and_no_file_it_links(
+        tmp_path, tmp_path_factory, monkeypatch):
+    from ragspine_lite.bundle import build_cache
+
+    monkeypatch.setattr(build_cache, "STAT_SLACK_NS", 0)  # pages written just now count too
+    build = Builds(tmp_path, tmp_path_factory)
+    write_pages(build.docs, 60)
+    first = build()
+    page = build.docs / "page-017.html"
+    page.write_text(page.read_text("utf-8").replace("page17 ", "zorbla "), "utf-8")
+    read: list[Path] = []
+    real = Path.read_bytes
+
+    def spy(path: Path) -> bytes:
+        read.append(path)
+        return real(path)
+
+    with monkeypatch.context() as patched:
+        patched.setattr(Path, "read_bytes", spy)
+        build.bw.build_site([build.docs], build.site, page=False, wheel=build.wheel,
+                            micropip=build.micropip)
+    edited = files_of(build.site)
+    pages = {p.name for p in read if p.parent == build.docs}
+    assert pages == {"page-017.html"}, sorted(pages)  # the others: by size, times and inode
+    index = {p.relative_to(build.site).as_posix() for p in read
+             if build.site in p.parents and "data" in p.parts}
+    kept = {p for p in edited.keys() & first.keys() if p.startswith("data/text/f-")}
+    assert kept and not index & kept, sorted(index & kept)  # linked as that build left them
+    shard = next(p for p in sorted(kept))
+    (build.site / shard).write_bytes(b"damaged")  # changed in place: checked, packed anew
+    assert build() == edited == build.clean()
+    assert "page-017" in hits(build.site, "zorbla")[0]
+
+
 @pytest.mark.parametrize("contextual", [False, True])
 def test_edits_that_move_docnos_still_give_the_clean_build(tmp_path, tmp_path_factory,
                                                            contextual, monkeypatch):
@@ -297,19 +346,19 @@ def test_the_site_index_is_the_one_its_kept_chunk_store_gives(tmp_path, tmp_path
 
 
 def test_a_refused_build_leaves_the_cache_as_it_was(tmp_path, tmp_path_factory):
-    from ragspine_lite.bundle.build_cache import CACHE_FILE, cache_dir
     from ragspine_lite.bundle.leaks import RestrictedLeakError
 
     build = Builds(tmp_path, tmp_path_factory, canaries=[CANARY_WORD])
     write_pages(build.docs, 20)
     first = build()
-    cached = (cache_dir(build.site) / CACHE_FILE).read_bytes()
+    cached = cache_bytes(build.site)
+    assert len(cached) == 2  # the database and the index state
     page = build.docs / "page-005.html"
     original = page.read_text("utf-8")
     page.write_text(original.replace("omega", f"omega {CANARY_WORD}"), "utf-8")
     with pytest.raises(RestrictedLeakError):
         build()
-    assert (cache_dir(build.site) / CACHE_FILE).read_bytes() == cached
+    assert cache_bytes(build.site) == cached
     assert files_of(build.site) == first  # the previous site stays too
     page.write_text(original, "utf-8")
     assert build() == first
@@ -317,18 +366,17 @@ def test_a_refused_build_leaves_the_cache_as_it_was(tmp_path, tmp_path_factory):
 
 
 def test_a_page_turned_restricted_leaves_nothing_in_the_cache(tmp_path, tmp_path_factory):
-    from ragspine_lite.bundle.build_cache import CACHE_FILE, cache_dir
-
     build = Builds(tmp_path, tmp_path_factory)
     write_pages(build.docs, 12)
     page = build.docs / "secret.html"
     page.write_text(PAGE.format(title="Soon secret", text="nebulax4 orbitron7 kept"), "utf-8")
     build()
-    assert b"nebulax4" in (cache_dir(build.site) / CACHE_FILE).read_bytes()
+    assert any(b"nebulax4" in data for data in cache_bytes(build.site).values())
     page.write_text(page.read_text("utf-8").replace(
         "<head>", '<head><meta name="sensitivity" content="RESTRICTED">'), "utf-8")
     edited = build()
-    assert b"nebulax4" not in (cache_dir(build.site) / CACHE_FILE).read_bytes()
+    assert not any(b"nebulax4" in data for data in cache_bytes(build.site).values())
+    assert not any(b"secret.html" in data for data in cache_bytes(build.site).values())
     assert hits(build.site, "nebulax4") == [] and edited == build.clean()
 
 
@@ -361,6 +409,8 @@ def test_an_index_state_of_other_settings_or_damaged_is_not_used():
                        [["a", 2, "data/terms/t-0.bin"]], {"x": "data/text/f-0.bin"})
     blob = state.encode()
     assert IndexState.decode(blob, "salt") == state
+    state.files = {"data/text/f-0.bin": "1 2 3"}
+    assert IndexState.decode(state.encode(), "salt") == state
     assert IndexState.decode(blob, "other") is None
     assert IndexState.decode(blob[:-3], "salt") is None and IndexState.decode(b"", "s") is None
 

@@ -11,7 +11,8 @@ A site build keeps ``.OUT.cache/build.db`` beside ``--out`` (SQLite, never part 
   metadata, sections and URL, and the chunk settings: :mod:`ragspine_lite.bundle.incremental`);
 - ``vectors``: a hybrid build's float vectors, keyed by the model id and the embedded text;
 - ``state``: the previous build's postings and the content of its index files
-  (:class:`~ragspine_lite.bundle.incremental.IndexState`).
+  (:class:`~ragspine_lite.bundle.incremental.IndexState`), in a file of its own
+  (``state-index-….bin``) that the table names.
 
 Every key is salted with the package's sources: a changed parser or chunker never reuses
 anything. RESTRICTED documents are never written to it (their parse, chunks and text are
@@ -30,6 +31,7 @@ import marshal
 import os
 import shutil
 import sqlite3
+import tempfile
 import time
 from array import array
 from collections.abc import Callable, Iterable, Sequence
@@ -57,6 +59,9 @@ SCHEMA = 3
 #: A file changed less than this before a build started may change again unseen within its
 #: timestamp's resolution: its key is not recorded for the next build to reuse.
 STAT_SLACK_NS = 2_000_000_000
+#: What names a state's file in the state table, and how its file is called.
+STATE_FILE_MARK = b"file:"
+STATE_PREFIX = "state-"
 #: A parse: its body (or what reads it from the cache), metadata and sections.
 Parsed = tuple["str | CachedBody", DocumentMeta, list[Section]]
 #: The tables of :data:`CACHE_FILE` whose unused rows a build drops.
@@ -208,6 +213,30 @@ class BuildCache:
         if value is not None:
             self.conn.execute("INSERT INTO state VALUES (?, ?)", (name, value))
 
+    def state_file(self, name: str) -> Path | None:
+        """The file holding the state ``name`` (:meth:`new_state_file`), if there is one."""
+        value = self.state(name) or b""
+        if not value.startswith(STATE_FILE_MARK):
+            return None
+        path = self.folder / value[len(STATE_FILE_MARK):].decode("utf-8")
+        return path if path.is_file() else None
+
+    def new_state_file(self, name: str) -> Path:
+        """A new, empty file for the state ``name``, kept apart from the database (large, and
+        written in one go): it replaces the previous one when the build commits, and is
+        deleted if the build fails."""
+        fd, made = tempfile.mkstemp(prefix=f"{STATE_PREFIX}{name}-", suffix=".bin",
+                                    dir=self.folder)
+        os.close(fd)
+        path = Path(made)
+        self.put_state(name, STATE_FILE_MARK + path.name.encode("utf-8"))
+        return path
+
+    def _state_files(self) -> set[Path]:
+        """The state files of the cache's folder that no state names."""
+        named = {self.state_file(n) for (n,) in self.conn.execute("SELECT name FROM state")}
+        return set(self.folder.glob(f"{STATE_PREFIX}*.bin")) - named
+
     def made(self, name: str, inputs: Sequence[bytes], make: Callable[[], bytes]) -> bytes:
         """The bytes ``make()`` gives for ``inputs`` (the package's sources always among
         them): cached under ``name``, made again when an input changed."""
@@ -233,8 +262,11 @@ class BuildCache:
                 self.conn.executemany(f"DELETE FROM {table} WHERE key = ?", unused)
             self._keep_stats()
             self.conn.execute("COMMIT")
+            stale = self._state_files()
         finally:
             self.conn.close()
+        for path in stale:  # replaced by this build's
+            path.unlink(missing_ok=True)
 
     def _keep_stats(self) -> None:
         """Record the files whose parse is cached (never a RESTRICTED one's path)."""
@@ -249,6 +281,8 @@ class BuildCache:
         """A failed or refused build: keep the cache as it was (and leave nothing if it is new)."""
         try:
             self.conn.execute("ROLLBACK")
+            for path in self._state_files():  # this build's
+                path.unlink(missing_ok=True)
         finally:
             self.conn.close()
             if self.new:

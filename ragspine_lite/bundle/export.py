@@ -14,6 +14,7 @@ the bundle's vector shards copy), so the bundle can be searched hybrid.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sqlite3
@@ -104,8 +105,9 @@ class SourceDocument:
     url: str = ""
     source_key: str = ""
 
-    @property
+    @functools.cached_property
     def restricted(self) -> bool:
+        """Whether the document is RESTRICTED (its label is set when it is loaded)."""
         return is_restricted(self.meta.sensitivity)
 
     def loaded(self) -> SourceDocument:
@@ -210,15 +212,15 @@ def load_corpus(
         raise ValueError(f"no documents found in {shown}")
     docs: list[SourceDocument] = []
     seen: dict[str, str] = {}
-    for i, ((path, root), key, (body, meta, sections)) in enumerate(
-        _cached_or_parsed(files, defaults, jobs, cache), 1
+    rels = [_relative(path, root) for path, root in files]
+    for i, ((path, _), rel, key, (body, meta, sections)) in enumerate(
+        _cached_or_parsed(files, rels, defaults, jobs, cache), 1
     ):
         if meta.doc_id in seen:
             raise ValueError(
                 f"doc_id {meta.doc_id!r} is used by both {seen[meta.doc_id]!r} and {str(path)!r}"
             )
         seen[meta.doc_id] = str(path)
-        rel = _relative(path, root)
         kind = SourceDocument if isinstance(body, str) else CachedDocument
         docs.append(kind(str(path), body, meta, sections, rel_path=rel, source_key=key))
         if progress is not None:
@@ -256,23 +258,24 @@ def _parse_one(task: tuple[Path, Path, dict[str, str]]) -> tuple[str, DocumentMe
 
 
 def _cached_or_parsed(
-    files: Sequence[tuple[Path, Path]], defaults: dict[str, str], jobs: int, cache: Any | None
-) -> Iterator[tuple[tuple[Path, Path], str, tuple[str, DocumentMeta, list[Section]]]]:
-    """``(file, cache key, parse)`` in order: from ``cache`` when it has the file's bytes,
-    else parsed (the key is empty without a cache)."""
+    files: Sequence[tuple[Path, Path]], rels: Sequence[str], defaults: dict[str, str],
+    jobs: int, cache: Any | None,
+) -> Iterator[tuple[tuple[Path, Path], str, str, tuple[Any, DocumentMeta, list[Section]]]]:
+    """``(file, its relative path, cache key, parse)`` in order: from ``cache`` when it has the
+    file's bytes, else parsed (the key is empty without a cache)."""
     if cache is None:
-        for file, parse in zip(files, _parsed(files, defaults, jobs), strict=True):
-            yield file, "", parse
+        for file, rel, parse in zip(files, rels, _parsed(files, defaults, jobs), strict=True):
+            yield file, rel, "", parse
         return
-    keys = [cache.key(path, _relative(path, root)) for path, root in files]
+    keys = [cache.key(path, rel) for (path, _), rel in zip(files, rels, strict=True)]
     hits = cache.get_many(keys)
     fresh = _parsed([f for f, hit in zip(files, hits, strict=True) if hit is None],
                     defaults, jobs)
     try:
-        for file, key, hit in zip(files, keys, hits, strict=True):
+        for file, rel, key, hit in zip(files, rels, keys, hits, strict=True):
             if hit is None:
                 hit = cache.put(key, next(fresh))
-            yield file, key, hit
+            yield file, rel, key, hit
     finally:
         fresh.close()
 

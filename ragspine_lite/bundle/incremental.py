@@ -14,7 +14,8 @@ from). The next build (:class:`Rebuild`, the shard writer's
   and a text fragment when the digest of everything it holds (its first docno, its chunks'
   rows, its documents' URLs and sections) is the same.
 
-Every file either comes from the previous site (checked against the hash in its name) or is
+Every file either comes from the previous site (as that build left it: the inode, size and
+modification time it recorded, else checked against the hash in its name) or is
 packed from the same data a clean build packs, so the site is the clean build's, byte for
 byte (``tests/test_site_rebuild.py``).
 """
@@ -22,12 +23,13 @@ byte (``tests/test_site_rebuild.py``).
 from __future__ import annotations
 
 import hashlib
-import json
+import marshal
+import os
 from array import array
 from bisect import bisect_left, insort
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import accumulate
 from pathlib import Path
 from typing import Any
@@ -37,7 +39,7 @@ from ragspine_lite.chunking.chunk_store import StoredChunk
 from ragspine_lite.pipeline.stages import index_text
 from ragspine_lite.text.words import tokenize
 
-__all__ = ["STATE_NAME", "IndexState", "PatchedPostings", "Rebuild", "flat_postings"]
+__all__ = ["STATE_NAME", "IndexState", "PatchedPostings", "Rebuild", "flat_postings", "stat_line"]
 
 #: The name of the index state in the build cache.
 STATE_NAME = "index"
@@ -58,15 +60,26 @@ class IndexState:
     tfs: array
     term_files: list[list[Any]]  # [first term, number of terms, path], in term order
     fragments: dict[str, str]  # content digest → path
+    files: dict[str, str] = field(default_factory=dict)  # path → its stat (:func:`stat_line`)
 
     def encode(self) -> bytes:
-        head = {
+        """The state as bytes: the length of its head (8 bytes), the head (marshal: the
+        build's own file, read by the same Python), then the arrays."""
+        head = marshal.dumps({
             "salt": self.salt, "doc_keys": self.doc_keys, "chunk_ids": self.chunk_ids,
             "terms": self.terms, "term_files": self.term_files, "fragments": self.fragments,
-            "arrays": [[name, len(getattr(self, name))] for name in _ARRAYS],
-        }
-        line = json.dumps(head, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-        return b"".join([line, b"\n", *(getattr(self, name).tobytes() for name in _ARRAYS)])
+            "files": self.files, "arrays": [[name, len(getattr(self, name))] for name in _ARRAYS],
+        })
+        arrays = (getattr(self, name).tobytes() for name in _ARRAYS)
+        return b"".join([len(head).to_bytes(8, "little"), head, *arrays])
+
+    def write(self, path: Path) -> None:
+        path.write_bytes(self.encode())
+
+    @classmethod
+    def read(cls, path: Path | None, salt: str) -> IndexState | None:
+        """:meth:`decode` of the file ``path`` (``None``: none)."""
+        return None if path is None else cls.decode(path.read_bytes(), salt)
 
     @classmethod
     def decode(cls, blob: bytes | None, salt: str) -> IndexState | None:
@@ -74,8 +87,8 @@ class IndexState:
         if not blob:
             return None
         try:
-            line, _, rest = blob.partition(b"\n")
-            head = json.loads(line.decode("utf-8"))
+            size = int.from_bytes(blob[:8], "little")
+            head, rest = marshal.loads(blob[8:8 + size]), blob[8 + size:]
             if head.get("salt") != salt:
                 return None
             arrays: dict[str, Any] = {}
@@ -86,10 +99,20 @@ class IndexState:
                 arrays[name] = values
                 offset += values.itemsize * count
             state = cls(**head, **arrays)
-        except (ValueError, TypeError, KeyError):
+        except (ValueError, TypeError, KeyError, EOFError):
             return None
         return state if len(state.dfs) == len(state.terms) == sum(
             n for _, n, _ in state.term_files) else None
+
+
+def stat_line(path: Path) -> str:
+    """What a rebuild checks a previous build's index file by: its inode, size and
+    modification time (``""``: the file is gone)."""
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return ""
+    return f"{stat.st_ino} {stat.st_size} {stat.st_mtime_ns}"
 
 
 class PatchedPostings(Mapping[str, Sequence[Sequence[int]]]):
@@ -302,8 +325,18 @@ class Rebuild:
         self.digests.append(key)
         return self.old.fragments.get(key) if self.old is not None else None
 
-    def state(self, salt: str, chunks: Sequence[StoredChunk], report: ShardReport) -> IndexState:
-        """What this build wrote (``report``), for the next one."""
+    def checked(self, path: str) -> int | None:
+        """The size of the previous build's file ``path`` when it is as that build left it
+        (its inode, size and modification time; ``None``: read it to check it)."""
+        line = self.old.files.get(path) if self.old is not None else None
+        if not line or stat_line(self.previous / path) != line:
+            return None
+        return int(line.split()[1])
+
+    def state(
+        self, salt: str, chunks: Sequence[StoredChunk], report: ShardReport, root: Path
+    ) -> IndexState:
+        """What this build wrote (``report``, under ``root``), for the next one."""
         lengths, postings = self.current
         if isinstance(postings, PatchedPostings):
             terms, dfs, docs, tfs = postings.flat()
@@ -316,4 +349,5 @@ class Rebuild:
             lengths=array("I", lengths), terms=terms, dfs=dfs, docs=docs, tfs=tfs,
             term_files=[[f, n, p] for (f, n), p in zip(self.groups, term_paths, strict=True)],
             fragments=dict(zip(self.digests, fragment_paths, strict=True)),
+            files={p: stat_line(root / p) for p in report.files},
         )

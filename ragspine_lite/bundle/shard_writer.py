@@ -91,7 +91,9 @@ class IndexSource:
 
 class Reuse(Protocol):
     """What a rebuild hands :func:`write_index` (:mod:`ragspine_lite.bundle.incremental`):
-    the postings, and the previous build's file for a shard whose content did not change."""
+    the postings, and the previous build's file for a shard whose content did not change.
+    It may also have ``checked(path)``: the size of a previous file it vouches for (as that
+    build left it), which is then linked without being read."""
 
     previous: Path
 
@@ -103,10 +105,12 @@ class Reuse(Protocol):
 
 
 class _Writer:
-    def __init__(self, root: Path, report: ShardReport, previous: Path | None = None) -> None:
+    def __init__(self, root: Path, report: ShardReport, previous: Path | None = None,
+                 checked: Callable[[str], int | None] | None = None) -> None:
         self.root = root
         self.report = report
         self.previous = previous
+        self.checked = checked
 
     def write(self, folder: str, kind: str, data: bytes, suffix: str = ".bin") -> str:
         path = content_path(folder, kind, data, suffix)
@@ -123,12 +127,8 @@ class _Writer:
         with the bytes its name says; ``None`` otherwise (the caller writes it anew)."""
         if path is None or self.previous is None:
             return None
-        try:
-            data = (self.previous / path).read_bytes()
-        except OSError:
-            return None
-        folder, _, name = path.rpartition("/")
-        if content_path(folder, kind, data, name[name.rindex("."):]) != path:
+        size = self._checked(path, kind)
+        if size is None:
             return None
         target = self.root / path
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -136,9 +136,24 @@ class _Writer:
             try:
                 os.link(self.previous / path, target)
             except OSError:
-                target.write_bytes(data)
+                target.write_bytes((self.previous / path).read_bytes())
         self.report.kept += 1
-        return self._listed(path, kind, len(data))
+        return self._listed(path, kind, size)
+
+    def _checked(self, path: str, kind: str) -> int | None:
+        """The size of the previous build's file ``path`` if it holds the bytes its name says
+        (a rebuild's ``Reuse.checked`` may vouch for it without its being read)."""
+        size = self.checked(path) if self.checked is not None else None
+        if size is not None:
+            return size
+        try:
+            data = (self.previous / path).read_bytes()
+        except OSError:
+            return None
+        folder, _, name = path.rpartition("/")
+        if content_path(folder, kind, data, name[name.rindex("."):]) != path:
+            return None
+        return len(data)
 
     def keep_shard(self, path: str | None) -> str | None:
         """:meth:`keep` of a term shard and of the length files it names (``None``: any of
@@ -401,7 +416,8 @@ def write_index(
     A ``reuse`` gives the postings and, for a shard whose content did not change, the
     previous build's file, which is linked instead of packed again."""
     report = ShardReport()
-    out = _Writer(Path(bundle_root), report, reuse.previous if reuse is not None else None)
+    out = _Writer(Path(bundle_root), report, reuse.previous if reuse is not None else None,
+                  getattr(reuse, "checked", None))
     chunks, facts = source.chunks, source.facts
     steps = ("postings", "fragments", "filters", "vectors", "header")
 

@@ -132,6 +132,8 @@ __all__ = [
 # ---------------------------------------------------------------- progress
 
 
+#: How many times a build's phase reports its progress, at most (and at its end).
+PROGRESS_STEPS = 200
 #: What a progress phase counts (its rate is shown per second).
 PROGRESS_UNITS = {"reading": "pages", "indexing": "pages", "embedding": "chunks"}
 
@@ -514,12 +516,18 @@ def _clean_before(target: Path, log: Callable[[str], None]) -> None:
 def _phases(
     progress: Callable[[int, int, str], None] | None,
 ) -> Callable[[str], Callable[[int, int, str], None] | None]:
-    """``phase(name)``: ``progress`` with ``name`` put before every item (``None``: none)."""
+    """``phase(name)``: ``progress`` with ``name`` put before every item (``None``: none),
+    told of about every :data:`PROGRESS_STEPS`-th of a phase (a build counts many items)."""
     def phase(name: str) -> Callable[[int, int, str], None] | None:
         if progress is None:
             return None
         report = progress
-        return lambda done, total, item: report(done, total, f"{name} {item}")
+
+        def step(done: int, total: int, item: str) -> None:
+            if done == total or done % (total // PROGRESS_STEPS or 1) == 0:
+                report(done, total, f"{name} {item}")
+
+        return step
 
     return phase
 

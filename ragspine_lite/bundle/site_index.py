@@ -218,15 +218,18 @@ def write_site_index(
         source.vectors_db = scratch / "vectors.db"
         _embed(source.chunks, embedder, source.vectors_db, report, progress, fn, log)
     source.facts = bundle_facts(export_facts(report, facets, fn), "the export")
-    old = None if docs.salt is None else IndexState.decode(cache.state(STATE_NAME), docs.salt)
+    old = None if docs.salt is None else IndexState.read(cache.state_file(STATE_NAME), docs.salt)
     rebuild = Rebuild(target, old, docs.keys, docs.chunks, _old_chunks(cache), docs.sigs,
                       docs.doc_sigs)
     shards = write_index(source, staging, progress=phase("sharding"), reuse=rebuild)
     how = "patched" if rebuild.patched else "computed for every chunk"
     log(f"index files: {shards.kept} of {len(shards.files)} kept from the previous build "
         f"(postings {how})")
-    state = None if docs.salt is None else rebuild.state(docs.salt, source.chunks, shards)
-    cache.put_state(STATE_NAME, None if state is None else state.encode())
+    if docs.salt is None:
+        cache.put_state(STATE_NAME, None)
+    else:
+        state = rebuild.state(docs.salt, source.chunks, shards, staging)
+        state.write(cache.new_state_file(STATE_NAME))
     if settings["keep_store"] is not None:
         _export_store(corpus, scratch / "chunks.db", embedder, fn, settings)
     return report, shards
