@@ -144,7 +144,7 @@ class _Writer:
         """The size of the previous build's file ``path`` if it holds the bytes its name says
         (a rebuild's ``Reuse.checked`` may vouch for it without its being read)."""
         size = self.checked(path) if self.checked is not None else None
-        if size is not None:
+        if size is not None or self.previous is None:
             return size
         try:
             data = (self.previous / path).read_bytes()
