@@ -100,7 +100,8 @@ def test_the_index_ships_as_hashed_shards_and_the_chunk_store_stays_out(site):
     assert left == [f"{cache_dir(site).name}/{CACHE_FILE}"], left
     for rel in data:
         digest = hashlib.sha256((site / rel).read_bytes()).hexdigest()
-        assert re.fullmatch(rf"data/(\w+/)?[a-z]+-{digest[:16]}\.(bin|i8)", rel), rel
+        assert re.fullmatch(rf"data/(\w+/)?[a-z]+-{digest[:16]}\.(bin|i8)", rel) or re.fullmatch(
+            rf"data/(terms/t-[0-9a-f]+|text/f-[0-9]+)-{digest[:8]}\.bin", rel), rel
     assert any(f.startswith("data/terms/") for f in data)
     assert any(f.startswith("data/text/f-") for f in data)
     assert manifest["index"], "the manifest says what the index holds"
@@ -121,8 +122,9 @@ def test_the_manifest_lists_every_file_with_its_hash_and_size(site):
         data = (site / rel).read_bytes()
         assert entry == {"sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data)}, rel
     for rel in named:  # the header lists these; each name carries its sha256
-        digest = hashlib.sha256((site / rel).read_bytes()).hexdigest()[:16]
-        assert rel.rsplit("/", 1)[1].split(".")[0].endswith("-" + digest), rel
+        digest = hashlib.sha256((site / rel).read_bytes()).hexdigest()
+        named_hash = rel.rsplit("/", 1)[1].split(".")[0].rpartition("-")[2]
+        assert len(named_hash) in (8, 16) and digest.startswith(named_hash), rel
     for key in ("index", "pyodide", "api", "worker", "demo"):
         assert key in manifest["entry"]
     for path in manifest["entry"]["wheels"].values():
@@ -182,7 +184,7 @@ def test_a_public_document_quoting_restricted_text_fails_the_build(bw, wheels, t
     write(docs / "leak.md", f"---\nsensitivity: PUBLIC\n---\nOverheard: {secret}")
     out = tmp_path / "site"
     write(out / "manifest.json", "{}")  # a previous build
-    where = r"data/text/f-\w{16}\.bin \(table chunks, row 1, column text, document 'leak\.md'\)"
+    where = r"data/text/f-\d+-\w{8}\.bin \(table chunks, row 1, column text, document 'leak\.md'\)"
     with pytest.raises(RestrictedLeakError, match=where + " holds .*document 'memo\\.md'"):
         bw.build_site([docs], out, wheel=wheels[0], micropip=wheels[1])
     assert files_of(out) == {"manifest.json"}  # the previous site is untouched
@@ -211,7 +213,7 @@ def test_the_self_check_reads_rows_so_long_paragraphs_cannot_hide(bw, wheels, tm
                           max_chars=8000 if name == "canary" else None,
                           wheel=wheels[0], micropip=wheels[1])
         message = str(info.value)
-        assert re.search(r"data/text/f-\w{16}\.bin \(table chunks, row 1, column text, "
+        assert re.search(r"data/text/f-\d+-\w{8}\.bin \(table chunks, row 1, column text, "
                          r"document 'notes\.md'\)", message) and label in message
         assert CANARY not in message and "falcon" not in message
         assert "million" not in message and "Clause" not in message
@@ -220,7 +222,7 @@ def test_the_self_check_reads_rows_so_long_paragraphs_cannot_hide(bw, wheels, tm
 
 def test_a_canary_in_a_public_document_fails_the_build(bw, wheels, tmp_path):
     write(tmp_path / "docs" / "a.md", "Codename BLUEFALCON is public now.")
-    where = r"data/text/f-\w{16}\.bin .* holds canary #1"
+    where = r"data/text/f-\d+-\w{8}\.bin .* holds canary #1"
     with pytest.raises(RestrictedLeakError, match=where) as info:
         bw.build_site([tmp_path / "docs"], tmp_path / "site", canaries=["bluefalcon"],
                       wheel=wheels[0], micropip=wheels[1])

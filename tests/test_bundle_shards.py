@@ -106,9 +106,23 @@ def test_the_corpus_spreads_over_many_files(small_files):
     names = [p.name for p in (root / "data").rglob("*.bin")]
     assert sum(n.startswith("t-") for n in names) > 20
     assert sum(n.startswith("f-") for n in names) > 20
-    for path in (root / "data").rglob("*.bin"):  # every name is its content hash
-        digest = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
-        assert path.stem.endswith(digest)
+    for path in (root / "data").rglob("*.bin"):  # every name ends with its content hash
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+        named = path.stem.rpartition("-")[2]
+        assert digest.startswith(named) and len(named) == (8 if path.stem[:2] in ("t-", "f-")
+                                                           else 16), path.name
+
+
+def test_the_header_names_every_term_shard_and_fragment_in_four_bytes(small_files):
+    _, root = small_files
+    bundle = ShardedBundle(DirectoryFiles(root))
+    on_disk = {p.relative_to(root).as_posix() for p in (root / "data").rglob("*.bin")
+               if p.name[:2] in ("t-", "f-")}
+    assert set(bundle.term_paths) | set(bundle.fragment_paths) == on_disk
+    assert any(any(ord(c) > 127 for c in t) for t in bundle.term_starts)  # CJK slots too
+    meta, arrays = unpack((root / bundle.header_path).read_bytes())
+    assert arrays["term_hashes"].itemsize == arrays["fragment_hashes"].itemsize == 4
+    assert "paths" not in meta["bm25"] and "fragments" not in meta
 
 
 def test_bm25_scores_and_ranking_are_bit_identical_to_the_sqlite_index(small_files):

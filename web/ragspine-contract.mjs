@@ -3,7 +3,7 @@
 // edit; a test fails when this file and the declaration differ.
 
 /** Bundle format this runtime reads (= manifest.json's format_version). */
-export const FORMAT_VERSION = 5;
+export const FORMAT_VERSION = 6;
 /** topK's default and upper bound (it starts at 1). */
 export const DEFAULT_TOP_K = 10;
 export const MAX_TOP_K = 200;

@@ -5,7 +5,8 @@ import { FORMAT_VERSION } from "./ragspine-contract.mjs";
 import { BundleError, credit, describe, log, progress } from "./ragspine-messages.mjs";
 
 // = CONTENT_NAMED_DIRS in ragspine_lite.bundle.manifest: index files the header lists, named
-// `<kind>-<first 16 hex digits of their sha256>.bin`; manifest.json does not list them.
+// `<kind>-<first 16 hex digits of their sha256>.bin` (term shards and text fragments:
+// `<kind>-<slot>-<first 8>.bin`); manifest.json does not list them.
 const CONTENT_NAMED_DIRS = ["data/terms/", "data/text/", "data/lists/"];
 
 // ------------------------------------------------------------------ fetching
@@ -102,7 +103,7 @@ function expectedSha(manifest, path) {
   const entry = manifest.files && manifest.files[path];
   if (entry) return entry.sha256;
   if (CONTENT_NAMED_DIRS.some((dir) => path.startsWith(dir))) {
-    const name = /-([0-9a-f]{16})\.[a-z0-9]+$/.exec(path);
+    const name = /-([0-9a-f]{16}|[0-9a-f]{8})\.[a-z0-9]+$/.exec(path);
     if (name) return name[1];
   }
   throw new BundleError(`manifest.json does not list ${path}: rebuild the bundle`);

@@ -132,6 +132,13 @@ function fromBytePlanes(planes, where) {
   return out;
 }
 
+// shard_format.term_shard_path / fragment_path: a name's slot, then the 4 hash bytes the
+// header keeps (8 hex digits).
+const hex8 = (value) => value.toString(16).padStart(8, "0");
+const termShardPath = (term, hash) =>
+  `data/terms/t-${Array.from(new TextEncoder().encode(term).subarray(0, 8), (b) => b.toString(16).padStart(2, "0")).join("")}-${hex8(hash)}.bin`;
+const fragmentPath = (start, hash) => `data/text/f-${start}-${hex8(hash)}.bin`;
+
 // `bisect_right(starts, value) - 1` (strings compare alike: terms are BMP-only).
 function floorIndex(starts, value) {
   let lo = 0;
@@ -358,9 +365,11 @@ export class InstantLane {
     this.nDocs = meta.bm25.n_docs;
     this.totalLength = meta.bm25.total_length;
     this.termStarts = meta.bm25.first_terms;
-    this.termPaths = meta.bm25.paths;
-    this.fragmentPaths = meta.fragments;
-    this.fragmentStarts = arrays.fragment_starts;
+    this.termPaths = this.termStarts.map((term, i) => termShardPath(term, arrays.term_hashes[i]));
+    const gaps = fromBytePlanes(arrays.fragment_start_planes, "the header");
+    this.fragmentStarts = new Uint32Array(gaps.length);
+    for (let i = 0, d = 0; i < gaps.length; i++) this.fragmentStarts[i] = d += gaps[i];
+    this.fragmentPaths = Array.from(this.fragmentStarts, (start, i) => fragmentPath(start, arrays.fragment_hashes[i]));
     this.glossary = meta.glossary;
     this.files = new Map(); // path → Promise of the decoded file
     this.documents = new Map(); // doc_id → [url, sections] of every fragment read

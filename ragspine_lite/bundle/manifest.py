@@ -29,7 +29,7 @@ __all__ = [
 ]
 
 #: Version of the bundle layout; the web runtime (``ragspine-lite.mjs``) carries the same number.
-BUNDLE_FORMAT_VERSION = 5
+BUNDLE_FORMAT_VERSION = 6
 MANIFEST_NAME = "manifest.json"
 #: Folders of index files that the header lists and whose names carry their sha256 (term
 #: shards, text fragments, the filter file, coarse vector lists): ``manifest.json`` does not

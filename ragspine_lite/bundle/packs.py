@@ -1,8 +1,10 @@
 """Bundle format 2 at the byte level: packs, content-hashed names, the reading seam.
 
 A ``.bin`` file is a "pack": ``zlib(JSON line + "\\n" + binary arrays)`` (:func:`pack`,
-:func:`unpack`). Every file name carries the first :data:`HASH_CHARS` hex digits of its
-sha256 (:func:`content_path`); :func:`read_checked` reads a file through a
+:func:`unpack`). Every file name ends with the first :data:`HASH_CHARS` hex digits of its
+sha256 (:func:`content_path`), or with the first :data:`SLOT_HASH_CHARS` after a *slot* that
+no other file of its kind in a bundle has (:func:`slot_path`: term shards and text fragments,
+whose names the header keeps as 4 bytes each); :func:`read_checked` reads a file through a
 :class:`BundleFiles` and refuses bytes that do not match their name.
 """
 
@@ -22,18 +24,23 @@ from ragspine_lite.bundle.manifest import BundleFormatError
 __all__ = [
     "HASH_CHARS",
     "REBUILD_HINT",
+    "SLOT_HASH_CHARS",
     "BundleFiles",
     "DirectoryFiles",
     "as_bytes",
     "check_content",
     "content_path",
     "docno_key",
+    "name_hash",
+    "names_content",
     "pack",
     "read_checked",
+    "slot_path",
     "unpack",
 ]
 
 HASH_CHARS = 16
+SLOT_HASH_CHARS = 8
 LITTLE_ENDIAN = sys.byteorder == "little"
 REBUILD_HINT = "rebuild the bundle with 'ragspine-lite build-site DOCS_DIR --out DIR'"
 
@@ -91,11 +98,33 @@ def content_path(folder: str, kind: str, data: bytes, suffix: str = ".bin") -> s
     return f"{folder}/{kind}-{digest}{suffix}"
 
 
+def slot_path(folder: str, kind: str, slot: str, digest: int | bytes) -> str:
+    """``folder/kind-<slot>-<8 hex digits>.bin``: ``digest`` is sha256(data) (bytes) or its
+    first 4 bytes as a big-endian int (:func:`name_hash`, what a header keeps).
+
+    The slot (a fragment's first docno, a term shard's first term) keeps two files of a kind
+    apart, so 32 bits of hash suffice to tell a file's versions apart.
+    """
+    value = digest if isinstance(digest, int) else int.from_bytes(digest[:4], "big")
+    return f"{folder}/{kind}-{slot}-{value:08x}.bin"
+
+
+def name_hash(path: str) -> int:
+    """The 4-byte hash a :func:`slot_path` name carries, as an int."""
+    return int(PurePosixPath(path).stem.rpartition("-")[2], 16)
+
+
+def names_content(path: str, data: bytes) -> bool:
+    """Whether ``data`` has the hash ``path``'s name ends with (16 or 8 hex digits)."""
+    expected = PurePosixPath(path).stem.rpartition("-")[2]
+    return len(expected) in (HASH_CHARS, SLOT_HASH_CHARS) and (
+        hashlib.sha256(data).hexdigest().startswith(expected)
+    )
+
+
 def check_content(path: str, data: bytes) -> None:
     """Raise :class:`BundleFormatError` unless ``data`` has the hash ``path`` names."""
-    stem = PurePosixPath(path).stem
-    expected = stem.rpartition("-")[2]
-    if len(expected) != HASH_CHARS or hashlib.sha256(data).hexdigest()[:HASH_CHARS] != expected:
+    if not names_content(path, data):
         raise BundleFormatError(
             f"{path} does not match the hash in its name (a damaged or mixed-up download): "
             f"{REBUILD_HINT}"

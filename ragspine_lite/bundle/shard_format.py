@@ -1,5 +1,6 @@
-"""Bundle format 5, what its writer and its readers share: the file-size targets, the chunk
-fields a fragment keeps, the export's facts, page and section tables as read back."""
+"""Bundle format 6, what its writer and its readers share: the site's file budget and the
+file-size targets, the names of term shards and text fragments, the chunk fields a fragment
+keeps, the export's facts, page and section tables as read back."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from ragspine_lite.bundle.manifest import (
     BundleFormatError,
     check_format_version,
 )
+from ragspine_lite.bundle.packs import slot_path
 from ragspine_lite.chunking.chunk_store import ChunkStore, ChunkStoreError, StoredChunk
 
 __all__ = [
@@ -23,28 +25,39 @@ __all__ = [
     "FRAGMENT_BYTES",
     "LENGTHS_FILE_MIN_DF",
     "LENGTHS_FILE_SHARE",
-    "MAX_FILES",
+    "MIN_INDEX_FILES",
+    "RESERVED_FILES",
+    "SITE_FILES",
     "TERM_SHARD_BYTES",
     "bundle_facts",
     "byte_planes",
+    "fragment_path",
     "from_byte_planes",
     "index_text_fn_of",
     "page_urls",
     "section_rows",
     "smallest_unsigned",
+    "term_shard_path",
 ]
 
 #: Raw (uncompressed) bytes aimed at per postings shard and per text fragment; a corpus too
-#: big for :data:`MAX_FILES` files of that size gets bigger ones.
-TERM_SHARD_BYTES = 32 * 1024
-FRAGMENT_BYTES = 12 * 1024
+#: big for the site's file budget at that size gets files twice as big (both kinds), and so on.
+TERM_SHARD_BYTES = 4 * 1024
+FRAGMENT_BYTES = 6 * 1024
 #: A term whose postings are this many or more, and at least one chunk in
 #: ``LENGTHS_FILE_SHARE``, keeps its postings' token counts in a file of its own
 #: (``data/terms/l-<h>.bin``), read only when a search scores every one of its postings.
 LENGTHS_FILE_MIN_DF = 1024
 LENGTHS_FILE_SHARE = 8
-#: Most files of one kind (postings shards, fragments) a bundle gets: static hosts cap counts.
-MAX_FILES = 4000
+#: Files a site may hold: the common static-host limit (Cloudflare Pages' free plan: 20,000).
+SITE_FILES = 20_000
+#: Of those, the files kept for what is not a term shard, a text fragment or a vector file:
+#: the runtime (Pyodide, wheels, the JS modules, precompressed copies), the manifest, the
+#: header, the filter, token-count and length files.
+RESERVED_FILES = 1_000
+#: The fewest term shards and text fragments (together) a site's budget leaves them, whatever
+#: its vector files take.
+MIN_INDEX_FILES = 4_000
 
 #: The StoredChunk fields a fragment keeps (``active`` is always true in a bundle).
 CHUNK_FIELDS = tuple(f.name for f in fields(StoredChunk) if f.name != "active")
@@ -52,11 +65,14 @@ CHUNK_FIELDS = tuple(f.name for f in fields(StoredChunk) if f.name != "active")
 FILTER_FIELDS = ("doc_id", "title", "topic", "entity", "geography", "period", "language")
 
 
-def _smallest_unsigned(values: Sequence[int]) -> array:
-    largest = max(values, default=0)
-    code = "B" if largest < 1 << 8 else "H" if largest < 1 << 16 else "I"
-    return array(code, values)
+def term_shard_path(first_term: str, digest: int | bytes) -> str:
+    """A term shard's name: its slot is its first term's first 8 UTF-8 bytes, in hex."""
+    return slot_path("data/terms", "t", first_term.encode("utf-8")[:8].hex(), digest)
 
+
+def fragment_path(start: int, digest: int | bytes) -> str:
+    """A text fragment's name: its slot is its first docno."""
+    return slot_path("data/text", "f", str(start), digest)
 
 
 def smallest_unsigned(values: Sequence[int]) -> array:

@@ -1,13 +1,14 @@
-"""The writer of bundle format 5 (:mod:`ragspine_lite.bundle.shards` describes the files):
+"""The writer of bundle format 6 (:mod:`ragspine_lite.bundle.shards` describes the files):
 :func:`write_shards` turns an exported chunk store into the files under ``data/``.
 
-Files are cut where their content says (:func:`_groups`), carry no build clock, and are named
-by their bytes, so a rebuild of the same documents writes the same files and an edit renames
-only the files its text lives in.
+Files are cut where their content says (:func:`_groups`), at sizes that fit the site's file
+budget (:func:`_plan`), carry no build clock, and are named by their bytes, so a rebuild of the
+same documents writes the same files and an edit renames only the files its text lives in.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import zlib
@@ -20,21 +21,32 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ragspine_lite.bundle.manifest import BUNDLE_META_TABLE, BundleFormatError
-from ragspine_lite.bundle.packs import REBUILD_HINT, content_path, pack, unpack
+from ragspine_lite.bundle.packs import (
+    REBUILD_HINT,
+    content_path,
+    name_hash,
+    names_content,
+    pack,
+    unpack,
+)
 from ragspine_lite.bundle.shard_format import (
     CHUNK_FIELDS,
     FILTER_FIELDS,
     FRAGMENT_BYTES,
     LENGTHS_FILE_MIN_DF,
     LENGTHS_FILE_SHARE,
-    MAX_FILES,
+    MIN_INDEX_FILES,
+    RESERVED_FILES,
+    SITE_FILES,
     TERM_SHARD_BYTES,
     bundle_facts,
     byte_planes,
+    fragment_path,
     index_text_fn_of,
     page_urls,
     section_rows,
     smallest_unsigned,
+    term_shard_path,
 )
 from ragspine_lite.chunking.chunk_store import ChunkStore, ChunkStoreError, StoredChunk
 from ragspine_lite.common.glossary import DEFAULT_GLOSSARY, Glossary
@@ -113,7 +125,10 @@ class _Writer:
         self.checked = checked
 
     def write(self, folder: str, kind: str, data: bytes, suffix: str = ".bin") -> str:
-        path = content_path(folder, kind, data, suffix)
+        return self.write_at(content_path(folder, kind, data, suffix), kind, data)
+
+    def write_at(self, path: str, kind: str, data: bytes) -> str:
+        """Write ``data`` as ``path`` (named by its bytes) unless it is there already."""
         target = self.root / path
         target.parent.mkdir(parents=True, exist_ok=True)
         if not target.exists():
@@ -150,8 +165,7 @@ class _Writer:
             data = (self.previous / path).read_bytes()
         except OSError:
             return None
-        folder, _, name = path.rpartition("/")
-        if content_path(folder, kind, data, name[name.rindex("."):]) != path:
+        if not names_content(path, data):
             return None
         return len(data)
 
@@ -186,13 +200,31 @@ class _Writer:
         return path
 
 
-def _target(total: int, floor: int) -> int:
-    """Bytes per file: ``floor``, or ``floor`` times the power of two that keeps the files
-    under ``MAX_FILES`` (a step function of ``total``: small edits keep the same target)."""
-    target = floor
-    while -(-2 * total // target) > MAX_FILES:  # a file holds at least half the target
-        target *= 2
-    return target
+def index_file_budget(other_files: int) -> int:
+    """Term shards and text fragments a site may get beside ``other_files`` index files (its
+    vectors'): what :data:`SITE_FILES` leaves after :data:`RESERVED_FILES`, at least
+    :data:`MIN_INDEX_FILES`."""
+    return max(MIN_INDEX_FILES, SITE_FILES - RESERVED_FILES - other_files)
+
+
+Plan = list[tuple[int, int]]
+
+
+def _plan(
+    terms: tuple[Sequence[str], Sequence[int]], chunks: tuple[Sequence[str], Sequence[int]],
+    budget: int,
+) -> tuple[Plan, Plan]:
+    """The runs of the term shards and of the text fragments (``(keys, sizes)`` each): at
+    :data:`TERM_SHARD_BYTES` and :data:`FRAGMENT_BYTES` times the smallest power of two that
+    keeps both kinds together within ``budget`` files (a step function of the content: small
+    edits keep the same targets)."""
+    scale = 1
+    while True:
+        plans = (_groups(*terms, TERM_SHARD_BYTES * scale),
+                 _groups(*chunks, FRAGMENT_BYTES * scale))
+        if len(plans[0]) + len(plans[1]) <= budget:
+            return plans
+        scale *= 2
 
 
 #: One item in this many may open a new file once the current one holds half its target.
@@ -204,17 +236,21 @@ def _groups(keys: Sequence[str], sizes: Sequence[int], target: int) -> list[tupl
 
     Content-defined cuts: a run ends before an item whose key hashes to a cut point once it
     holds ``target // 2`` bytes (or at ``2 * target``), so an edit moves the cuts near it
-    only and every other file keeps its bytes, hence its name.
+    only and every other file keeps its bytes, hence its name. An item of ``target // 2`` bytes
+    or more has a run of its own: whoever reads a common word's postings reads nothing else,
+    and whoever reads a word beside it does not read them.
     """
     out: list[tuple[int, int]] = []
-    start, acc = 0, 0
+    start, acc, big = 0, 0, False
+    half = target // 2
     for i, (key, size) in enumerate(zip(keys, sizes, strict=True)):
-        if acc >= 2 * target or (
-            acc >= target // 2 and zlib.crc32(key.encode("utf-8")) % CUT_ODDS == 0
-        ):
+        if acc and (big or size >= half or acc >= 2 * target or (
+            acc >= half and zlib.crc32(key.encode("utf-8")) % CUT_ODDS == 0
+        )):
             out.append((start, i))
             start, acc = i, 0
         acc += size
+        big = size >= half
     if start < len(sizes):
         out.append((start, len(sizes)))
     return out
@@ -307,27 +343,38 @@ def _term_shard(
     return pack({"terms": entries, "lengths": own}, arrays)
 
 
-def _write_terms(
-    out: _Writer, postings: Postings, lengths: array, reuse: Reuse | None = None
-) -> dict[str, Any]:
+def _term_items(postings: Postings) -> tuple[list[str], list[int]]:
+    """The terms in order and the raw bytes each takes in a shard (about)."""
     terms = sorted(postings)
     df = getattr(postings, "df", None)  # a rebuild's postings count without slicing
     dfs = map(df, terms) if df is not None else (len(postings[t][0]) for t in terms)
-    sizes = [len(t.encode("utf-8")) + 16 + 5 * n for t, n in zip(terms, dfs, strict=True)]
-    first_terms, paths = [], []
-    for start, end in _groups(terms, sizes, _target(sum(sizes), TERM_SHARD_BYTES)):
+    return terms, [len(t.encode("utf-8")) + 16 + 5 * n for t, n in zip(terms, dfs, strict=True)]
+
+
+def _write_terms(
+    out: _Writer, terms: list[str], plan: Plan, postings: Postings, lengths: array,
+    reuse: Reuse | None = None,
+) -> tuple[dict[str, Any], array]:
+    """The header's ``bm25`` directory entries and the name hash of every term shard."""
+    first_terms, hashes = [], array("I")
+    for start, end in plan:
         group = terms[start:end]
         kept = out.keep_shard(reuse.term_file(group)) if reuse is not None else None
-        first_terms.append(terms[start])
-        paths.append(kept or out.write("data/terms", "t", _term_shard(out, group, postings,
-                                                                      lengths)))
+        if kept is None:
+            data = _term_shard(out, group, postings, lengths)
+            kept = out.write_at(term_shard_path(group[0], _sha(data)), "t", data)
+        first_terms.append(group[0])
+        hashes.append(name_hash(kept))
     every = pack({}, {"lens": smallest_unsigned(lengths)})
     path = content_path("data/terms", "n", every)
     kept = out.keep(path, "n") if reuse is not None else None
     every_path = kept or out.write("data/terms", "n", every)
     own = sorted({p for p in out.report.files if p.startswith("data/terms/l-")})
-    return {"first_terms": first_terms, "paths": paths, "lengths": every_path,
-            "length_files": own}
+    return {"first_terms": first_terms, "lengths": every_path, "length_files": own}, hashes
+
+
+def _sha(data: bytes) -> bytes:
+    return hashlib.sha256(data).digest()
 
 
 def _documents(store: ChunkStore) -> dict[str, tuple[str, list[Any]]]:
@@ -336,26 +383,32 @@ def _documents(store: ChunkStore) -> dict[str, tuple[str, list[Any]]]:
     return {d: (urls.get(d, ""), sections.get(d, [])) for d in urls.keys() | sections.keys()}
 
 
+def _chunk_items(chunks: list[StoredChunk]) -> tuple[list[str], list[int]]:
+    """The chunk ids in docno order and the raw bytes each takes in a fragment (about)."""
+    return [c.chunk_id for c in chunks], [len(c.text.encode("utf-8")) + 200 for c in chunks]
+
+
 def _write_fragments(
-    out: _Writer, chunks: list[StoredChunk], docs: Mapping[str, tuple[str, list[Any]]],
-    reuse: Reuse | None = None,
-) -> tuple[array, list[str]]:
-    sizes = [len(c.text.encode("utf-8")) + 200 for c in chunks]
-    keys = [c.chunk_id for c in chunks]
-    starts, paths = array("I"), []
-    for start, end in _groups(keys, sizes, _target(sum(sizes), FRAGMENT_BYTES)):
+    out: _Writer, chunks: list[StoredChunk], plan: Plan,
+    docs: Mapping[str, tuple[str, list[Any]]], reuse: Reuse | None = None,
+) -> dict[str, array]:
+    """The header's arrays of the text fragments: their first docnos (as the byte planes of
+    their gaps) and their name hashes."""
+    gaps, hashes, previous = array("I"), array("I"), 0
+    for start, end in plan:
         part = chunks[start:end]
-        starts.append(start)
         kept = out.keep(reuse.fragment_file(start, part), "f") if reuse is not None else None
         if kept is None:
             rows = [[_stable(c, name) for name in CHUNK_FIELDS] for c in part]
             doc_ids = dict.fromkeys(c.doc_id for c in part)
             listed = [[d, *docs.get(d, ("", []))] for d in doc_ids]
-            kept = out.write("data/text", "f", pack(
-                {"start": start, "fields": list(CHUNK_FIELDS), "rows": rows, "docs": listed}
-            ))
-        paths.append(kept)
-    return starts, paths
+            data = pack({"start": start, "fields": list(CHUNK_FIELDS), "rows": rows,
+                         "docs": listed})
+            kept = out.write_at(fragment_path(start, _sha(data)), "f", data)
+        gaps.append(start - previous)
+        previous = start
+        hashes.append(name_hash(kept))
+    return {"fragment_start_planes": byte_planes(gaps), "fragment_hashes": hashes}
 
 
 def _stable(chunk: StoredChunk, name: str) -> Any:
@@ -419,38 +472,41 @@ def write_index(
     out = _Writer(Path(bundle_root), report, reuse.previous if reuse is not None else None,
                   getattr(reuse, "checked", None))
     chunks, facts = source.chunks, source.facts
-    steps = ("postings", "fragments", "filters", "vectors", "header")
+    steps = ("vectors", "postings", "fragments", "filters", "header")
 
     def step(i: int) -> None:
         if progress is not None:
             progress(i + 1, len(steps), steps[i])
 
     fn = index_text_fn_of(facts, where)
+    vectors = _vector_entry(out, source.vectors_db, facts, chunks, coarse_min_rows)
+    budget = index_file_budget(len(report.files))  # the vectors' files come first
+    step(0)
     lengths: array
     postings: Postings
     if reuse is not None:
         lengths, postings = reuse.postings(chunks, fn)
     else:
         lengths, postings = postings_of(tokenize(index_text(fn, c)) for c in chunks)
-    bm25 = {"n_docs": len(chunks), "total_length": sum(lengths), **_write_terms(
-        out, postings, lengths, reuse)}
-    step(0)
-    starts, fragment_paths = _write_fragments(out, chunks, source.docs, reuse)
+    terms, term_sizes = _term_items(postings)
+    term_plan, fragment_plan = _plan((terms, term_sizes), _chunk_items(chunks), budget)
+    del term_sizes
+    bm25, term_hashes = _write_terms(out, terms, term_plan, postings, lengths, reuse)
+    bm25 = {"n_docs": len(chunks), "total_length": sum(lengths), **bm25}
     step(1)
-    filters = _write_filters(out, chunks)
+    fragments = _write_fragments(out, chunks, fragment_plan, source.docs, reuse)
     step(2)
-    vectors = _vector_entry(out, source.vectors_db, facts, chunks, coarse_min_rows)
+    filters = _write_filters(out, chunks)
     step(3)
     meta: dict[str, Any] = {
         "facts": {k: json.dumps(v, ensure_ascii=False, sort_keys=True) for k, v in facts.items()},
         "bm25": bm25,
         "glossary": glossary_lists(),
-        "fragments": fragment_paths,
         "filters": filters,
     }
     if vectors is not None:
         meta["vectors"] = vectors
-    header = pack(meta, {"fragment_starts": starts})
+    header = pack(meta, {"term_hashes": term_hashes, **fragments})
     report.header = out.write("data", "header", header)
     step(4)
     return report

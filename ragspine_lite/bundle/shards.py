@@ -1,13 +1,13 @@
-"""Bundle format 5: the chunk store split into small files a browser fetches per query.
+"""Bundle format 6: the chunk store split into small files a browser fetches per query.
 
 A visitor should pay for what a query reads, not for the whole corpus. :func:`write_shards`
 turns an exported chunk store into files under the bundle's ``data/`` folder:
 
 - ``header-<h>.bin``: the bundle facts, the BM25 statistics (``n_docs``, ``total_length``),
-  the query rewriter's glossary, and directories: the first term of every postings shard,
-  the first document of every text fragment, the token-count and length files, the
-  filter-metadata file and the vector shards;
-- ``terms/t-<h>.bin``: the postings of a sorted range of terms (docnos delta-coded, stored
+  the query rewriter's glossary, and directories: the first term and the name hash of every
+  postings shard, the first document (as gaps, in byte planes) and the name hash of every text
+  fragment, the token-count and length files, the filter-metadata file and the vector shards;
+- ``terms/t-<slot>-<h8>.bin``: the postings of a sorted range of terms (docnos delta-coded, stored
   as byte planes: :func:`~ragspine_lite.bundle.shard_format.byte_planes`), each
   term's BM25 IDF as a float64, computed once at build time (every reader, Python or
   the worker's JavaScript lane, uses that very value: no two ``log`` implementations), and
@@ -18,14 +18,19 @@ turns an exported chunk store into files under the bundle's ``data/`` folder:
   ``terms/l-<h>.bin``, named by the shard: a top-k search reads it only when it scores every
   posting of that term (a pruned search looks such a term up in chunks it already counted);
 - ``terms/n-<h>.bin``: every chunk's token count (read when a search filters);
-- ``text/f-<h>.bin``: the chunks of a range of documents, with their pages' URLs and sections;
+- ``text/f-<first docno>-<h8>.bin``: the chunks of a range of documents, with their pages'
+  URLs and sections;
 - ``text/m-<h>.bin``: what metadata filters test, per chunk (read only when a search filters);
 - ``vectors/v-<h>.i8``: int8 chunk vectors (:mod:`ragspine_lite.bundle.dense`).
 
 A document number (docno) is the chunk's position in ascending ``chunk_id`` order, so a tie
 broken by docno is broken by chunk id. Every name carries the first 16 hex digits of its
-file's sha256 (immutable, cacheable names); the reader checks them. ``.bin`` files are
-"packs": ``zlib(JSON line + "\\n" + binary arrays)``, see :func:`pack`.
+file's sha256 (immutable, cacheable names), a term shard's and a fragment's the first 8 after
+a slot of their own (:func:`~ragspine_lite.bundle.shard_format.term_shard_path`,
+:func:`~ragspine_lite.bundle.shard_format.fragment_path`): the header keeps 4 bytes per file
+of the thousands a large site has. The reader checks them. Term shards and fragments are cut
+at sizes that keep a site within :data:`~ragspine_lite.bundle.shard_format.SITE_FILES` files.
+``.bin`` files are "packs": ``zlib(JSON line + "\\n" + binary arrays)``, see :func:`pack`.
 
 :class:`ShardedBundle` reads them through a :class:`BundleFiles` (a folder on CPython; in the
 browser worker, prefetched bytes or a synchronous fetch) and keeps decoded files in an LRU
@@ -64,10 +69,12 @@ from ragspine_lite.bundle.packs import (
 )
 from ragspine_lite.bundle.shard_format import (
     bundle_facts,
+    fragment_path,
     from_byte_planes,
     index_text_fn_of,
     page_urls,
     section_rows,
+    term_shard_path,
 )
 from ragspine_lite.bundle.shard_writer import ShardReport, glossary_lists, write_shards
 from ragspine_lite.chunking.chunk_store import StoredChunk
@@ -285,11 +292,13 @@ class ShardedBundle:
         self.n_docs = int(bm25["n_docs"])
         self.total_length = int(bm25["total_length"])
         self.term_starts: list[str] = bm25["first_terms"]
-        self.term_paths: list[str] = bm25["paths"]
+        self.term_paths = list(map(term_shard_path, self.term_starts, arrays["term_hashes"]))
         self.lengths_path: str = bm25["lengths"]
         self.length_paths: list[str] = bm25["length_files"]
-        self.fragment_starts = arrays["fragment_starts"]
-        self.fragment_paths: list[str] = meta["fragments"]
+        gaps = from_byte_planes(arrays["fragment_start_planes"])
+        self.fragment_starts = array("I", accumulate(gaps))
+        self.fragment_paths = list(map(fragment_path, self.fragment_starts,
+                                       arrays["fragment_hashes"]))
         self.filter_path: str = meta["filters"]
         self.vectors: dict[str, Any] | None = meta.get("vectors")
         self.cache_bytes = cache_bytes
