@@ -118,7 +118,7 @@ def test_a_parallel_build_is_the_serial_build(tmp_path, tmp_path_factory, monkey
         bw.build_site([docs], tmp_path / "bad", wheel=wheel, micropip=micropip, jobs=0)
 
 
-def test_content_defined_cuts_stay_put_around_an_edit_and_within_the_file_budget():
+def test_content_defined_cuts_stay_put_around_an_edit_and_under_the_file_cap(monkeypatch):
     import random
 
     from ragspine_lite.bundle import shard_writer as sw
@@ -126,7 +126,7 @@ def test_content_defined_cuts_stay_put_around_an_edit_and_within_the_file_budget
     rng = random.Random(7)
     keys = sorted(f"term{rng.randrange(10**9):09d}" for _ in range(5000))
     sizes = [rng.randrange(20, 400) for _ in keys]
-    target = 4096
+    target = sw._target(sum(sizes), 4096)
 
     def runs(ks: list[str], ss: list[int]) -> set[tuple[str, ...]]:
         return {tuple(ks[a:b]) for a, b in sw._groups(ks, ss, target)}
@@ -136,15 +136,9 @@ def test_content_defined_cuts_stay_put_around_an_edit_and_within_the_file_budget
     grown[2500] += 300  # one term's postings grow: the files far from it keep their terms
     after = runs(keys, grown)
     assert len(before - after) <= 3 and len(before) > 100
-    sizes[1000] = target  # a common word: a file of its own, nothing else read with it
-    assert (keys[1000],) in runs(keys, sizes)
-    chunks = [f"c{i:06d}" for i in range(3000)], [300] * 3000
-    roomy = sw._plan((keys, sizes), chunks, 10**6)
-    assert len(roomy[1]) > 100  # at the smallest targets
-    terms, fragments = sw._plan((keys, sizes), chunks, 40)  # a huge site: bigger files
-    assert len(terms) + len(fragments) <= 40 and len(terms) < len(roomy[0])
-    assert sw.index_file_budget(6500) == sw.SITE_FILES - sw.RESERVED_FILES - 6500
-    assert sw.index_file_budget(10**6) == sw.MIN_INDEX_FILES
+    monkeypatch.setattr(sw, "MAX_FILES", 40)  # a huge site: bigger files, never more of them
+    target = sw._target(sum(sizes), 4096)
+    assert target > 4096 and len(sw._groups(keys, sizes, target)) <= 40
 
 
 def test_a_rebuild_parses_only_what_changed_and_clean_forgets(tmp_path, tmp_path_factory):
@@ -444,19 +438,21 @@ def test_the_wheel_and_the_trimmed_stdlib_come_from_the_cache_while_their_inputs
     assert made == [b"1", b"1", b"3"]
 
 
-def test_patched_postings_read_and_flatten_like_a_plain_mapping():
+def test_patched_postings_read_and_are_written_like_a_plain_mapping():
     import random
     from array import array
 
-    from ragspine_lite.bundle.incremental import IndexState, PatchedPostings, flat_postings
+    from ragspine_lite.bundle.incremental import IndexState, PatchedPostings, write_state
 
     rng = random.Random(3)
     plain = {f"t{i:03d}": [sorted(rng.sample(range(50), rng.randrange(1, 6)))]
              for i in range(0, 200, 2)}
     for entry in plain.values():
         entry.append([rng.randrange(1, 4) for _ in entry[0]])
-    terms, dfs, docs, tfs = flat_postings(plain)
-    old = IndexState("s", {}, [], array("I"), terms, dfs, docs, tfs, [], {})
+    head = {"salt": "s", "doc_keys": {}, "chunk_ids": [], "fragments": {}, "files": {},
+            "term_files": [["t000", len(plain), "data/terms/t-0.bin"]]}
+    old = IndexState.decode(_state_bytes(write_state, head, plain), "s")
+    assert old is not None and old.terms == sorted(plain)
     replaced: dict = {"t010": None, "t011": (array("I", [3]), array("I", [2])),
                       "t000": (array("I", [1, 4]), array("I", [1, 1])), "t199": None}
     patched = PatchedPostings(old, replaced)
@@ -469,4 +465,17 @@ def test_patched_postings_read_and_flatten_like_a_plain_mapping():
     assert list(patched) == sorted(expected)
     assert {t: [list(patched[t][0]), list(patched[t][1])] for t in patched} == expected
     assert all(patched.df(t) == len(expected[t][0]) for t in patched)
-    assert patched.flat() == flat_postings(expected)
+    written = IndexState.decode(_state_bytes(write_state, head, patched), "s")
+    assert written is not None and written.terms == sorted(expected)
+    assert written == IndexState.decode(_state_bytes(write_state, head, expected), "s")
+    assert IndexState.decode(written.encode(), "s") == written
+
+
+def _state_bytes(write_state, head, postings) -> bytes:
+    import tempfile
+    from array import array
+
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "state.bin"
+        write_state(path, head, array("I", [1, 2]), postings)
+        return path.read_bytes()

@@ -23,6 +23,7 @@ byte (``tests/test_site_rebuild.py``).
 from __future__ import annotations
 
 import hashlib
+import io
 import marshal
 import os
 from array import array
@@ -32,18 +33,19 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from ragspine_lite.bundle.shard_writer import Postings, ShardReport, postings_of
 from ragspine_lite.chunking.chunk_store import StoredChunk
 from ragspine_lite.pipeline.stages import index_text
 from ragspine_lite.text.words import tokenize
 
-__all__ = ["STATE_NAME", "IndexState", "PatchedPostings", "Rebuild", "flat_postings", "stat_line"]
+__all__ = ["STATE_NAME", "IndexState", "PatchedPostings", "Rebuild", "stat_line", "write_state"]
 
 #: The name of the index state in the build cache.
 STATE_NAME = "index"
 _ARRAYS = ("lengths", "dfs", "docs", "tfs")
+_HEAD = ("salt", "doc_keys", "chunk_ids", "term_files", "fragments", "files")
 
 
 @dataclass
@@ -63,18 +65,11 @@ class IndexState:
     files: dict[str, str] = field(default_factory=dict)  # path → its stat (:func:`stat_line`)
 
     def encode(self) -> bytes:
-        """The state as bytes: the length of its head (8 bytes), the head (marshal: the
-        build's own file, read by the same Python), then the arrays."""
-        head = marshal.dumps({
-            "salt": self.salt, "doc_keys": self.doc_keys, "chunk_ids": self.chunk_ids,
-            "terms": self.terms, "term_files": self.term_files, "fragments": self.fragments,
-            "files": self.files, "arrays": [[name, len(getattr(self, name))] for name in _ARRAYS],
-        })
-        arrays = (getattr(self, name).tobytes() for name in _ARRAYS)
-        return b"".join([len(head).to_bytes(8, "little"), head, *arrays])
-
-    def write(self, path: Path) -> None:
-        path.write_bytes(self.encode())
+        """The state as :func:`write_state` writes it."""
+        head = {name: getattr(self, name) for name in _HEAD}
+        out = io.BytesIO()
+        _write_state(out, head, self.lengths, PatchedPostings(self, {}))
+        return out.getvalue()
 
     @classmethod
     def read(cls, path: Path | None, salt: str) -> IndexState | None:
@@ -152,45 +147,33 @@ class PatchedPostings(Mapping[str, Sequence[Sequence[int]]]):
         i = self.at[term]
         return self.old.dfs[i]
 
-    def flat(self) -> tuple[list[str], array, array, array]:
-        """:func:`flat_postings` of these postings: unchanged runs are copied whole."""
-        dfs, docs, tfs = array("I"), array("I"), array("I")
-        run = [0, 0]  # the range of the previous flat arrays still to copy
-
-        def copy_run() -> None:
-            docs.extend(self.old.docs[run[0]:run[1]])
-            tfs.extend(self.old.tfs[run[0]:run[1]])
-
-        for term in self.terms:
-            if term in self.replaced:
-                copy_run()
-                run[0] = run[1] = 0
-                d, f = self[term]
-                dfs.append(len(d))
-                docs.extend(d)
-                tfs.extend(f)
-                continue
-            i = self.at[term]
-            a, b = self.starts[i], self.starts[i + 1]
-            if a != run[1]:
-                copy_run()
-                run[0] = a
-            run[1] = b
-            dfs.append(b - a)
-        copy_run()
-        return list(self.terms), dfs, docs, tfs
 
 
-def flat_postings(postings: Postings) -> tuple[list[str], array, array, array]:
-    """``(terms, dfs, docs, tfs)``: the postings in term order, in flat arrays."""
+def write_state(path: Path, head: dict[str, Any], lengths: array, postings: Postings) -> None:
+    """Write an :class:`IndexState` (``head``: its other fields) to ``path`` straight from
+    ``postings``, term by term (no flat copy of them is made)."""
+    with path.open("wb") as out:
+        _write_state(out, head, lengths, postings)
+
+
+def _write_state(out: BinaryIO, head: dict[str, Any], lengths: array, postings: Postings) -> None:
+    """The length of the head (8 bytes), the head (marshal: the build's own file, read by the
+    same Python), then the arrays: lengths, dfs, every term's docnos, every term's tfs."""
     terms = sorted(postings)
-    dfs, docs, tfs = array("I"), array("I"), array("I")
-    for term in terms:
-        d, f = postings[term]
-        dfs.append(len(d))
-        docs.extend(d)
-        tfs.extend(f)
-    return terms, dfs, docs, tfs
+    df = getattr(postings, "df", None)
+    dfs = array("I", map(df, terms) if df is not None else (len(postings[t][0]) for t in terms))
+    total = sum(dfs)
+    sizes = {"lengths": len(lengths), "dfs": len(dfs), "docs": total, "tfs": total}
+    blob = marshal.dumps({**{name: head[name] for name in _HEAD}, "terms": terms,
+                          "arrays": [[n, sizes[n]] for n in _ARRAYS]})
+    out.write(len(blob).to_bytes(8, "little"))
+    out.write(blob)
+    out.write(array("I", lengths).tobytes())
+    out.write(dfs.tobytes())
+    for column in (0, 1):
+        for term in terms:
+            values = postings[term][column]
+            out.write((values if isinstance(values, array) else array("I", values)).tobytes())
 
 
 def _patched(
@@ -333,21 +316,18 @@ class Rebuild:
             return None
         return int(line.split()[1])
 
-    def state(
-        self, salt: str, chunks: Sequence[StoredChunk], report: ShardReport, root: Path
-    ) -> IndexState:
-        """What this build wrote (``report``, under ``root``), for the next one."""
+    def write_state(
+        self, path: Path, salt: str, chunks: Sequence[StoredChunk], report: ShardReport,
+        root: Path,
+    ) -> None:
+        """Record what this build wrote (``report``, under ``root``) in ``path``, for the next."""
         lengths, postings = self.current
-        if isinstance(postings, PatchedPostings):
-            terms, dfs, docs, tfs = postings.flat()
-        else:
-            terms, dfs, docs, tfs = flat_postings(postings)
         term_paths = [p for p in report.files if p.startswith("data/terms/t-")]
         fragment_paths = [p for p in report.files if p.startswith("data/text/f-")]
-        return IndexState(
-            salt=salt, doc_keys=dict(self.keys), chunk_ids=[c.chunk_id for c in chunks],
-            lengths=array("I", lengths), terms=terms, dfs=dfs, docs=docs, tfs=tfs,
-            term_files=[[f, n, p] for (f, n), p in zip(self.groups, term_paths, strict=True)],
-            fragments=dict(zip(self.digests, fragment_paths, strict=True)),
-            files={p: stat_line(root / p) for p in report.files},
-        )
+        head = {
+            "salt": salt, "doc_keys": dict(self.keys), "chunk_ids": [c.chunk_id for c in chunks],
+            "term_files": [[f, n, p] for (f, n), p in zip(self.groups, term_paths, strict=True)],
+            "fragments": dict(zip(self.digests, fragment_paths, strict=True)),
+            "files": {p: stat_line(root / p) for p in report.files},
+        }
+        write_state(path, head, lengths, postings)

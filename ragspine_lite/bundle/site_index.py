@@ -228,8 +228,8 @@ def write_site_index(
     if docs.salt is None:
         cache.put_state(STATE_NAME, None)
     else:
-        state = rebuild.state(docs.salt, source.chunks, shards, staging)
-        state.write(cache.new_state_file(STATE_NAME))
+        rebuild.write_state(cache.new_state_file(STATE_NAME), docs.salt, source.chunks, shards,
+                            staging)
     if settings["keep_store"] is not None:
         _export_store(corpus, scratch / "chunks.db", embedder, fn, settings)
     return report, shards
