@@ -10,6 +10,7 @@ import pytest
 from test_bundle_dense import (
     CalibratedHash,
     Folder,
+    gauss,
     hybrid_queries,
     int8_store,
     run_dense_module,
@@ -23,6 +24,8 @@ from ragspine_lite.bundle.manifest import BundleFormatError
 from ragspine_lite.bundle.runtime import BundleSearcher
 from ragspine_lite.bundle.shards import DirectoryFiles, ShardedBundle
 from ragspine_lite.vector.quantize import Int8Codec, numpy_or_none
+from ragspine_lite.vector.sqlite_store import SqliteVectorStore
+from ragspine_lite.vector.store import VectorRecord
 
 needs_numpy = pytest.mark.skipif(numpy_or_none() is None, reason="numpy not importable")
 SCANNERS = [False, pytest.param(True, marks=needs_numpy)]
@@ -182,6 +185,56 @@ def test_a_probe_reads_its_lists_and_blocks_once_and_scores_them_exactly(lists, 
     assert entry["assign"] in files.reads
 
 
+@pytest.mark.parametrize("numpy", SCANNERS)
+def test_a_scan_also_reads_the_blocks_of_the_rows_it_is_given(lists, numpy) -> None:
+    """``scan_also``: the rows of ``also`` and every row of their blocks, scored exactly,
+    besides what the scan reads; rows without a vector are never there."""
+    root, entry, rows = lists
+    scanner = CoarseScanner(Folder(root), entry, probe=1, candidates=1, numpy=numpy)
+    q = rows[17]
+    query = bytes(b & 0xFF for b in q)
+    found = scanner.scan(query, None)
+    far = [d for d, _ in sorted(exact(rows, [-x for x in q], None), key=lambda h: (-h[1], h[0]))]
+    also = [far[0], far[1], 4]  # two rows far from the query, one without a vector
+    wide = scanner.scan_also(query, None, also)
+    want = dict(exact(rows, q, None))
+    assert set(found) < set(wide) and all(want[d] == dot for d, dot in wide)
+    assert {far[0], far[1]} <= {d for d, _ in wide} and 4 not in {d for d, _ in wide}
+    blocks = set(scanner.blocks(query)) | {scanner._where[d] for d in far[:2]}
+    assert scanner.blocks(query, also) == sorted(blocks)
+    assert [d for d, _ in wide] == [d for j, b in sorted(blocks)
+                                    for d in scanner._block(j, b).ids]
+
+
+@pytest.mark.parametrize("numpy", SCANNERS)
+def test_copies_with_equal_vectors_share_a_block_and_rank_by_docno(tmp_path, numpy) -> None:
+    """Rows with the same codes (a text stored twice) get the same list and block, so a scan
+    finds all or none of them, and their equal dots rank by docno as in the exact scan."""
+    ids = [f"c{i:03d}" for i in range(120)]
+    rnd = random.Random(3)
+    vectors = [gauss(rnd) for _ in range(60)]
+    with SqliteVectorStore(tmp_path / "c.db", model_id="m", quantization="int8") as store:
+        store.upsert(VectorRecord(cid, vectors[i % 60]) for i, cid in enumerate(ids))
+    _codec, dim, flat, _ = stored_codes(tmp_path / "c.db", ids, "m")
+    entry = write_vectors(tmp_path / "c.db", ids, writer(tmp_path / "site"), model_id="m",
+                          min_rows=0, numpy=numpy)
+    scanner = CoarseScanner(Folder(tmp_path / "site"), entry, numpy=numpy)
+    exact_scan = CoarseScanner(Folder(tmp_path / "site"), entry, probe=10**6,
+                               candidates=10**6, numpy=numpy)
+    home = {}
+    for j, (count, path) in enumerate(entry["lists"]):
+        if count:
+            found = coarse._List((tmp_path / "site" / path).read_bytes(), count, dim, path)
+            home.update((d, (j, b)) for d, b in zip(found.docnos, found.block_of, strict=True))
+    for i in range(0, 60, 7):
+        query = flat[i * dim : (i + 1) * dim]
+        assert home[i] == home[60 + i]
+        got = {d: dot for d, dot in scanner.scan(query, None)}
+        assert (i in got) == (60 + i in got) and got.get(i) == got.get(60 + i)
+        top = sorted(exact_scan.scan(query, None), key=lambda h: (-h[1], h[0]))[:2]
+        assert [d for d, _ in top] == [i, 60 + i]
+
+
 def test_more_candidates_find_more_of_the_exact_top_ten(lists) -> None:
     root, entry, rows = lists
     rnd = random.Random(5)
@@ -234,7 +287,17 @@ for (const { query, threshold, docnos, probe, candidates } of job.queries) {
   const scanAhead = Array.from(ahead.scan(q, threshold));
   await ahead.prefetch(q, Int32Array.from(docnos));
   const dotsAhead = Array.from(ahead.dots(q, docnos));
-  out.push({ scan, dots, scanAhead, dotsAhead, late });
+  // A scan that also reads the blocks of `also`: begun (its lists on their way), then its
+  // lists and blocks and those of `also` fetched together, nothing read synchronously.
+  const also = Int32Array.from(docnos);
+  const wide = Array.from(scanner.scan(q, threshold, also));
+  let lateWide = 0;
+  const both = new CoarseScanner(job.info, (p) => { lateWide += 1; return read(p); }, probe,
+    candidates, async (p) => read(p));
+  both.begin(q);
+  await both.prefetch(q, also, true);
+  const wideAhead = Array.from(both.scan(q, threshold, also));
+  out.push({ scan, dots, scanAhead, dotsAhead, late, wide, wideAhead, lateWide });
 }
 process.stdout.write(JSON.stringify(out));
 """
@@ -261,6 +324,9 @@ def test_the_javascript_coarse_scanner_gives_the_python_pairs(lists, numpy) -> N
         assert got["dots"] == scanner.dots(codes, q["docnos"]) and got["dots"][-2:] == [0, 0]
         assert got["scanAhead"] == got["scan"] and got["dotsAhead"] == got["dots"]
         assert got["late"] == 1  # the centroids only: prefetch read every list and block
+        wide = [tuple(got["wide"][i : i + 2]) for i in range(0, len(got["wide"]), 2)]
+        assert wide == scanner.scan_also(codes, q["threshold"], q["docnos"])
+        assert got["wideAhead"] == got["wide"] and got["lateWide"] == 1
 
 
 # --- a coarse bundle end to end ---------------------------------------------------------------
@@ -320,3 +386,27 @@ def test_the_default_probe_scores_what_it_finds_exactly(coarse_site) -> None:
                                for h in got)
     lists = {p for _, p in ShardedBundle(DirectoryFiles(root)).vectors["lists"]}
     assert 0 < len(lists & set(files.reads)) <= len(lists)
+
+
+def test_a_hybrid_search_reads_the_rows_of_its_best_bm25_hits(coarse_site) -> None:
+    """However few rows the coarse scan reads, the BM25 hits a calibrated fusion can rank
+    high (each ranking's top ``RESCORED · top_k``) fuse with their exact dense evidence: their
+    fused scores are the exact path's."""
+    from ragspine_lite.pipeline.search import RESCORED
+
+    db, root, backend = coarse_site
+    files = DirectoryFiles(root)
+    scanner = CoarseScanner(files, ShardedBundle(files).vectors, probe=1, candidates=1)
+    checked = 0
+    with BundleSearcher(db, embedding_backend=backend) as reference, \
+            BundleSearcher.from_files(files, embedding_backend=backend, scanner=scanner) as lazy:
+        for query in hybrid_queries():
+            want = {h["chunk_id"]: h["scores"]["fused"]
+                    for h in reference.search(query, top_k=200).snippets}
+            bm25 = {h["chunk_id"] for h in
+                    lazy.search(query, top_k=RESCORED * 5, mode="bm25").snippets}
+            for hit in lazy.search(query, top_k=5).snippets:
+                if hit["chunk_id"] in bm25:
+                    assert hit["scores"]["fused"] == want[hit["chunk_id"]], query
+                    checked += 1
+    assert checked >= 20

@@ -197,6 +197,7 @@ export class CoarseScanner {
     this.loaded = new Map(); // list → parsed list file
     this.blocks = new Map(); // "list/block" → {docnos, scanner}
     this.where = new Map(); // docno → [list, block] of the lists read
+    this.pending = new Map(); // list "j" or block "j/b" → promise, while it is fetched
     this.centroids = null;
     this.owner = null;
   }
@@ -248,36 +249,55 @@ export class CoarseScanner {
     return found;
   }
 
-  // Reads what a scan of `query` (or, with `docnos`, the dots of those rows) will read and
-  // has not yet, with the async `fetch` given to the constructor: the lists in one round,
-  // then the blocks in one more (the docno → list map first, for rows of lists not read).
-  // Without it `scan` and `dots` read file by file, synchronously; the results are the same.
-  async prefetch(query, docnos = null) {
+  // Reads what a scan of `query` (or, with `docnos`, the dots of those rows; with both and
+  // `scan`, the scan and those dots) will read and has not yet, with the async `fetch` given
+  // to the constructor: the lists in one round (the docno → list map first, for rows of lists
+  // not read), then the blocks in one more; files already on their way (`begin`) are awaited,
+  // not fetched again. Without it `scan` and `dots` read file by file, synchronously; the
+  // results are the same.
+  async prefetch(query, docnos = null, scan = docnos === null) {
     if (!this.fetch) return;
     const q = DenseScanner.prototype.checkQuery.call(this, query);
-    const fetchAll = (paths) => Promise.all(paths.map((p) => this.fetch(p)));
-    let lists;
-    let blocks;
-    if (docnos) {
-      const away = Array.from(docnos).filter((d) => !this.where.has(d));
-      if (!away.length) return;
-      if (!this.owner) this.setOwner((await fetchAll([this.info.assign]))[0]);
-      lists = [...new Set(away.map((d) => this.owner[d]).filter((j) => j !== undefined && j !== 0xffff))];
-    } else {
-      lists = this.probed(q).map(([j]) => j);
+    const rows = docnos ? Array.from(docnos) : [];
+    const away = rows.filter((d) => !this.where.has(d));
+    if (away.length && !this.owner) this.setOwner(await this.fetch(this.info.assign));
+    const lists = scan ? this.probed(q).map(([j]) => j) : [];
+    for (const d of away) if (this.owner[d] !== undefined && this.owner[d] !== 0xffff) lists.push(this.owner[d]);
+    await Promise.all(lists.map((j) => this.listAhead(j)));
+    const blocks = scan ? [...this.chosen(q)] : [];
+    for (const d of rows) if (this.where.has(d)) blocks.push(this.where.get(d));
+    await Promise.all(blocks.map(([j, b]) => this.blockAhead(j, b)));
+  }
+
+  // Starts fetching the lists a scan of `query` reads (not awaited: they come while Python
+  // ranks BM25; `prefetch` awaits them).
+  begin(query) {
+    if (!this.fetch) return;
+    const q = DenseScanner.prototype.checkQuery.call(this, query);
+    for (const [j] of this.probed(q)) this.listAhead(j).catch(() => {});
+  }
+
+  // A promise of list j, parsed: fetched once (kept while on its way).
+  listAhead(j) {
+    return this.ahead(`${j}`, () => this.loaded.get(j), () => this.listPath(j), (raw) => this.addList(j, raw));
+  }
+
+  blockAhead(j, b) {
+    const key = `${j}/${b}`;
+    return this.ahead(key, () => this.blocks.get(key), () => this.list(j).blocks[b][1], (raw) => this.addBlock(j, b, raw));
+  }
+
+  ahead(key, have, path, add) {
+    const found = have();
+    if (found) return Promise.resolve(found);
+    let promise = this.pending.get(key);
+    if (!promise) {
+      promise = this.fetch(path()).then((raw) => have() || add(raw));
+      this.pending.set(key, promise);
+      const done = () => this.pending.delete(key);
+      promise.then(done, done);
     }
-    lists = lists.filter((j) => !this.loaded.has(j));
-    const rawLists = await fetchAll(lists.map((j) => this.listPath(j)));
-    lists.forEach((j, i) => this.addList(j, rawLists[i]));
-    if (docnos) {
-      blocks = [...new Map(Array.from(docnos).filter((d) => this.where.has(d))
-        .map((d) => this.where.get(d)).map(([j, b]) => [`${j}/${b}`, [j, b]])).values()];
-    } else {
-      blocks = this.chosen(q);
-    }
-    blocks = blocks.filter(([j, b]) => !this.blocks.has(`${j}/${b}`));
-    const rawBlocks = await fetchAll(blocks.map(([j, b]) => this.list(j).blocks[b][1]));
-    blocks.forEach(([j, b], i) => this.addBlock(j, b, rawBlocks[i]));
+    return promise;
   }
 
   setOwner(raw) {
@@ -322,13 +342,31 @@ export class CoarseScanner {
     return out;
   }
 
+  // [list, block] of a row, or null for a row without a vector (reads the docno → list map
+  // and the row's list when needed).
+  home(d) {
+    if (!this.where.has(d)) {
+      if (!this.owner) this.setOwner(this.read(this.info.assign));
+      if (!Number.isInteger(d) || d < 0 || d >= this.owner.length) throw new Error(`no vector row ${d}`);
+      if (this.owner[d] === 0xffff) return null;
+      this.list(this.owner[d]);
+    }
+    return this.where.get(d);
+  }
+
   // Int32Array of (docno, dot) pairs with dot > threshold (every row when null) in the chosen
-  // blocks, block by block in (list, block) order, rows in docno order.
-  scan(query, threshold) {
+  // blocks and those holding the rows `also` (docnos, optional), block by block in (list,
+  // block) order, rows in docno order.
+  scan(query, threshold, also = null) {
     const q = DenseScanner.prototype.checkQuery.call(this, query);
     const every = threshold === null || threshold === undefined;
+    const picked = new Map(this.chosen(q).map(([j, b]) => [j * 65536 + b, [j, b]]));
+    for (const d of also || []) {
+      const found = this.home(d);
+      if (found) picked.set(found[0] * 65536 + found[1], found);
+    }
     const out = [];
-    for (const [j, b] of this.chosen(q)) {
+    for (const [j, b] of [...picked.values()].sort((x, y) => x[0] - y[0] || x[1] - y[1])) {
       const { docnos, scanner } = this.block(j, b);
       const all = scanner.dotAll(q);
       for (let row = 0; row < docnos.length; row++) {
@@ -343,15 +381,10 @@ export class CoarseScanner {
     const q = DenseScanner.prototype.checkQuery.call(this, query);
     const out = new Int32Array(docnos.length);
     for (let i = 0; i < docnos.length; i++) {
-      const d = docnos[i];
-      if (!this.where.has(d)) {
-        if (!this.owner) this.setOwner(this.read(this.info.assign));
-        if (!Number.isInteger(d) || d < 0 || d >= this.owner.length) throw new Error(`no vector row ${d}`);
-        if (this.owner[d] === 0xffff) continue; // no vector: 0
-        this.list(this.owner[d]);
-      }
-      const { docnos: ids, scanner } = this.block(...this.where.get(d));
-      out[i] = scanner.dot(q, ids.indexOf(d));
+      const found = this.home(docnos[i]);
+      if (!found) continue; // no vector: 0
+      const { docnos: ids, scanner } = this.block(...found);
+      out[i] = scanner.dot(q, ids.indexOf(docnos[i]));
     }
     return out;
   }

@@ -434,9 +434,24 @@ class CoarseScanner:
             self._blocks[j, b] = Int8Matrix.from_buffer(docnos.tolist(), codes, self.dim)
         return self._blocks[j, b]
 
-    def blocks(self, query: bytes) -> list[tuple[int, int]]:
+    def _home(self, docno: int) -> tuple[int, int] | None:
+        """``(list, block)`` of a row (``None``: it has no vector); reads the docno → list
+        map and the row's list when needed."""
+        if docno not in self._where:
+            if self._owner is None:
+                assign = array("H")
+                assign.frombytes(self._read(str(self._entry["assign"])))
+                self._owner = assign
+            if not 0 <= docno < len(self._owner):
+                raise ValueError(f"no vector row {docno}")
+            if self._owner[docno] == _NO_LIST:
+                return None
+            self._list(self._owner[docno])
+        return self._where[docno]
+
+    def blocks(self, query: bytes, also: Sequence[int] = ()) -> list[tuple[int, int]]:
         """``(list, block)`` a scan of ``query`` rescores, in that order: those of the
-        ``candidates`` best estimates by ``(-estimate, docno)``."""
+        ``candidates`` best estimates by ``(-estimate, docno)`` and those of ``also``."""
         q = list(memoryview(bytes(query)).cast("b"))
         if len(q) != self.dim:
             raise ValueError(f"query has {len(q)} codes, dimension is {self.dim}")
@@ -448,32 +463,32 @@ class CoarseScanner:
                 [-e for e in ests], found.docnos, [j] * len(ests), found.block_of, strict=True
             )
         ranked.sort()
-        return sorted({(j, b) for _, _, j, b in ranked[: self.candidates]})
+        picked = {(j, b) for _, _, j, b in ranked[: self.candidates]}
+        homes = (self._home(d) for d in also)
+        return sorted(picked.union(home for home in homes if home is not None))
 
     def scan(self, query: bytes, threshold: int | None) -> list[tuple[int, int]]:
+        return self.scan_also(query, threshold, ())
+
+    def scan_also(
+        self, query: bytes, threshold: int | None, also: Sequence[int]
+    ) -> list[tuple[int, int]]:
+        """:meth:`scan`, also reading the blocks that hold the rows of ``also``."""
         found: list[tuple[int, int]] = []
-        for j, b in self.blocks(query):
+        for j, b in self.blocks(query, also):
             matrix = self._block(j, b)
             ids: list[Any] = matrix.ids  # a block's ids are docnos (ints)
             found += [(ids[i], dot) for i, dot in matrix.above(query, threshold, numpy=self._numpy)]
         return found
 
     def dots(self, query: bytes, docnos: Sequence[int]) -> list[int]:
-        if any(d not in self._where for d in docnos) and self._owner is None:
-            assign = array("H")
-            assign.frombytes(self._read(str(self._entry["assign"])))
-            self._owner = assign
         out = []
         for d in docnos:
-            if d not in self._where:
-                owner = self._owner
-                if owner is None or not 0 <= d < len(owner):
-                    raise ValueError(f"no vector row {d}")
-                if owner[d] == _NO_LIST:
-                    out.append(0)
-                    continue
-                self._list(owner[d])
-            matrix = self._block(*self._where[d])
+            home = self._home(d)
+            if home is None:
+                out.append(0)
+                continue
+            matrix = self._block(*home)
             ids: list[Any] = matrix.ids  # a block's ids are docnos (ints)
             out.append(matrix.dots(query, [ids.index(d)], numpy=self._numpy)[0])
         return out

@@ -44,9 +44,10 @@ class DenseScanner(Protocol):
 
     def scan(self, query: bytes, threshold: int | None) -> list[tuple[int, int]]:
         """``(docno, dot)`` of every row whose dot is ``> threshold`` (every row when
-        ``None``), any order; rows without a vector never appear."""
+        ``None``), any order; rows without a vector never appear. A scanner that reads some
+        rows only (coarse lists) has ``scan_also(query, threshold, also)`` too: the same,
+        also reading the rows of ``also`` and the rows stored with them."""
         ...
-
     def dots(self, query: bytes, docnos: Sequence[int]) -> list[int]:
         """The dots of these rows (0 for a row without a vector), in the given order."""
         ...
@@ -205,17 +206,33 @@ class JsDenseScanner:
         if can is not None and can():
             ffi.run_sync(prefetch(*args))
 
+    @staticmethod
+    def _rows(docnos: Sequence[int]) -> Any:
+        from pyodide.ffi import to_js
+
+        return to_js(memoryview(array("i", docnos)))
+
+    def begin(self, query: bytes) -> None:
+        """Let the JS scanner start fetching what a scan of ``query`` reads first (a coarse
+        scanner's lists), not awaited: the files come while Python ranks BM25."""
+        begin = getattr(self._js, "begin", None)
+        if begin is not None:
+            begin(self._codes(query))
+
     def scan(self, query: bytes, threshold: int | None) -> list[tuple[int, int]]:
-        codes = self._codes(query)
-        self._prefetch(codes)
-        pairs = self._int32s(self._js.scan(codes, threshold))
+        return self.scan_also(query, threshold, ())
+
+    def scan_also(
+        self, query: bytes, threshold: int | None, also: Sequence[int]
+    ) -> list[tuple[int, int]]:
+        """:meth:`scan`, the JS scanner also reading the rows of ``also`` (a coarse one)."""
+        codes, rows = self._codes(query), self._rows(also)
+        self._prefetch(codes, rows, True)
+        pairs = self._int32s(self._js.scan(codes, threshold, rows))
         return list(zip(pairs[0::2], pairs[1::2], strict=True))
 
     def dots(self, query: bytes, docnos: Sequence[int]) -> list[int]:
-        from pyodide.ffi import to_js
-
-        codes = self._codes(query)
-        wanted = to_js(memoryview(array("i", docnos)))
+        codes, wanted = self._codes(query), self._rows(docnos)
         self._prefetch(codes, wanted)
         return list(self._int32s(self._js.dots(codes, wanted)))
 
@@ -272,7 +289,12 @@ class DenseLane:
 
 
 class DenseRanking:
-    """One query's rows above a threshold, ``ranked`` best first by ``(-dot, docno)``."""
+    """One query's rows above a threshold, ``ranked`` best first by ``(-dot, docno)``.
+
+    The scan runs when :attr:`ranked` is first read; until then :meth:`rescore` may name rows
+    a scanner that reads some rows only must read too (its ``scan_also``: the lexical hits'
+    dense evidence). A scanner with ``begin(query)`` starts fetching what it reads at once.
+    """
 
     def __init__(
         self,
@@ -284,10 +306,33 @@ class DenseRanking:
         keep: Callable[[int], Any] | None,
     ) -> None:
         self.lane, self.query, self.limit, self.among, self.keep = lane, query, limit, among, keep
-        self.ranked = self._scan(threshold)[:limit]
+        self.threshold = threshold
+        self._also: list[int] = []
+        self._ranked: list[tuple[int, int]] | None = None
+        begin = getattr(lane.scanner, "begin", None)
+        if begin is not None:
+            begin(query)
+
+    def rescore(self, docnos: Iterable[int]) -> None:
+        """Read these rows too (those above the threshold rank); before :attr:`ranked` is
+        read, else nothing changes."""
+        if self._ranked is None:
+            self._also = sorted(set(self._also).union(docnos))
+
+    @property
+    def ranked(self) -> list[tuple[int, int]]:
+        """``(docno, dot)`` of the scan's rows and the rescored ones above the threshold."""
+        if self._ranked is None:
+            self._ranked = self._scan(self.threshold)[: self.limit]
+        return self._ranked
 
     def _scan(self, threshold: int | None) -> list[tuple[int, int]]:
-        hits = self.lane.scanner.scan(self.query, threshold)
+        scanner, also = self.lane.scanner, self._also
+        wide = getattr(scanner, "scan_also", None)
+        if also and wide is not None:
+            hits = wide(self.query, threshold, also)
+        else:
+            hits = scanner.scan(self.query, threshold)
         if self.among is not None:
             hits = [hit for hit in hits if self.among(hit[0])]
         return sorted(hits, key=_best_first)
@@ -296,12 +341,13 @@ class DenseRanking:
         """``(docno, dot)`` of the rows of ``docnos`` below the threshold that the store
         query still returns (within its ``limit``), best first; they rank after
         :attr:`ranked` (e.g. the lexical hits of a calibrated fusion's results)."""
-        found = {d for d, _ in self.ranked}
+        ranked = self.ranked
+        found = {d for d, _ in ranked}
         among, missing = self.among, self.lane.missing
         extra = sorted(
             d for d in set(docnos) - found if d not in missing and (among is None or among(d))
         )
-        if not extra or (self.limit is not None and len(self.ranked) >= self.limit):
+        if not extra or (self.limit is not None and len(ranked) >= self.limit):
             return []
         if self.limit is None:
             dots = self.lane.scanner.dots(self.query, extra)

@@ -98,11 +98,26 @@ class ShardLane:
 
 
 class _ShardRun:
-    """One search's dense rankings: ``hits`` for the fusion, ``rankings`` to score more."""
+    """One search's dense rankings: ``hits`` for the fusion (scanned when first read, after
+    :meth:`rescore`), ``rankings`` to score more."""
 
     def __init__(self, rankings: list[DenseRanking]) -> None:
         self.rankings = rankings
-        self.hits = [[(docno_key(d), c) for d, c in r.cosines(r.ranked)] for r in rankings]
+        self._hits: list[list[Hit]] | None = None
+
+    def rescore(self, keys: Iterable[str]) -> None:
+        """Lexical hits whose exact dense evidence the fusion reads (a coarse scan may not
+        read their rows); before :attr:`hits` is read."""
+        docnos = [int(key) for key in keys]
+        for ranking in self.rankings:
+            ranking.rescore(docnos)
+
+    @property
+    def hits(self) -> list[list[Hit]]:
+        if self._hits is None:
+            self._hits = [[(docno_key(d), c) for d, c in r.cosines(r.ranked)]
+                          for r in self.rankings]
+        return self._hits
 
     def complete(self, results: list[RetrievalResult], keys: list[str]) -> None:
         """Give results without a dense hit (lexical hits below a calibrated floor) the

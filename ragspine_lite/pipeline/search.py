@@ -27,7 +27,7 @@ bundle's shards). Keys are the lane's ranking ids (chunk ids, or docno keys that
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -58,6 +58,9 @@ __all__ = [
 
 #: BM25 hits a pooled hybrid search scores before the dense hits (see :func:`pooled_ranking`).
 LEXICAL_POOL = 100
+#: A dense run with ``rescore`` reads the rows of each lexical ranking's top ``RESCORED · limit``
+#: (their dense evidence; ``docs/hybrid.md``: recall of the coarse lists against exact).
+RESCORED = 2
 
 
 class Candidates(Protocol):
@@ -123,9 +126,14 @@ class ExactWordsLane(LexicalLane, Protocol):
 
 
 class DenseRun(Protocol):
-    """The dense side of one search: its rankings, and what the results still need."""
+    """The dense side of one search: its rankings, and what the results still need.
 
-    hits: list[list[Hit]]
+    A run may also have ``rescore(keys)``: the lexical hits whose exact dense evidence
+    the fusion reads, told before ``hits`` is read (a dense lane that does not scan every
+    row: the bundle's coarse lists)."""
+
+    @property
+    def hits(self) -> list[list[Hit]]: ...
 
     def complete(self, results: list[RetrievalResult], keys: list[str]) -> None:
         """Give results the vector score the fusion did not read (``keys``: theirs)."""
@@ -267,11 +275,23 @@ class Pipeline:
         if len(queries) == 1 and isinstance(lexical, PooledLexicalLane):
             first = queries[0]
             pooled = pooled_ranking(
-                self.fusion, lexical, first, candidates, run.hits[0], limit, held
+                self.fusion, lexical, first, candidates,
+                lambda top: _dense_after(run, [top], limit)[0], limit, held,
             )
             if pooled is not None:
                 return [pooled]
-        return lexical.rankings(queries, candidates, None)
+        rankings = lexical.rankings(queries, candidates, None)
+        _dense_after(run, rankings, limit)
+        return rankings
+
+
+def _dense_after(run: DenseRun, rankings: list[list[Hit]], limit: int) -> list[list[Hit]]:
+    """``run.hits`` once it was told each lexical ranking's top ``RESCORED · limit``."""
+    rescore = getattr(run, "rescore", None)
+    if rescore is not None:
+        tops = (ranking[: RESCORED * limit] for ranking in rankings)
+        rescore(dict.fromkeys(key for top in tops for key, _ in top))
+    return run.hits
 
 
 def pooled_ranking(
@@ -279,14 +299,15 @@ def pooled_ranking(
     lexical: PooledLexicalLane,
     query: str,
     candidates: Candidates | None,
-    dense: list[Hit],
+    dense: list[Hit] | Callable[[list[Hit]], list[Hit]],
     limit: int,
     held: Sequence[str] = (),
 ) -> list[Hit] | None:
     """The lexical ranking a calibrated fusion needs, without scoring every BM25 hit.
 
     The top ``max(LEXICAL_POOL, 2 * limit)`` hits (pruned) plus the exact BM25 of the dense
-    hits and the ``held`` keys (chunks holding a rare query term) outside them. Any other
+    hits (``dense``, or a function of that top giving them) and the ``held`` keys (chunks
+    holding a rare query term) outside them. Any other
     chunk has no dense evidence, no exact-words bonus and at most the pool's last score, so
     it fuses to at most ``w · last / best``: when the ``limit``-th fused score is above
     that, the fused top ``limit`` is the full ranking's, bit for bit (the bonus only raises
@@ -298,6 +319,8 @@ def pooled_ranking(
         return None
     pool = max(LEXICAL_POOL, 2 * limit)
     top = lexical.rankings([query], candidates, pool)[0]
+    if callable(dense):
+        dense = dense(top)
     if len(top) < pool:
         return top  # every hit
     have = {key for key, _ in top}
