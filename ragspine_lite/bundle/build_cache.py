@@ -8,7 +8,9 @@ A site build keeps ``.OUT.cache/build.db`` beside ``--out`` (SQLite, never part 
 - ``parsed``: each document's metadata and sections, and its body apart (read only when a
   build needs it), keyed by the sha256 of its bytes, its path and the load settings;
 - ``chunks``: each exported document's chunks, keyed by what they are made from (its body,
-  metadata, sections and URL, and the chunk settings: :mod:`ragspine_lite.bundle.incremental`);
+  metadata, sections and URL, and the chunk settings: :mod:`ragspine_lite.bundle.incremental`),
+  their texts apart: a build holds its chunks without their texts (:class:`CachedChunk`) and
+  reads those in batches, in the order it uses them (:class:`ChunkTexts`);
 - ``vectors``: a hybrid build's float vectors, keyed by the model id and the embedded text;
 - ``state``: the previous build's postings and the content of its index files
   (:class:`~ragspine_lite.bundle.incremental.IndexState`), in a file of its own
@@ -35,10 +37,11 @@ import tempfile
 import time
 from array import array
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import astuple
+from dataclasses import astuple, fields
 from pathlib import Path
 from typing import Any
 
+from ragspine_lite.chunking.chunk_store import StoredChunk
 from ragspine_lite.chunking.chunking import DocumentMeta
 from ragspine_lite.chunking.sources import Section
 from ragspine_lite.common.sensitivity import is_restricted
@@ -46,6 +49,8 @@ from ragspine_lite.common.sensitivity import is_restricted
 __all__ = [
     "CACHE_FILE",
     "BuildCache",
+    "CachedChunk",
+    "ChunkTexts",
     "ParseCache",
     "cache_dir",
     "cached_stdlib",
@@ -55,7 +60,9 @@ __all__ = [
 
 CACHE_FILE = "build.db"
 #: The layout of :data:`CACHE_FILE` (``PRAGMA user_version``); a cache of another is emptied.
-SCHEMA = 3
+SCHEMA = 4
+#: Where a chunk row (:class:`StoredChunk`'s fields) has its text.
+_TEXT_AT = [f.name for f in fields(StoredChunk)].index("text")
 #: A file changed less than this before a build started may change again unseen within its
 #: timestamp's resolution: its key is not recorded for the next build to reuse.
 STAT_SLACK_NS = 2_000_000_000
@@ -106,6 +113,7 @@ class BuildCache:
         self.seen = dict(self.conn.execute("SELECT path, stat FROM files"))
         self.stats: dict[str, str] = {}
         self.parsed: set[str] = set()  # the keys of the parses cached after this build
+        self.reader = ChunkTexts(self)
         self.hits = 0
 
     @staticmethod
@@ -166,22 +174,46 @@ class BuildCache:
     # -- chunks, vectors ---------------------------------------------------------------------
 
     def chunks(self, keys: Iterable[str]) -> dict[str, Any]:
-        """The cached chunk entries of ``keys`` that exist; all become used."""
+        """The cached chunk entries of ``keys`` that exist, their rows without the texts
+        (:meth:`stored` makes their chunks); all become used."""
         wanted = set(keys)
         self.used["chunks"] |= wanted
         rows = self.conn.execute("SELECT key, value FROM chunks")
         return {k: marshal.loads(v) for k, v in rows if k in wanted}
 
     def chunk_entry(self, key: str) -> Any | None:
-        """One chunk entry, not marked used (a previous build's, to compare with)."""
-        row = self.conn.execute("SELECT value FROM chunks WHERE key = ?", (key,)).fetchone()
-        return None if row is None else marshal.loads(row[0])
+        """One chunk entry with its texts, not marked used (a previous build's, to compare
+        with)."""
+        row = self.conn.execute("SELECT value, texts FROM chunks WHERE key = ?",
+                                (key,)).fetchone()
+        if row is None:
+            return None
+        entry, texts = marshal.loads(row[0]), marshal.loads(row[1])
+        entry["rows"] = [_with_text(r, t) for r, t in zip(entry["rows"], texts, strict=True)]
+        return entry
 
-    def put_chunks(self, key: str, entry: Any) -> None:
-        """Cache a (non-RESTRICTED) document's chunk entry (strings, numbers, lists, tuples)."""
+    def put_chunks(self, key: str, entry: Any) -> Any:
+        """Cache a (non-RESTRICTED) document's chunk entry (strings, numbers, lists, tuples;
+        ``rows``: each chunk's :class:`StoredChunk` fields), its texts apart; → the entry as
+        :meth:`chunks` gives it."""
         self.used["chunks"].add(key)
-        self.conn.execute("INSERT OR REPLACE INTO chunks VALUES (?, ?)",
-                          (key, marshal.dumps(entry)))
+        texts = [row[_TEXT_AT] for row in entry["rows"]]
+        bare = {**entry, "rows": [_with_text(row, None) for row in entry["rows"]]}
+        self.conn.execute("INSERT OR REPLACE INTO chunks VALUES (?, ?, ?)",
+                          (key, marshal.dumps(bare), marshal.dumps(texts)))
+        return bare
+
+    def texts(self, keys: Sequence[str]) -> dict[str, list[str]]:
+        """The chunk texts of the entries ``keys``, in one read."""
+        marks = ",".join("?" * len(keys))
+        rows = self.conn.execute(f"SELECT key, texts FROM chunks WHERE key IN ({marks})", keys)
+        return {k: marshal.loads(v) for k, v in rows}
+
+    def stored(self, key: str, entry: Any) -> list[StoredChunk]:
+        """The chunks of the entry ``key`` (from :meth:`chunks`), their texts left in the
+        cache (:class:`CachedChunk`)."""
+        return [CachedChunk(*_with_text(row, _Text(self.reader, key, i)))
+                for i, row in enumerate(entry["rows"])]
 
     def vectors(self, keys: Sequence[str]) -> dict[str, list[float]]:
         """The cached vectors of ``keys`` that exist (all become used)."""
@@ -306,6 +338,64 @@ class CachedBody:
         return self.cache.body(self.key)
 
 
+class ChunkTexts:
+    """The texts of cached chunks, read from the cache a batch of entries at a time: those
+    the build will ask for next (:meth:`plan`), else the one asked for."""
+
+    BATCH = 128
+
+    def __init__(self, cache: BuildCache) -> None:
+        self.cache = cache
+        self.order: list[str] = []
+        self.at: dict[str, int] = {}
+        self.loaded: dict[str, list[str]] = {}
+
+    def plan(self, keys: Iterable[str]) -> None:
+        """The entries' keys in the order their chunks will be read (repeats allowed)."""
+        self.order = list(dict.fromkeys(keys))
+        self.at = {key: i for i, key in enumerate(self.order)}
+
+    def read(self, key: str, i: int) -> str:
+        texts = self.loaded.get(key)
+        if texts is None:
+            start = self.at.get(key)
+            batch = [key] if start is None else self.order[start:start + self.BATCH]
+            self.loaded = self.cache.texts(batch)  # one batch held at a time
+            texts = self.loaded[key]
+        return texts[i]
+
+
+class _Text:
+    """Where a :class:`CachedChunk`'s text is: its entry's key and its place in the entry."""
+
+    __slots__ = ("at", "key", "reader")
+
+    def __init__(self, reader: ChunkTexts, key: str, at: int) -> None:
+        self.reader, self.key, self.at = reader, key, at
+
+    def __call__(self) -> str:
+        return self.reader.read(self.key, self.at)
+
+
+class CachedChunk(StoredChunk):
+    """A :class:`StoredChunk` whose text stays in the build cache: ``text`` reads it each
+    time (a build holds no chunk text it is not working on)."""
+
+    @property  # type: ignore[override]
+    def text(self) -> str:
+        value = self.__dict__["text"]
+        return value if isinstance(value, str) else str(value())
+
+    @text.setter
+    def text(self, value: Any) -> None:
+        self.__dict__["text"] = value
+
+
+def _with_text(row: Sequence[Any], text: Any) -> tuple[Any, ...]:
+    """A chunk row (:class:`StoredChunk` fields) with ``text`` as its text."""
+    return (*row[:_TEXT_AT], text, *row[_TEXT_AT + 1:])
+
+
 def _stat_line(stat: os.stat_result) -> str:
     """What a file's key is reused for: its size, modification and change times, inode."""
     return f"{stat.st_size} {stat.st_mtime_ns} {stat.st_ctime_ns} {stat.st_ino} "
@@ -316,9 +406,9 @@ def _create_tables(conn: sqlite3.Connection) -> None:
     for (table,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall():
         conn.execute(f"DROP TABLE {table}")
     conn.execute("CREATE TABLE files (path TEXT PRIMARY KEY, stat TEXT)")
-    conn.execute("CREATE TABLE parsed (key TEXT PRIMARY KEY, head TEXT, body TEXT)")
-    for table in TABLES[1:]:
-        conn.execute(f"CREATE TABLE {table} (key TEXT PRIMARY KEY, value BLOB)")
+    conn.execute("CREATE TABLE parsed (key TEXT PRIMARY KEY, head BLOB, body TEXT)")
+    conn.execute("CREATE TABLE chunks (key TEXT PRIMARY KEY, value BLOB, texts BLOB)")
+    conn.execute("CREATE TABLE vectors (key TEXT PRIMARY KEY, value BLOB)")
     conn.execute("CREATE TABLE state (name TEXT PRIMARY KEY, value BLOB)")
     conn.execute(f"PRAGMA user_version = {SCHEMA}")
 

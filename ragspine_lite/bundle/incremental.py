@@ -29,9 +29,9 @@ import os
 from array import array
 from bisect import bisect_left, insort
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import accumulate
+from itertools import accumulate, chain
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -140,6 +140,44 @@ class PatchedPostings(Mapping[str, Sequence[Sequence[int]]]):
     def __len__(self) -> int:
         return len(self.terms)
 
+    def parts(self) -> tuple[list[str], array, list[Any], list[Any]]:
+        """``(terms, dfs, docnos, tfs)`` in term order, the docnos and tfs as a list of parts:
+        the previous build's arrays viewed in runs where nothing changed (nothing copied)."""
+        old, terms, dfs = self.old, [], array("I")
+        docs: list[Any] = []
+        tfs: list[Any] = []
+        viewed = memoryview(old.docs), memoryview(old.tfs)
+        for part in self._segments():
+            if isinstance(part, str):
+                d, f = self[part]
+                terms.append(part)
+                dfs.append(len(d))
+                docs.append(_uints(d))
+                tfs.append(_uints(f))
+                continue
+            i, j = part
+            a, b = self.starts[i], self.starts[j]
+            terms.extend(old.terms[i:j])
+            dfs.extend(old.dfs[i:j])
+            docs.append(viewed[0][a:b])
+            tfs.append(viewed[1][a:b])
+        return terms, dfs, docs, tfs
+
+    def _segments(self) -> Iterator[tuple[int, int] | str]:
+        """The terms in order: runs ``(i, j)`` of the previous build's terms ``i`` to ``j - 1``,
+        unchanged, and each replaced term that is still there."""
+        start = 0
+        for term in sorted(self.replaced):
+            at = self.at.get(term)
+            place = bisect_left(self.old.terms, term) if at is None else at
+            if place > start:
+                yield start, place
+            if self.replaced[term] is not None:
+                yield term
+            start = place if at is None else place + 1
+        if start < len(self.old.terms):
+            yield start, len(self.old.terms)
+
     def df(self, term: str) -> int:
         """How many docnos ``term`` has (without slicing them)."""
         if term in self.replaced:
@@ -159,21 +197,32 @@ def write_state(path: Path, head: dict[str, Any], lengths: array, postings: Post
 def _write_state(out: BinaryIO, head: dict[str, Any], lengths: array, postings: Postings) -> None:
     """The length of the head (8 bytes), the head (marshal: the build's own file, read by the
     same Python), then the arrays: lengths, dfs, every term's docnos, every term's tfs."""
-    terms = sorted(postings)
-    df = getattr(postings, "df", None)
-    dfs = array("I", map(df, terms) if df is not None else (len(postings[t][0]) for t in terms))
+    terms, dfs, docs, tfs = _parts(postings)
     total = sum(dfs)
     sizes = {"lengths": len(lengths), "dfs": len(dfs), "docs": total, "tfs": total}
     blob = marshal.dumps({**{name: head[name] for name in _HEAD}, "terms": terms,
                           "arrays": [[n, sizes[n]] for n in _ARRAYS]})
     out.write(len(blob).to_bytes(8, "little"))
     out.write(blob)
-    out.write(array("I", lengths).tobytes())
-    out.write(dfs.tobytes())
-    for column in (0, 1):
-        for term in terms:
-            values = postings[term][column]
-            out.write((values if isinstance(values, array) else array("I", values)).tobytes())
+    out.write(_uints(lengths))
+    out.write(dfs)
+    for part in chain(docs, tfs):
+        out.write(part)
+
+
+def _parts(postings: Postings) -> tuple[list[str], array, Iterable[Any], Iterable[Any]]:
+    """:meth:`PatchedPostings.parts`; for other postings, every term's arrays in turn."""
+    if isinstance(postings, PatchedPostings):
+        return postings.parts()
+    terms = sorted(postings)
+    dfs = array("I", (len(postings[t][0]) for t in terms))
+    return (terms, dfs, (_uints(postings[t][0]) for t in terms),
+            (_uints(postings[t][1]) for t in terms))
+
+
+def _uints(values: Sequence[int]) -> array:
+    """``values`` as 4-byte unsigned ints (an array of them as it is)."""
+    return values if isinstance(values, array) and values.typecode == "I" else array("I", values)
 
 
 def _patched(

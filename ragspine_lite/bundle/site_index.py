@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from ragspine_lite.bundle.build_cache import BuildCache
+from ragspine_lite.bundle.build_cache import BuildCache, ChunkTexts
 from ragspine_lite.bundle.export import ExportReport, SourceDocument
 from ragspine_lite.bundle.incremental import STATE_NAME, IndexState, Rebuild
 from ragspine_lite.bundle.manifest import FACET_FIELDS
@@ -134,8 +134,9 @@ def prepare_docs(
             entry = _chunk_entry(doc, chunking)
             out.chunked += 1
             if out.salt is not None:
-                cache.put_chunks(key, entry)
-        chunks = [StoredChunk(*row) for row in entry["rows"]]
+                entry = cache.put_chunks(key, entry)
+        chunks = cache.stored(key, entry) if out.salt is not None else [
+            StoredChunk(*row) for row in entry["rows"]]
         out.chunks[doc.meta.doc_id] = chunks
         out.sigs.update(zip((c.chunk_id for c in chunks), entry["sigs"], strict=True))
         out.doc_sigs[doc.meta.doc_id] = entry["doc"]
@@ -148,7 +149,7 @@ def prepare_docs(
 
 
 def _source(
-    corpus: Sequence[SourceDocument], docs: PreparedDocs
+    corpus: Sequence[SourceDocument], docs: PreparedDocs, reader: ChunkTexts
 ) -> tuple[IndexSource, ExportReport, dict[str, list[str]]]:
     """The index source (facts still empty), the export report and the facets."""
     exported = [d for d in corpus if not d.restricted]
@@ -159,6 +160,8 @@ def _source(
         report.pages += 1 if doc.url else 0
     chunks = sorted((c for d in exported for c in docs.chunks[d.meta.doc_id]),
                     key=lambda c: c.chunk_id)
+    if docs.salt is not None:  # cached: their texts are read from the cache in this order
+        reader.plan(docs.keys[c.doc_id] for c in chunks)
     check_chunks(chunks, "the export")
     facets = {name: sorted(values) for name, values in docs.facets.items()}
     pages = {d.meta.doc_id: (d.url, section_rows_of(d)) for d in exported}
@@ -209,7 +212,7 @@ def write_site_index(
     from ragspine_lite.contextual import contextual_index_text
 
     fn = contextual_index_text if settings["contextual"] else None
-    source, report, facets = _source(corpus, docs)
+    source, report, facets = _source(corpus, docs, cache.reader)
     log(f"index: {report.documents} document(s), {report.chunks} chunk(s) "
         f"({docs.chunked} document(s) chunked by this build)")
     backend = settings["backend"]
