@@ -118,7 +118,7 @@ def test_a_parallel_build_is_the_serial_build(tmp_path, tmp_path_factory, monkey
         bw.build_site([docs], tmp_path / "bad", wheel=wheel, micropip=micropip, jobs=0)
 
 
-def test_content_defined_cuts_stay_put_around_an_edit_and_under_the_file_cap(monkeypatch):
+def test_content_defined_cuts_stay_put_around_an_edit_and_within_the_file_budget():
     import random
 
     from ragspine_lite.bundle import shard_writer as sw
@@ -126,7 +126,7 @@ def test_content_defined_cuts_stay_put_around_an_edit_and_under_the_file_cap(mon
     rng = random.Random(7)
     keys = sorted(f"term{rng.randrange(10**9):09d}" for _ in range(5000))
     sizes = [rng.randrange(20, 400) for _ in keys]
-    target = sw._target(sum(sizes), 4096)
+    target = 4096
 
     def runs(ks: list[str], ss: list[int]) -> set[tuple[str, ...]]:
         return {tuple(ks[a:b]) for a, b in sw._groups(ks, ss, target)}
@@ -136,9 +136,15 @@ def test_content_defined_cuts_stay_put_around_an_edit_and_under_the_file_cap(mon
     grown[2500] += 300  # one term's postings grow: the files far from it keep their terms
     after = runs(keys, grown)
     assert len(before - after) <= 3 and len(before) > 100
-    monkeypatch.setattr(sw, "MAX_FILES", 40)  # a huge site: bigger files, never more of them
-    target = sw._target(sum(sizes), 4096)
-    assert target > 4096 and len(sw._groups(keys, sizes, target)) <= 40
+    sizes[1000] = target  # a common word: a file of its own, nothing else read with it
+    assert (keys[1000],) in runs(keys, sizes)
+    chunks = [f"c{i:06d}" for i in range(3000)], [300] * 3000
+    roomy = sw._plan((keys, sizes), chunks, 10**6)
+    assert len(roomy[1]) > 100  # at the smallest targets
+    terms, fragments = sw._plan((keys, sizes), chunks, 40)  # a huge site: bigger files
+    assert len(terms) + len(fragments) <= 40 and len(terms) < len(roomy[0])
+    assert sw.index_file_budget(6500) == sw.SITE_FILES - sw.RESERVED_FILES - 6500
+    assert sw.index_file_budget(10**6) == sw.MIN_INDEX_FILES
 
 
 def test_a_rebuild_parses_only_what_changed_and_clean_forgets(tmp_path, tmp_path_factory):
@@ -326,9 +332,12 @@ def test_edits_that_move_docnos_still_give_the_clean_build(tmp_path, tmp_path_fa
     assert hits(build.site, "page11") == []
 
 
-def test_the_site_index_is_the_one_its_kept_chunk_store_gives(tmp_path, tmp_path_factory):
+def test_the_site_index_is_the_one_its_kept_chunk_store_gives(tmp_path, tmp_path_factory,
+                                                              monkeypatch):
+    from ragspine_lite.bundle import runs
     from ragspine_lite.bundle.shard_writer import write_shards
 
+    monkeypatch.setattr(runs, "RUN_POSTINGS", 500)  # the build's postings merged from runs
     build = Builds(tmp_path, tmp_path_factory, contextual=True)
     write_pages(build.docs, 30)
     write_markdown(build.docs)
@@ -479,3 +488,22 @@ def _state_bytes(write_state, head, postings) -> bytes:
         path = Path(folder) / "state.bin"
         write_state(path, head, array("I", [1, 2]), postings)
         return path.read_bytes()
+
+
+def test_postings_merged_from_runs_are_the_ones_held_in_memory(tmp_path, monkeypatch):
+    import random
+
+    from ragspine_lite.bundle import runs
+    from ragspine_lite.bundle.shard_writer import postings_of
+
+    rng = random.Random(1)
+    docs = [[f"w{rng.randrange(300)}" for _ in range(rng.randrange(0, 40))] for _ in range(2000)]
+    monkeypatch.setattr(runs, "RUN_POSTINGS", 500)
+    lengths, merged = runs.run_postings(iter(docs), tmp_path)
+    held_lengths, held = postings_of(iter(docs))
+    assert lengths == held_lengths and len(merged.runs) > 10
+    assert list(merged) == sorted(held) and all(merged.df(t) == len(held[t][0]) for t in held)
+    as_lists = {t: [list(merged[t][0]), list(merged[t][1])] for t in merged}
+    assert as_lists == {t: [list(d), list(f)] for t, (d, f) in held.items()}
+    term = sorted(held)[5]  # asked for again, after later terms: a new pass over the runs
+    assert list(merged[term][0]) == list(held[term][0])

@@ -35,7 +35,8 @@ from itertools import accumulate, chain
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from ragspine_lite.bundle.shard_writer import Postings, ShardReport, postings_of
+from ragspine_lite.bundle.runs import run_postings
+from ragspine_lite.bundle.shard_writer import Postings, ShardReport
 from ragspine_lite.chunking.chunk_store import StoredChunk
 from ragspine_lite.pipeline.stages import index_text
 from ragspine_lite.text.words import tokenize
@@ -215,7 +216,8 @@ def _parts(postings: Postings) -> tuple[list[str], array, Iterable[Any], Iterabl
     if isinstance(postings, PatchedPostings):
         return postings.parts()
     terms = sorted(postings)
-    dfs = array("I", (len(postings[t][0]) for t in terms))
+    df = getattr(postings, "df", None)  # runs: without reading them
+    dfs = array("I", map(df, terms) if df is not None else (len(postings[t][0]) for t in terms))
     return (terms, dfs, (_uints(postings[t][0]) for t in terms),
             (_uints(postings[t][1]) for t in terms))
 
@@ -252,15 +254,16 @@ class Rebuild:
     ``keys``: ``doc_id → chunk key`` of the exported documents; ``doc_chunks``: their chunks;
     ``old_chunks(key)``: the chunks cached under a previous key (``None`` when gone);
     ``sigs``/``doc_sigs``: the digests of each chunk's fragment row and of each document's
-    fragment entry (URL, sections). ``previous``: the site the previous build wrote.
+    fragment entry (URL, sections). ``previous``: the site the previous build wrote;
+    ``scratch``: a folder for the postings' runs (:mod:`~ragspine_lite.bundle.runs`).
     """
 
     def __init__(
         self, previous: Path, old: IndexState | None, keys: Mapping[str, str],
         doc_chunks: Mapping[str, list[StoredChunk]], old_chunks: Any,
-        sigs: Mapping[str, str], doc_sigs: Mapping[str, str],
+        sigs: Mapping[str, str], doc_sigs: Mapping[str, str], scratch: Path,
     ) -> None:
-        self.previous, self.old, self.keys = previous, old, keys
+        self.previous, self.old, self.keys, self.scratch = previous, old, keys, scratch
         self.doc_chunks, self.old_chunks = doc_chunks, old_chunks
         self.sigs, self.doc_sigs = sigs, doc_sigs
         self.marked: set[str] | None = None  # terms that may differ (None: all of them)
@@ -279,7 +282,8 @@ class Rebuild:
     def postings(self, chunks: list[StoredChunk], fn: Any) -> tuple[array, Postings]:
         changes = self._changes(chunks, fn)
         if changes is None or self.old is None:
-            self.current = postings_of(tokenize(index_text(fn, c)) for c in chunks)
+            tokens = (tokenize(index_text(fn, c)) for c in chunks)
+            self.current = run_postings(tokens, self.scratch)
         else:
             self.current = self._patch(self.old, changes)
             self.patched = True

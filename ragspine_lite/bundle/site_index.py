@@ -223,7 +223,7 @@ def write_site_index(
     source.facts = bundle_facts(export_facts(report, facets, fn), "the export")
     old = None if docs.salt is None else IndexState.read(cache.state_file(STATE_NAME), docs.salt)
     rebuild = Rebuild(target, old, docs.keys, docs.chunks, _old_chunks(cache), docs.sigs,
-                      docs.doc_sigs)
+                      docs.doc_sigs, scratch)
     shards = write_index(source, staging, progress=phase("sharding"), reuse=rebuild)
     how = "patched" if rebuild.patched else "computed for every chunk"
     log(f"index files: {shards.kept} of {len(shards.files)} kept from the previous build "
