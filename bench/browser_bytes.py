@@ -510,7 +510,8 @@ def corpus_groups(files: dict[str, int]) -> str:
     groups: dict[str, list[int]] = {}
     for path, wire in files.items():
         if "/rs/" in path and byte_kind(path) == "corpus":
-            name = re.sub(r"-[0-9a-f]{16}\.", "-*.", path.split("/rs/", 1)[1])
+            name = re.sub(r"-(?:[0-9a-f]+-)?(?:[0-9a-f]{16}|[0-9a-f]{8})\.", "-*.",
+                          path.split("/rs/", 1)[1])  # t-<slot>-<8 hex>, header-<16 hex>
             groups.setdefault(name, []).append(wire)
     ranked = sorted(groups.items(), key=lambda kv: -sum(kv[1]))
     return ", ".join(f"{name} {_kb(sum(w))} ({len(w)})" for name, w in ranked) or "none"
