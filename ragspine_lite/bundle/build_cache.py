@@ -61,8 +61,11 @@ __all__ = [
 CACHE_FILE = "build.db"
 #: The layout of :data:`CACHE_FILE` (``PRAGMA user_version``); a cache of another is emptied.
 SCHEMA = 4
+#: Chunk entries read from the cache at a time.
+BATCH = 128
+_FIELD_NAMES = tuple(f.name for f in fields(StoredChunk))
 #: Where a chunk row (:class:`StoredChunk`'s fields) has its text.
-_TEXT_AT = [f.name for f in fields(StoredChunk)].index("text")
+_TEXT_AT = _FIELD_NAMES.index("text")
 #: A file changed less than this before a build started may change again unseen within its
 #: timestamp's resolution: its key is not recorded for the next build to reuse.
 STAT_SLACK_NS = 2_000_000_000
@@ -173,13 +176,11 @@ class BuildCache:
 
     # -- chunks, vectors ---------------------------------------------------------------------
 
-    def chunks(self, keys: Iterable[str]) -> dict[str, Any]:
-        """The cached chunk entries of ``keys`` that exist, their rows without the texts
-        (:meth:`stored` makes their chunks); all become used."""
-        wanted = set(keys)
-        self.used["chunks"] |= wanted
-        rows = self.conn.execute("SELECT key, value FROM chunks")
-        return {k: marshal.loads(v) for k, v in rows if k in wanted}
+    def chunks(self, keys: Sequence[str]) -> dict[str, Any]:
+        """The cached chunk entries of ``keys`` (at most :data:`BATCH`) that exist, their rows
+        without the texts (:meth:`stored` makes their chunks); all become used."""
+        self.used["chunks"].update(keys)
+        return {k: marshal.loads(v) for k, v in self._batch("value", keys)}
 
     def chunk_entry(self, key: str) -> Any | None:
         """One chunk entry with its texts, not marked used (a previous build's, to compare
@@ -204,16 +205,18 @@ class BuildCache:
         return bare
 
     def texts(self, keys: Sequence[str]) -> dict[str, list[str]]:
-        """The chunk texts of the entries ``keys``, in one read."""
+        """The chunk texts of the entries ``keys`` (at most :data:`BATCH`), in one read."""
+        return {k: marshal.loads(v) for k, v in self._batch("texts", keys)}
+
+    def _batch(self, column: str, keys: Sequence[str]) -> Iterable[tuple[str, bytes]]:
         marks = ",".join("?" * len(keys))
-        rows = self.conn.execute(f"SELECT key, texts FROM chunks WHERE key IN ({marks})", keys)
-        return {k: marshal.loads(v) for k, v in rows}
+        return self.conn.execute(f"SELECT key, {column} FROM chunks WHERE key IN ({marks})",
+                                 list(keys))
 
     def stored(self, key: str, entry: Any) -> list[StoredChunk]:
         """The chunks of the entry ``key`` (from :meth:`chunks`), their texts left in the
         cache (:class:`CachedChunk`)."""
-        return [CachedChunk(*_with_text(row, _Text(self.reader, key, i)))
-                for i, row in enumerate(entry["rows"])]
+        return [CachedChunk(self.reader, key, i, *row) for i, row in enumerate(entry["rows"])]
 
     def vectors(self, keys: Sequence[str]) -> dict[str, list[float]]:
         """The cached vectors of ``keys`` that exist (all become used)."""
@@ -342,8 +345,6 @@ class ChunkTexts:
     """The texts of cached chunks, read from the cache a batch of entries at a time: those
     the build will ask for next (:meth:`plan`), else the one asked for."""
 
-    BATCH = 128
-
     def __init__(self, cache: BuildCache) -> None:
         self.cache = cache
         self.order: list[str] = []
@@ -359,36 +360,30 @@ class ChunkTexts:
         texts = self.loaded.get(key)
         if texts is None:
             start = self.at.get(key)
-            batch = [key] if start is None else self.order[start:start + self.BATCH]
+            batch = [key] if start is None else self.order[start:start + BATCH]
             self.loaded = self.cache.texts(batch)  # one batch held at a time
             texts = self.loaded[key]
         return texts[i]
 
 
-class _Text:
-    """Where a :class:`CachedChunk`'s text is: its entry's key and its place in the entry."""
-
-    __slots__ = ("at", "key", "reader")
-
-    def __init__(self, reader: ChunkTexts, key: str, at: int) -> None:
-        self.reader, self.key, self.at = reader, key, at
-
-    def __call__(self) -> str:
-        return self.reader.read(self.key, self.at)
-
-
 class CachedChunk(StoredChunk):
     """A :class:`StoredChunk` whose text stays in the build cache: ``text`` reads it each
-    time (a build holds no chunk text it is not working on)."""
+    time (a build holds no chunk text it is not working on). Its fields are slots: a build
+    holds a chunk in about 200 bytes, not 300."""
+
+    __slots__ = (*(name for name in _FIELD_NAMES if name != "text"), "reader", "key", "at")
+
+    def __init__(self, reader: ChunkTexts, key: str, at: int, *fields: Any) -> None:
+        self.reader, self.key, self.at = reader, key, at
+        super().__init__(*fields)
 
     @property  # type: ignore[override]
     def text(self) -> str:
-        value = self.__dict__["text"]
-        return value if isinstance(value, str) else str(value())
+        return self.reader.read(self.key, self.at)
 
     @text.setter
     def text(self, value: Any) -> None:
-        self.__dict__["text"] = value
+        pass  # read from the cache
 
 
 def _with_text(row: Sequence[Any], text: Any) -> tuple[Any, ...]:

@@ -74,28 +74,31 @@ class IndexState:
 
     @classmethod
     def read(cls, path: Path | None, salt: str) -> IndexState | None:
-        """:meth:`decode` of the file ``path`` (``None``: none)."""
-        return None if path is None else cls.decode(path.read_bytes(), salt)
+        """:meth:`load` of the file ``path`` (``None``: none)."""
+        if path is None:
+            return None
+        with path.open("rb") as source:
+            return cls.load(source, salt)
 
     @classmethod
     def decode(cls, blob: bytes | None, salt: str) -> IndexState | None:
-        """The state in ``blob`` if it was written with ``salt`` (else, or damaged: ``None``)."""
-        if not blob:
-            return None
+        """:meth:`load` of ``blob``."""
+        return cls.load(io.BytesIO(blob), salt) if blob else None
+
+    @classmethod
+    def load(cls, source: BinaryIO, salt: str) -> IndexState | None:
+        """The state in ``source`` if it was written with ``salt`` (else, or damaged:
+        ``None``); its arrays are read straight into place."""
         try:
-            size = int.from_bytes(blob[:8], "little")
-            head, rest = marshal.loads(blob[8:8 + size]), blob[8 + size:]
+            head = marshal.loads(source.read(int.from_bytes(source.read(8), "little")))
             if head.get("salt") != salt:
                 return None
             arrays: dict[str, Any] = {}
-            offset = 0
             for name, count in head.pop("arrays"):
-                values = array("I")
-                values.frombytes(rest[offset:offset + values.itemsize * count])
-                arrays[name] = values
-                offset += values.itemsize * count
+                arrays[name] = array("I")
+                arrays[name].fromfile(source, count)
             state = cls(**head, **arrays)
-        except (ValueError, TypeError, KeyError, EOFError):
+        except (ValueError, TypeError, KeyError, EOFError, AttributeError):
             return None
         return state if len(state.dfs) == len(state.terms) == sum(
             n for _, n, _ in state.term_files) else None

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from ragspine_lite.bundle.build_cache import BuildCache, ChunkTexts
+from ragspine_lite.bundle.build_cache import BATCH, BuildCache, ChunkTexts
 from ragspine_lite.bundle.export import ExportReport, SourceDocument
 from ragspine_lite.bundle.incremental import STATE_NAME, IndexState, Rebuild
 from ragspine_lite.bundle.manifest import FACET_FIELDS
@@ -125,10 +125,12 @@ def prepare_docs(
     if out.salt is not None:
         salted = hashlib.sha256(out.salt.encode("utf-8"))
         out.keys = {d.meta.doc_id: _chunk_key(salted, d) for d in exported}
-    cached = cache.chunks(out.keys.values()) if out.salt is not None else {}
     chunking = (settings["the_chunker"], settings["max_chars"], settings["overlap_chars"])
+    cached: dict[str, Any] = {}
     for i, doc in enumerate(exported, 1):
         key = out.keys.get(doc.meta.doc_id, "")
+        if out.salt is not None and (i - 1) % BATCH == 0:  # the next batch of cached entries
+            cached = cache.chunks([out.keys[d.meta.doc_id] for d in exported[i - 1:i - 1 + BATCH]])
         entry = cached.get(key)
         if entry is None:
             entry = _chunk_entry(doc, chunking)

@@ -451,17 +451,32 @@ def load_sections(path: str | Path, *, text: str | None = None) -> list[Section]
     return heading_sections(body, anchors, slugs=p.suffix.lower() not in HTML_EXTENSIONS)
 
 
-def _walk(folder: Path) -> Iterator[tuple[str, str, str]]:
-    """``(path relative to folder, "/"-separated; its folder; its name)`` of the supported
-    files under ``folder``, hidden entries skipped, symlinked directories not followed."""
-    top = str(folder)
-    for dirpath, dirnames, filenames in os.walk(top):
-        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
-        rel = os.path.relpath(dirpath, top)
-        prefix = "" if rel == os.curdir else rel.replace(os.sep, "/") + "/"
-        for name in filenames:
-            if not name.startswith(".") and _suffix(name) in SUPPORTED_EXTENSIONS:
-                yield prefix + name, dirpath, name
+def _walk(folder: Path) -> Iterator[tuple[str, str, str, bool]]:
+    """``(path relative to folder, "/"-separated; its folder; its name; whether it is a
+    symbolic link)`` of the supported files under ``folder``, hidden entries skipped,
+    symlinked directories not followed (one ``scandir`` per folder, no call per file)."""
+    folders = [(str(folder), "")]
+    while folders:
+        dirpath, prefix = folders.pop()
+        try:
+            entries = list(os.scandir(dirpath))
+        except OSError:
+            continue
+        for entry in entries:
+            if entry.name.startswith("."):
+                continue
+            if _is_dir(entry):
+                if not entry.is_symlink():
+                    folders.append((entry.path, prefix + entry.name + "/"))
+            elif _suffix(entry.name) in SUPPORTED_EXTENSIONS:
+                yield prefix + entry.name, dirpath, entry.name, entry.is_symlink()
+
+
+def _is_dir(entry: os.DirEntry[str]) -> bool:
+    try:
+        return entry.is_dir()
+    except OSError:
+        return False
 
 
 def _suffix(name: str) -> str:
@@ -484,13 +499,14 @@ def discover_documents(paths: Iterable[str | Path]) -> list[tuple[Path, Path]]:
 
     real_dirs: dict[str, str] = {}
 
-    def add(folder: str, name: str, root: Path) -> None:
+    def add(folder: str, name: str, root: Path, link: bool | None = None) -> None:
         # One realpath per folder: only a symlinked file needs its own.
         real = real_dirs.get(folder)
         if real is None:
             real = real_dirs[folder] = os.path.realpath(folder)
         child = os.path.join(folder, name)
-        key = os.path.realpath(child) if os.path.islink(child) else os.path.join(real, name)
+        link = os.path.islink(child) if link is None else link
+        key = os.path.realpath(child) if link else os.path.join(real, name)
         if key not in seen:  # a file reached twice (dir + file) is loaded once
             seen.add(key)
             found.append((Path(child), root))
@@ -498,8 +514,8 @@ def discover_documents(paths: Iterable[str | Path]) -> list[tuple[Path, Path]]:
     for item in paths:
         p = Path(item)
         if p.is_dir():
-            for _, folder, name in sorted(_walk(p)):
-                add(folder, name, p)
+            for _, folder, name, link in sorted(_walk(p)):
+                add(folder, name, p, link)
         elif p.exists():
             _check_extension(p)
             add(str(p.parent), p.name, p.parent)
