@@ -200,6 +200,7 @@ export class CoarseScanner {
     this.pending = new Map(); // list "j" or block "j/b" → promise, while it is fetched
     this.centroids = null;
     this.owner = null;
+    this.ownerFetch = null; // the docno → list map on its way (ownerAhead)
   }
 
   // [list, centroid dot] of the lists a scan of `q` (Int32Array) reads, best first.
@@ -260,7 +261,7 @@ export class CoarseScanner {
     const q = DenseScanner.prototype.checkQuery.call(this, query);
     const rows = docnos ? Array.from(docnos) : [];
     const away = rows.filter((d) => !this.where.has(d));
-    if (away.length && !this.owner) this.setOwner(await this.fetch(this.info.assign));
+    if (away.length && !this.owner) await this.ownerAhead();
     const lists = scan ? this.probed(q).map(([j]) => j) : [];
     for (const d of away) if (this.owner[d] !== undefined && this.owner[d] !== 0xffff) lists.push(this.owner[d]);
     await Promise.all(lists.map((j) => this.listAhead(j)));
@@ -300,10 +301,21 @@ export class CoarseScanner {
     return promise;
   }
 
+  // The docno → list map, fetched once (the worker starts it with the scanner: the rows of a
+  // question's BM25 hits then need no round of their own).
+  ownerAhead() {
+    if (!this.owner && !this.ownerFetch) {
+      this.ownerFetch = this.fetch(this.info.assign).then((raw) => this.owner || this.setOwner(raw));
+      this.ownerFetch.catch(() => { this.ownerFetch = null; });
+    }
+    return this.ownerFetch || Promise.resolve(this.owner);
+  }
+
   setOwner(raw) {
     const bytes = bytesOf(raw);
     const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
     this.owner = Uint16Array.from({ length: bytes.length / 2 }, (_, k) => view.getUint16(2 * k, true));
+    return this.owner;
   }
 
   // The [list, block] pairs a scan of `q` rescores, sorted: those of the `candidates` best

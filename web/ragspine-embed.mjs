@@ -171,10 +171,13 @@ export async function useDenseScanner(py, searcher, vectors, files) {
   let scanner;
   if (info.lists) {
     files.held.set(info.centroids, await ahead(info.centroids));
-    // Python's JsDenseScanner awaits `prefetch` under JSPI: a query's lists, then its blocks,
-    // each fetched together (two rounds), not one synchronous request after the other.
+    await files.learnCached(); // a question's lists and blocks not cached leave at once (begin)
+    // Python's JsDenseScanner starts a query's lists once its vector exists (`begin`: they
+    // come while Python ranks BM25), then awaits `prefetch` under JSPI: the lists of its best
+    // BM25 hits' rows, then the blocks, each fetched together, not one after the other.
     scanner = new CoarseScanner(info, (path) => files.reader.read(path), undefined, undefined,
       (path) => files.fetch(path));
+    scanner.ownerAhead().catch((err) => log("warn", `the docno → list map of the vectors: ${describe(err).message}`));
   } else {
     scanner = await DenseScanner.load(info, ahead);
   }

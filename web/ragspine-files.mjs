@@ -196,6 +196,7 @@ export class BundleFiles {
   #bundleURL;
   #cache;
   #toStore = []; // [path, bytes] read synchronously, for the cache
+  #inCache = null; // the URLs the Cache API held when learnCached() asked (null: not asked)
   #loads = []; // what this request loaded: {path, bytes, from}
 
   constructor(manifest, bundleURL, cache) {
@@ -226,6 +227,17 @@ export class BundleFiles {
     return bytes;
   }
 
+  // Learns which URLs the Cache API holds: from then on `fetch` asks the network at once for
+  // any other file (its request leaves before the caller awaits, no lookup in between).
+  async learnCached() {
+    if (!this.#cache || this.#inCache) return;
+    try {
+      this.#inCache = new Set((await this.#cache.keys()).map((request) => request.url));
+    } catch (err) {
+      log("warn", `the cache could not list its files: ${describe(err).message}`);
+    }
+  }
+
   // Bytes of `path`: the Cache API's copy when it has this sha256, else the network's (checked);
   // `counted: false` leaves it out of the loads a search reports (the header); `source(from)`
   // hears where the bytes came from ("cache" or "network"); `given`: bytes the page's thread
@@ -238,7 +250,7 @@ export class BundleFiles {
     };
     const sha = expectedSha(this.#manifest, path);
     const url = this.#bundleURL + path;
-    if (this.#cache && !given) {
+    if (this.#cache && !given && (!this.#inCache || this.#inCache.has(url))) {
       try {
         const bytes = await cachedBytes(this.#cache, url, sha);
         if (bytes) return note(bytes, "cache");
