@@ -125,6 +125,27 @@ def test_the_header_names_every_term_shard_and_fragment_in_four_bytes(small_file
     assert "paths" not in meta["bm25"] and "fragments" not in meta
 
 
+def test_vector_files_come_out_of_the_site_file_budget(small_files, tmp_path, monkeypatch):
+    db, root = small_files
+    shards_of = sum(1 for p in (root / "data").rglob("*.bin") if p.name[:2] in ("t-", "f-"))
+
+    def vectors(out, *args):  # a hybrid export's vector files, written before the index
+        for i in range(40):
+            out.write("data/vectors", "v", bytes([i]), ".i8")
+        return {"model_id": "fake"}
+
+    monkeypatch.setattr(shard_writer, "SITE_FILES", shards_of + 20)
+    monkeypatch.setattr(shard_writer, "RESERVED_FILES", 10)
+    monkeypatch.setattr(shard_writer, "MIN_INDEX_FILES", 1)
+    source = shard_writer.read_source(db)
+    plain = shard_writer.write_index(source, tmp_path / "plain")
+    monkeypatch.setattr(shard_writer, "_vector_entry", vectors)
+    hybrid = shard_writer.write_index(source, tmp_path / "hybrid")
+    counts = [r.count_by_kind["t"] + r.count_by_kind["f"] for r in (plain, hybrid)]
+    assert counts[0] == shards_of and hybrid.count_by_kind["v"] == 40
+    assert counts[1] <= shards_of + 20 - 10 - 40 < counts[0]  # bigger files, fewer of them
+
+
 def test_bm25_scores_and_ranking_are_bit_identical_to_the_sqlite_index(small_files):
     db, root = small_files
     bundle = ShardedBundle(DirectoryFiles(root))
