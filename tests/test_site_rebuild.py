@@ -507,3 +507,55 @@ def test_postings_merged_from_runs_are_the_ones_held_in_memory(tmp_path, monkeyp
     assert as_lists == {t: [list(d), list(f)] for t, (d, f) in held.items()}
     term = sorted(held)[5]  # asked for again, after later terms: a new pass over the runs
     assert list(merged[term][0]) == list(held[term][0])
+
+
+def test_a_file_is_reread_when_anything_but_its_name_says_it_changed(tmp_path, monkeypatch):
+    import os
+    import time
+
+    from ragspine_lite.bundle import build_cache
+    from ragspine_lite.bundle.build_cache import BuildCache
+    from ragspine_lite.chunking.chunking import DocumentMeta
+
+    monkeypatch.setattr(build_cache, "STAT_SLACK_NS", 0)
+    page, other = tmp_path / "a.html", tmp_path / "b.html"
+    page.write_text("one", "utf-8")
+    other.write_text("kept", "utf-8")
+    cache = BuildCache(tmp_path / "cache", {})
+    keys = [cache.key(path, path.name) for path in (page, other)]
+    for key in keys:
+        cache.put(key, ("body", DocumentMeta(doc_id=key[:8]), []))
+    cache.close()
+    before = page.stat()
+    time.sleep(0.05)
+    page.write_text("two", "utf-8")  # the same size, and the old modification time put back
+    os.utime(page, ns=(before.st_atime_ns, before.st_mtime_ns))
+    read: list[Path] = []
+    real = Path.read_bytes
+    monkeypatch.setattr(Path, "read_bytes", lambda path: read.append(path) or real(path))
+    cache = BuildCache(tmp_path / "cache", {})
+    assert cache.key(page, page.name) != keys[0]  # its change time moved
+    assert cache.key(other, other.name) == keys[1] and read == [page]  # not read again
+    cache.abort()
+
+
+def test_a_cache_of_another_layout_is_emptied_and_rebuilt(tmp_path, tmp_path_factory):
+    import sqlite3
+
+    from ragspine_lite.bundle.build_cache import CACHE_FILE, cache_dir
+
+    build = Builds(tmp_path, tmp_path_factory)
+    write_pages(build.docs, 10)
+    first = build()
+    conn = sqlite3.connect(cache_dir(build.site) / CACHE_FILE)
+    conn.execute("CREATE TABLE leftover (x)")
+    conn.execute("PRAGMA user_version = 1")
+    conn.commit()
+    conn.close()
+    assert build() == first
+    assert build.said("(10 document(s) chunked by this build)"), build.logged  # from scratch
+    conn = sqlite3.connect(cache_dir(build.site) / CACHE_FILE)
+    tables = {name for (name,) in conn.execute("SELECT name FROM sqlite_master")}
+    conn.close()
+    assert "leftover" not in tables and build() == first
+    assert build.said("(0 document(s) chunked by this build)"), build.logged
