@@ -206,7 +206,8 @@ export class BundleFiles {
     this.held = new Map(); // path → bytes fetched ahead, until Python reads them
     this.totals = { files: 0, bytes: 0, cache: 0, network: 0, sync: 0, prefetched: 0 };
     this.gone = null; // a content-named file that answered 404 (a rebuilt site)
-    this.reader = { read: (path) => this.read(path) };
+    // fetchAll(paths): their bytes fetched together (Python awaits it under JSPI).
+    this.reader = { read: (path) => this.read(path), fetchAll: (paths) => Promise.all(Array.from(paths, (p) => this.fetch(p))) };
   }
 
   read(path) {

@@ -197,14 +197,11 @@ class JsDenseScanner:
         """Let the JS scanner fetch what the next call reads, files in parallel, when it can
         (a coarse scanner's ``prefetch``) and Python can await it here (JSPI); otherwise the
         call reads its files one by one, synchronously. The results are the same."""
-        prefetch = getattr(self._js, "prefetch", None)
-        if prefetch is None:
-            return
-        from pyodide import ffi
+        from ragspine_lite._compat import await_js
 
-        can = getattr(ffi, "can_run_sync", None)
-        if can is not None and can():
-            ffi.run_sync(prefetch(*args))
+        prefetch = getattr(self._js, "prefetch", None)
+        if prefetch is not None:
+            await_js(prefetch(*args))
 
     @staticmethod
     def _rows(docnos: Sequence[int]) -> Any:

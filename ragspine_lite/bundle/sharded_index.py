@@ -93,8 +93,27 @@ class ShardLane:
 
     def chunks_for(self, keys: list[str], candidates: CandidateSet | None) -> dict[str, Any]:
         wanted = {key: int(key) for key in keys}
+        self._ahead(self.bundle.fragment_path(d) for d in wanted.values())
         chunks = self.bundle.chunks(wanted.values())
         return {key: copy.copy(chunks[d]) for key, d in wanted.items()}  # as a fresh read
+
+
+    def _ahead(self, paths: Iterable[str]) -> None:
+        """Fetch the files not read yet together, when the bundle's files can (the worker's
+        ``fetchAll``, awaited under JSPI: e.g. the fragments of hits only the dense lane
+        found, which the search could not know beforehand); otherwise each is read when
+        needed. The same bytes either way."""
+        from ragspine_lite._compat import IN_PYODIDE, await_js
+
+        fetch_all: Any = getattr(self.bundle.files, "fetchAll", None)
+        missing = self.bundle.missing(paths) if IN_PYODIDE and fetch_all is not None else []
+        if not missing:
+            return
+        from pyodide.ffi import to_js
+
+        done, found = await_js(fetch_all(to_js(missing)))
+        for path, data in zip(missing, found if done else (), strict=False):
+            self.bundle.provide(path, data)
 
 
 class _ShardRun:

@@ -242,8 +242,12 @@ def test_given_the_same_query_vector_the_js_coarse_scanner_gives_cpythons_hits(
     with serving(coarse_semantic) as url:
         got = _search_page(browser, url, native[1], jspi)
     assert [p for p in got["read"] if p.startswith("data/lists/")]  # lists come by need
-    # With JSPI the scanner fetches a query's lists, then its blocks, each round in parallel.
+    # With JSPI the scanner fetches a query's lists, then its blocks, each round in parallel,
+    # and the search fetches the text of hits only the dense lane found together, before
+    # Python reads it: nothing of either is read synchronously.
     assert bool([p for p in got["sync"] if p.startswith("data/lists/")]) is not jspi
+    if jspi:
+        assert not [p for p in got["sync"] if p.startswith("data/text/")], got["sync"]
     files = DirectoryFiles(coarse_semantic)
     assert "lists" in (ShardedBundle(files).vectors or {})
     same = ReplayedVectors(backend, got["vectors"])
