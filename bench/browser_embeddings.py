@@ -54,6 +54,15 @@ and rescoring every row), and whether Chromium's hits equal CPython's (numpy) fo
 The sites beyond squad_train's ~22,000 chunks repeat its paragraphs as copies (new document
 ids, the same texts: each text is embedded once); nDCG counts a copy of the gold paragraph as
 the gold paragraph.
+
+``--model-load`` measures the model instead, on the first of ``--sizes``: per link and server
+(``on the fly``: the counting server gzips text as it goes, ``.onnx`` uncompressed;
+``precompressed``: it sends a file's ``.gz`` sibling with ``Content-Encoding: gzip`` when the
+browser accepts gzip, as nginx's ``gzip_static``), a cold visit (a new browser context) and a
+warm one (the same context reloaded: the runtime cache holds the files): the model's load
+(``loadMs``: its files fetched and checked, onnxruntime-web's session created), the time until
+``denseReady()``, the first embedding the page asks for after it (the worker already ran the
+model once, to warm it) and the bytes of ``models/`` and ``ort/`` on the wire.
 """
 
 from __future__ import annotations
@@ -399,7 +408,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="--light: also sites of these sizes with coarse lists forced "
                              "(below COARSE_MIN_ROWS too)")
     parser.add_argument("--links", default="none;10mbit,40ms",
-                        help="--light: links, ';'-separated (none;10mbit,40ms)")
+                        help="--light, --model-load: links, ';'-separated (none;10mbit,40ms)")
+    parser.add_argument("--model-load", action="store_true",
+                        help="model load and first embedding, cold and warm, with the .gz "
+                             "siblings served precompressed or gzip on the fly")
     args = parser.parse_args(argv)
     if args.coarse:
         return coarse_bench(args, [int(x) for x in args.coarse.split(",") if x.strip()])
@@ -414,6 +426,8 @@ def main(argv: list[str] | None = None) -> int:
     if problem:
         print(problem, file=sys.stderr)
         return 2
+    if args.model_load:
+        return model_bench(args, sizes[0])
     return light_bench(args, sizes) if args.light else run(args, sizes)
 
 
@@ -754,6 +768,28 @@ async ({ queries, warmups }) => {
   return out;
 }
 """
+# The visitor's path, as the element types it: a prefetch of the question so far after each
+# word and of the whole question (it prefetches 40 ms after a keystroke, searches 120 ms
+# after the last one), a typist's pause between words, then the search, timed.
+LIGHT_TYPED_JS = r"""
+async ({ queries, pauseMs, lastMs }) => {
+  const rs = window.rs;
+  const sleep = (ms) => new Promise((done) => setTimeout(done, ms));
+  const out = [];
+  for (const q of queries) {
+    const words = q.split(" ");
+    for (let k = 1; k <= words.length; k++) {
+      await rs.prefetch(words.slice(0, k).join(" "), { topK: 10 });
+      await sleep(k < words.length ? pauseMs : lastMs);
+    }
+    const t = performance.now();
+    await rs.searchDetailed(q, { topK: 10, mode: "hybrid", highlight: false });
+    out.push(performance.now() - t);
+  }
+  return out;
+}
+"""
+TYPING_PAUSE_MS, LAST_KEY_MS = 150, 80  # between words; the last prefetch to the search
 VECTOR_DIRS = ("data/vectors/", "data/lists/")
 
 
@@ -789,10 +825,11 @@ def light_reference(site: Path, backend: Any, queries: list[str]) -> dict[str, l
 
 
 def light_visit(browser: Any, server: Any, base: str, site: str, first: list[str],
-                timed: list[str]) -> dict[str, Any]:
+                timed: list[str], typed: list[str]) -> dict[str, Any]:
     """One cold visit (new context): open until the dense lane is ready, the first hybrid
-    query, ten more, then the timed queries (embedding, BM25, hybrid); the server's log says
-    what went over the wire."""
+    query, ten more, then the timed queries (embedding, BM25, hybrid); then another cold
+    visit, the ``typed`` questions as a visitor types them (:data:`LIGHT_TYPED_JS`); the
+    server's log says what went over the wire."""
     context = browser.new_context()
     try:
         page = context.new_page()
@@ -811,6 +848,17 @@ def light_visit(browser: Any, server: Any, base: str, site: str, first: list[str
             out["first"].append(found)
         out.update(page.evaluate(LIGHT_TIMED_JS, {"queries": timed, "warmups": list(WARMUPS)}))
         out["timed_vector_bytes"] = _vector_wire(server.take())
+    finally:
+        context.close()
+    context = browser.new_context()  # the typed questions: another cold visit
+    try:
+        page = context.new_page()
+        page.goto(f"{bundle}manifest.json")
+        page.evaluate(LIGHT_OPEN_JS, {"module": f"{bundle}ragspine-lite.mjs", "bundle": bundle})
+        server.take()
+        out["typed"] = page.evaluate(LIGHT_TYPED_JS, {"queries": typed, "pauseMs": TYPING_PAUSE_MS,
+                                                      "lastMs": LAST_KEY_MS})
+        out["typed_vector_bytes"] = _vector_wire(server.take())
         return out
     finally:
         context.close()
@@ -836,6 +884,7 @@ def light_bench(args: argparse.Namespace, sizes: list[int]) -> int:
     queries = [q for q in queries if not (q["text"] in seen or seen.add(q["text"]))]
     quality = queries[: args.quality_queries]
     first, timed = quality[:11], quality[11 : 11 + args.queries]
+    typed = quality[11 + args.queries : 11 + 2 * args.queries]
     texts = [q["text"] for q in first + timed]
     forced = [int(x) for x in args.coarse_sizes.split(",") if x.strip()]
     plan = [(f"{args.set}-{n}", n, False) for n in sizes]
@@ -875,8 +924,8 @@ def light_bench(args: argparse.Namespace, sizes: list[int]) -> int:
                         server.link = link
                         log(f"Chromium: {name}, {link.label}…")
                         visits[name, link.label] = light_visit(
-                            browser, server, base, name,
-                            [q["text"] for q in first], [q["text"] for q in timed])
+                            browser, server, base, name, [q["text"] for q in first],
+                            [q["text"] for q in timed], [q["text"] for q in typed])
             finally:
                 browser.close()
     finally:
@@ -905,8 +954,9 @@ def light_report(args: argparse.Namespace, names: list[str], builds: dict[str, d
           f"({', '.join(VECTOR_DIRS)}) on the wire; p50 ms per call\n")
     print("| chunks | layout | link | vector bytes before the dense lane is ready (all bytes, "
           "time) | first hybrid query | next ten, mean | timed queries, mean | query embedding "
-          "| BM25 | dense (hybrid − BM25 − embedding) | hybrid | first hybrid query ms |")
-    print("|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+          "| BM25 | dense (hybrid − BM25 − embedding) | hybrid | first hybrid query ms "
+          "| typed: hybrid | typed: dense | typed: vector bytes, mean |")
+    print("|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for name in names:
         for (site, label), v in visits.items():
             if site != name:
@@ -920,7 +970,9 @@ def light_report(args: argparse.Namespace, names: list[str], builds: dict[str, d
                   f"{v['first'][0]['vector_bytes']:,} | {sum(later) // max(1, len(later)):,} | "
                   f"{v['timed_vector_bytes'] // max(1, len(v['hybrid'])):,} | {embed:.1f} | "
                   f"{bm25:.1f} | {hybrid - bm25 - embed:.1f} | {hybrid:.1f} | "
-                  f"{v['first'][0]['ms']:.0f} |")
+                  f"{v['first'][0]['ms']:.0f} | {p50(v['typed']):.1f} | "
+                  f"{p50(v['typed']) - bm25 - embed:.1f} | "
+                  f"{v['typed_vector_bytes'] // max(1, len(v['typed'])):,} |")
     print("\n| chunks | layout | hybrid recall@10 vs exact (of texts: a copy counts as its "
           "original) | hybrid nDCG@10 site / exact | "
           "Chromium = CPython (numpy), hybrid hits |")
@@ -962,6 +1014,112 @@ def root_layout(args: argparse.Namespace, name: str) -> str:
     if "lists" not in entry:
         return "exact shards"
     return f"coarse {len(entry['lists'])} / {entry['probe']} / {entry['candidates']}"
+
+
+# ---------------------------------------------------------------- model load, cold and warm
+
+MODEL_JS = r"""
+async ({ module, bundle, first }) => {
+  const { RagSpineLite } = await import(module);
+  const t = performance.now();
+  const rs = await RagSpineLite.open({ bundle, jspi: true, timeoutMs: 0 });
+  const info = await rs.denseReady();
+  const readyMs = performance.now() - t;
+  const e = performance.now();
+  await rs.embed([first]);
+  const out = { readyMs, embedMs: performance.now() - e, loadMs: info.embeddings.loadMs };
+  rs.close();
+  return out;
+}
+"""
+MODEL_DIRS = ("/models/", "/ort/")
+
+
+def precompressed(server: Any, root: Path) -> None:
+    """Make the counting ``server`` send a file's ``.gz`` sibling, ``Content-Encoding: gzip``,
+    to a browser that accepts gzip (as ``gzip_static``); other files as before."""
+    base = server.RequestHandlerClass.func
+
+    class Handler(base):  # type: ignore[misc, valid-type]
+        def send_head(self) -> Any:
+            path = Path(self.translate_path(self.path))
+            sibling = path.with_name(path.name + ".gz")
+            if not (sibling.is_file() and "gzip" in self.headers.get("Accept-Encoding", "")):
+                return super().send_head()
+            self._gz = sibling.read_bytes()  # sent instead of the file, Content-Encoding: gzip
+            return super(base, self).send_head()  # the file's own head, not gzipped again
+
+    server.RequestHandlerClass = functools.partial(Handler, directory=str(root))
+
+
+def model_visits(browser: Any, server: Any, base: str, site: str) -> list[dict[str, Any]]:
+    """A cold visit (new context) and a warm one (the same context again)."""
+    context = browser.new_context()
+    out = []
+    try:
+        page = context.new_page()
+        bundle = f"{base}{site}/"
+        for visit in ("cold", "warm"):
+            server.take()
+            page.goto(f"{bundle}manifest.json")
+            found = page.evaluate(MODEL_JS, {"module": f"{bundle}ragspine-lite.mjs",
+                                             "bundle": bundle, "first": "who wrote it"})
+            wire = sum(r[2] for r in server.take() if any(d in r[0] for d in MODEL_DIRS))
+            out.append({"visit": visit, **found, "model_bytes": wire})
+    finally:
+        context.close()
+    return out
+
+
+def model_bench(args: argparse.Namespace, n: int) -> int:
+    """Model load and first embedding, cold and warm, gzip on the fly vs precompressed."""
+    from playwright.sync_api import sync_playwright
+
+    from ragspine_lite.vector.onnx_backend import OnnxEmbeddingBackend
+
+    bench_bytes = _load_bytes()
+    root = args.work / "sites"
+    backend = CachedBackend(OnnxEmbeddingBackend(), args.work / "minilm-vectors.json")
+    corpus, queries = bench_browser.load_set(args.data / args.set, 10**9)
+    wheel_dir = Path(tempfile.mkdtemp(prefix="ragspine-bench-model-"))
+    try:
+        wheels = (build_wasm.pack_wheel(wheel_dir), build_wasm.find_micropip())
+        name = f"{args.set}-{n}"
+        build(select(corpus, queries[: args.quality_queries], n), root / name, wheels, backend,
+              args.work / f"{name}.db")
+    finally:
+        shutil.rmtree(wheel_dir, ignore_errors=True)
+    rows = []
+    with sync_playwright() as p:
+        browser = p.chromium.launch(
+            executable_path=bench_browser.CHROMIUM, args=bench_browser.CHROMIUM_ARGS
+        )
+        try:
+            for served in ("on the fly", "precompressed"):
+                server = bench_bytes.CountingServer(root)
+                if served == "precompressed":
+                    precompressed(server, root)
+                threading.Thread(target=server.serve_forever, daemon=True).start()
+                base = f"http://127.0.0.1:{server.server_address[1]}/"
+                try:
+                    for spec in args.links.split(";"):
+                        server.link = bench_bytes.Link.parse(spec)
+                        log(f"Chromium: model load, {served}, {server.link.label}…")
+                        rows += [(served, server.link.label, v)
+                                 for v in model_visits(browser, server, base, name)]
+                finally:
+                    server.shutdown()
+        finally:
+            browser.close()
+    print(f"\nModel load and first embedding, {name}, MiniLM int8, headless Chromium (JSPI); "
+          "model load = its files fetched and checked + onnxruntime-web's session\n")
+    print("| served | link | visit | model + runtime bytes on the wire (models/, ort/) | "
+          "model load ms | open → dense ready s | first embedding ms |")
+    print("|---|---|---|---:|---:|---:|---:|")
+    for served, label, v in rows:
+        print(f"| {served} | {label} | {v['visit']} | {v['model_bytes']:,} | {v['loadMs']:,} | "
+              f"{v['readyMs'] / 1000:.1f} | {v['embedMs']:.1f} |")
+    return 0
 
 
 if __name__ == "__main__":
