@@ -559,3 +559,17 @@ def test_a_cache_of_another_layout_is_emptied_and_rebuilt(tmp_path, tmp_path_fac
     conn.close()
     assert "leftover" not in tables and build() == first
     assert build.said("(0 document(s) chunked by this build)"), build.logged
+
+
+def test_a_new_package_version_reads_and_parses_every_page_again(tmp_path, tmp_path_factory,
+                                                                 monkeypatch):
+    from ragspine_lite.bundle import build_cache
+
+    monkeypatch.setattr(build_cache, "STAT_SLACK_NS", 0)  # pages written just now count too
+    build = Builds(tmp_path, tmp_path_factory)
+    write_pages(build.docs, 12)
+    first = build()
+    assert build() == first and build.said("(12 unchanged since the last build)"), build.logged
+    monkeypatch.setattr(build_cache, "package_digest", lambda: "another parser")
+    assert build() == first
+    assert build.said("(0 unchanged since the last build)"), build.logged  # no stale key reused

@@ -106,6 +106,7 @@ class BuildCache:
         self.folder, self.new = folder, not folder.exists()
         folder.mkdir(parents=True, exist_ok=True)
         self.salt = json.dumps([package_digest(), settings], sort_keys=True)
+        self.stamp = hashlib.sha256(self.salt.encode("utf-8")).hexdigest()[:16] + " "
         self.started = time.time_ns()
         self.conn = sqlite3.connect(folder / CACHE_FILE, isolation_level=None)
         self.conn.execute("PRAGMA secure_delete = ON")  # a dropped row leaves no text behind
@@ -128,9 +129,10 @@ class BuildCache:
     def key(self, path: Path, rel: str) -> str:
         """The sha256 of the file's bytes, its path and the load settings; the previous
         build's, without reading the file, while its size, times and inode are those that
-        build recorded (and were older than that build: :func:`_stat_line`)."""
+        build recorded (and were older than that build: :func:`_stat_line`) and the package's
+        sources and the settings are the same."""
         stat = os.stat(path)
-        line = _stat_line(stat)
+        line = self.stamp + _stat_line(stat)
         known = self.seen.get(rel, "")
         if known.startswith(line):
             key = known[len(line):]
