@@ -216,12 +216,17 @@ def _file_table(root: Path) -> dict[str, dict[str, Any]]:
     rendered pages (:data:`~ragspine_lite.bundle.manifest.UNLISTED_DIRS`)."""
     from ragspine_lite.bundle.manifest import UNLISTED_DIRS
 
+    listed = []
+    for folder, dirs, files in os.walk(root):  # the unlisted folders are not walked
+        prefix = Path(folder).relative_to(root).as_posix() + "/"
+        prefix = "" if prefix == "./" else prefix
+        dirs[:] = [d for d in dirs if not (prefix + d + "/").startswith(UNLISTED_DIRS)]
+        listed += [prefix + name for name in files if not (prefix + name).startswith(UNLISTED_DIRS)]
     table = {}
-    for path in sorted(p for p in root.rglob("*") if p.is_file()):
-        rel = path.relative_to(root).as_posix()
-        if rel == "manifest.json" or rel.startswith(UNLISTED_DIRS):
-            continue
-        table[rel] = {"sha256": sha256_file(path), "bytes": path.stat().st_size}
+    for rel in sorted(listed, key=lambda rel: rel.split("/")):  # as Paths sort
+        if rel != "manifest.json":
+            path = root / rel
+            table[rel] = {"sha256": sha256_file(path), "bytes": path.stat().st_size}
     return table
 
 
