@@ -573,3 +573,16 @@ def test_a_new_package_version_reads_and_parses_every_page_again(tmp_path, tmp_p
     monkeypatch.setattr(build_cache, "package_digest", lambda: "another parser")
     assert build() == first
     assert build.said("(0 unchanged since the last build)"), build.logged  # no stale key reused
+
+
+def test_another_python_reuses_no_cached_entry(tmp_path, tmp_path_factory, monkeypatch):
+    """Cache entries are marshal data: another interpreter version reads and parses again."""
+    from ragspine_lite.bundle import build_cache
+
+    monkeypatch.setattr(build_cache, "STAT_SLACK_NS", 0)
+    build = Builds(tmp_path, tmp_path_factory)
+    write_pages(build.docs, 12)
+    first = build()
+    monkeypatch.setattr(build_cache.marshal, "version", build_cache.marshal.version + 1)
+    assert build() == first
+    assert build.said("(0 unchanged since the last build)"), build.logged

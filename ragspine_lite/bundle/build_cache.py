@@ -16,12 +16,13 @@ A site build keeps ``.OUT.cache/build.db`` beside ``--out`` (SQLite, never part 
   (:class:`~ragspine_lite.bundle.incremental.IndexState`), in a file of its own
   (``state-index-….bin``) that the table names.
 
-Every key is salted with the package's sources: a changed parser or chunker never reuses
-anything. RESTRICTED documents are never written to it (their parse, chunks and text are
-neither cached nor embedded), and deleted rows are overwritten (``secure_delete``). The whole
-build is one transaction: :meth:`BuildCache.close` commits it once the site is in place and
-drops the entries this build did not use; a failed or refused build calls
-:meth:`BuildCache.abort`, which leaves the cache as it was. ``--clean``
+Every key is salted with the package's sources and the interpreter's version (entries are
+``marshal`` data, whose format may change between versions): a changed parser or chunker, or
+another Python, never reuses anything. RESTRICTED documents are never written to it (their
+parse, chunks and text are neither cached nor embedded), and deleted rows are overwritten
+(``secure_delete``). The whole build is one transaction: :meth:`BuildCache.close` commits it
+once the site is in place and drops the entries this build did not use; a failed or refused
+build calls :meth:`BuildCache.abort`, which leaves the cache as it was. ``--clean``
 (``build_site(clean=True)``) deletes the cache first.
 """
 
@@ -33,6 +34,7 @@ import marshal
 import os
 import shutil
 import sqlite3
+import sys
 import tempfile
 import time
 from array import array
@@ -105,7 +107,8 @@ class BuildCache:
     def __init__(self, folder: Path, settings: dict[str, Any]) -> None:
         self.folder, self.new = folder, not folder.exists()
         folder.mkdir(parents=True, exist_ok=True)
-        self.salt = json.dumps([package_digest(), settings], sort_keys=True)
+        python = [*sys.version_info[:2], marshal.version]
+        self.salt = json.dumps([package_digest(), settings, python], sort_keys=True)
         self.stamp = hashlib.sha256(self.salt.encode("utf-8")).hexdigest()[:16] + " "
         self.started = time.time_ns()
         self.conn = sqlite3.connect(folder / CACHE_FILE, isolation_level=None)
