@@ -586,3 +586,15 @@ def test_another_python_reuses_no_cached_entry(tmp_path, tmp_path_factory, monke
     monkeypatch.setattr(build_cache.marshal, "version", build_cache.marshal.version + 1)
     assert build() == first
     assert build.said("(0 unchanged since the last build)"), build.logged
+
+
+def test_a_site_over_the_hosts_file_limit_is_reported(tmp_path, tmp_path_factory, monkeypatch):
+    from ragspine_lite.bundle import shard_format
+
+    build = Builds(tmp_path, tmp_path_factory)
+    write_pages(build.docs, 12)
+    build()
+    assert not build.said("static hosts allow"), build.logged
+    monkeypatch.setattr(shard_format, "SITE_FILES", 10)
+    build()
+    assert build.said("files, over the 10 many static hosts allow"), build.logged

@@ -421,7 +421,9 @@ def build_site(
     the site) to that file, for CPython's ``BundleSearcher(path)``. Before embedding, a model
     that cannot represent a fair share of the documents (MiniLM on a Chinese site) is reported
     to ``warn`` (default ``log``) with its cost to visitors, and listed in the manifest's
-    ``warnings``. ``jobs``: processes that parse the documents (default
+    ``warnings``; search files over the common static-host limit
+    (:data:`~ragspine_lite.bundle.shard_format.SITE_FILES`) are reported to ``warn`` too.
+    ``jobs``: processes that parse the documents (default
     :func:`~ragspine_lite.bundle.export.default_jobs`; the site is the same for any number).
     The same documents always give the same bytes, and files are named by their content, so
     a rebuild after an edit renames only the files the edit reaches; a rebuild parses only the
@@ -604,6 +606,9 @@ def _build_loaded(
         entry, ort_runtime = _write_model(report, staging, settings, log)
         wheels = _write_runtime(staging, settings, cache)
         _write_site_pages(staging, to_render, settings, log)
+        over = _over_budget(staging)
+        if over:
+            warn(over)
         manifest = _manifest(report, shards, wheels, entry, ort_runtime, warnings, settings,
                              rendered=len(to_render), staging=staging)
         _write_checked(staging, manifest, corpus, excluded, settings, log)
@@ -618,6 +623,22 @@ def _build_loaded(
     finally:
         shutil.rmtree(store_dir, ignore_errors=True)
     return manifest
+
+
+def _over_budget(staging: Path) -> str | None:
+    """A warning when the site's own files (all but the rendered ``pages/``) are more than
+    :data:`~ragspine_lite.bundle.shard_format.SITE_FILES`, the common static-host limit."""
+    from ragspine_lite.bundle.shard_format import SITE_FILES
+
+    count = 0
+    for folder, dirs, files in os.walk(staging):
+        if Path(folder) == staging:
+            dirs[:] = [d for d in dirs if d != "pages"]
+        count += len(files)
+    if count <= SITE_FILES:
+        return None
+    return (f"the site's search files are {count:,} files, over the {SITE_FILES:,} many static "
+            "hosts allow (e.g. Cloudflare Pages' free plan): check your host's limit")
 
 
 def _load(
