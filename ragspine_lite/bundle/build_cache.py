@@ -373,8 +373,8 @@ class ChunkTexts:
 
 class CachedChunk(StoredChunk):
     """A :class:`StoredChunk` whose text stays in the build cache: ``text`` reads it each
-    time (a build holds no chunk text it is not working on). Its fields are slots: a build
-    holds a chunk in about 200 bytes, not 300."""
+    time (a build holds no chunk text it is not working on). Its fields are slots (no
+    dictionary per chunk)."""
 
     __slots__ = (*(name for name in _FIELD_NAMES if name != "text"), "reader", "key", "at")
 
@@ -463,25 +463,10 @@ def cached_precompressed(cache: BuildCache | None, path: Path) -> None:
     def siblings(data: bytes) -> dict[str, bytes]:
         brotli = b"brotli" if importlib.util.find_spec("brotli") else b""
         blob = cache.made(f"siblings {path.name}", [data, brotli],
-                          lambda: _pack_siblings(compressed_siblings(data)))
-        return _unpack_siblings(blob)
+                          lambda: marshal.dumps(compressed_siblings(data)))
+        return dict(marshal.loads(blob))
 
     write_precompressed(path, siblings)
-
-
-def _pack_siblings(siblings: dict[str, bytes]) -> bytes:
-    """``{suffix: bytes}`` as one blob: per sibling a 4-byte suffix, an 8-byte length, bytes."""
-    return b"".join(k.encode("ascii").ljust(4) + len(v).to_bytes(8, "little") + v
-                    for k, v in siblings.items())
-
-
-def _unpack_siblings(blob: bytes) -> dict[str, bytes]:
-    out, at = {}, 0
-    while at < len(blob):
-        size = int.from_bytes(blob[at + 4 : at + 12], "little")
-        out[blob[at : at + 4].decode("ascii").strip()] = blob[at + 12 : at + 12 + size]
-        at += 12 + size
-    return out
 
 
 #: The name this cache had when it held parses only.
