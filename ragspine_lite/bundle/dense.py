@@ -48,6 +48,7 @@ class DenseScanner(Protocol):
         rows only (coarse lists) has ``scan_also(query, threshold, also)`` too: the same,
         also reading the rows of ``also`` and the rows stored with them."""
         ...
+
     def dots(self, query: bytes, docnos: Sequence[int]) -> list[int]:
         """The dots of these rows (0 for a row without a vector), in the given order."""
         ...

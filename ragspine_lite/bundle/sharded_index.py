@@ -97,7 +97,6 @@ class ShardLane:
         chunks = self.bundle.chunks(wanted.values())
         return {key: copy.copy(chunks[d]) for key, d in wanted.items()}  # as a fresh read
 
-
     def _ahead(self, paths: Iterable[str]) -> None:
         """Fetch the files not read yet together, when the bundle's files can (the worker's
         ``fetchAll``, awaited under JSPI: e.g. the fragments of hits only the dense lane
