@@ -48,7 +48,10 @@ cold visit (a new browser context): ``RagSpineLite.open`` until ``denseReady()``
 the vector bytes until then, and when), the first hybrid query and the next ten (vector bytes
 each: requests under ``data/vectors/`` and ``data/lists/`` in the server's log, on the wire),
 then ``--queries`` more questions timed as above (p50 of query embedding, BM25, hybrid; dense =
-hybrid − BM25 − embedding; their vector bytes per query). Recall@10 and nDCG@10 of the hybrid
+hybrid − BM25 − embedding, and of it the time Python waited for files fetched while it searched,
+the worker's own count ``worker.fetchMs``; their vector bytes per query). Below the tables, what
+a fetch costs this browser on this machine: one list file at a time, and 13 at once (a
+question's lists), from the page with the HTTP cache bypassed. Recall@10 and nDCG@10 of the hybrid
 top 10 against the exact scan of the same vectors (CPython: a coarse scanner probing every list
 and rescoring every row), and whether Chromium's hits equal CPython's (numpy) for every query.
 The sites beyond squad_train's ~22,000 chunks repeat its paragraphs as copies (new document
@@ -760,7 +763,7 @@ async ({ queries, warmups }) => {
     for (const q of queries) {
       const t = performance.now();
       const r = await rs.searchDetailed(q, { topK: 10, mode, highlight: false });
-      out[mode].push({ ms: performance.now() - t,
+      out[mode].push({ ms: performance.now() - t, fetchMs: r.worker ? r.worker.fetchMs : null,
                        hits: r.results.map((s) => [s.chunk_id, s.scores.vector, s.scores.fused]) });
     }
   }
@@ -790,6 +793,27 @@ async ({ queries, pauseMs, lastMs }) => {
 }
 """
 TYPING_PAUSE_MS, LAST_KEY_MS = 150, 80  # between words; the last prefetch to the search
+# What a fetch costs this browser on this machine, from the page, the HTTP cache bypassed: one
+# file at a time, then PROBE_FILES at once (a question's lists), three times each.
+LIGHT_PROBE_JS = r"""
+async ({ paths, many }) => {
+  const get = async (p) => (await fetch(p, { cache: "no-store" })).arrayBuffer();
+  const one = [];
+  for (const p of paths.slice(0, 9)) {
+    const t = performance.now();
+    await get(p);
+    one.push(performance.now() - t);
+  }
+  const together = [];
+  for (let k = 0; k < 3; k++) {
+    const t = performance.now();
+    await Promise.all(paths.slice(many * k, many * (k + 1)).map(get));
+    together.push(performance.now() - t);
+  }
+  return { one, together };
+}
+"""
+PROBE_FILES = 13
 VECTOR_DIRS = ("data/vectors/", "data/lists/")
 
 
@@ -825,7 +849,7 @@ def light_reference(site: Path, backend: Any, queries: list[str]) -> dict[str, l
 
 
 def light_visit(browser: Any, server: Any, base: str, site: str, first: list[str],
-                timed: list[str], typed: list[str]) -> dict[str, Any]:
+                timed: list[str], typed: list[str], folder: Path) -> dict[str, Any]:
     """One cold visit (new context): open until the dense lane is ready, the first hybrid
     query, ten more, then the timed queries (embedding, BM25, hybrid); then another cold
     visit, the ``typed`` questions as a visitor types them (:data:`LIGHT_TYPED_JS`); the
@@ -848,6 +872,10 @@ def light_visit(browser: Any, server: Any, base: str, site: str, first: list[str
             out["first"].append(found)
         out.update(page.evaluate(LIGHT_TIMED_JS, {"queries": timed, "warmups": list(WARMUPS)}))
         out["timed_vector_bytes"] = _vector_wire(server.take())
+        paths = _probe_paths(bundle, folder)
+        out["probe"] = paths and page.evaluate(LIGHT_PROBE_JS, {"paths": paths,
+                                                                "many": PROBE_FILES})
+        server.take()
     finally:
         context.close()
     context = browser.new_context()  # the typed questions: another cold visit
@@ -862,6 +890,15 @@ def light_visit(browser: Any, server: Any, base: str, site: str, first: list[str
         return out
     finally:
         context.close()
+
+
+def _probe_paths(bundle: str, folder: Path) -> list[str]:
+    """URLs of a coarse site's first list files (``[]``: exact shards, no probe)."""
+    from ragspine_lite.bundle.shards import DirectoryFiles, ShardedBundle
+
+    entry = ShardedBundle(DirectoryFiles(folder)).vectors or {}
+    paths = [p for n, p in entry.get("lists", []) if n]
+    return [bundle + p for p in paths[: 9 + 3 * PROBE_FILES]]
 
 
 def light_bench(args: argparse.Namespace, sizes: list[int]) -> int:
@@ -925,7 +962,7 @@ def light_bench(args: argparse.Namespace, sizes: list[int]) -> int:
                         log(f"Chromium: {name}, {link.label}…")
                         visits[name, link.label] = light_visit(
                             browser, server, base, name, [q["text"] for q in first],
-                            [q["text"] for q in timed], [q["text"] for q in typed])
+                            [q["text"] for q in timed], [q["text"] for q in typed], root / name)
             finally:
                 browser.close()
     finally:
@@ -954,9 +991,10 @@ def light_report(args: argparse.Namespace, names: list[str], builds: dict[str, d
           f"({', '.join(VECTOR_DIRS)}) on the wire; p50 ms per call\n")
     print("| chunks | layout | link | vector bytes before the dense lane is ready (all bytes, "
           "time) | first hybrid query | next ten, mean | timed queries, mean | query embedding "
-          "| BM25 | dense (hybrid − BM25 − embedding) | hybrid | first hybrid query ms "
+          "| BM25 | dense (hybrid − BM25 − embedding) | of which waiting for files "
+          "| hybrid | first hybrid query ms "
           "| typed: hybrid | typed: dense | typed: vector bytes, mean |")
-    print("|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for name in names:
         for (site, label), v in visits.items():
             if site != name:
@@ -969,7 +1007,8 @@ def light_report(args: argparse.Namespace, names: list[str], builds: dict[str, d
                   f"{v['readyMs'] / 1000:.1f} s) | "
                   f"{v['first'][0]['vector_bytes']:,} | {sum(later) // max(1, len(later)):,} | "
                   f"{v['timed_vector_bytes'] // max(1, len(v['hybrid'])):,} | {embed:.1f} | "
-                  f"{bm25:.1f} | {hybrid - bm25 - embed:.1f} | {hybrid:.1f} | "
+                  f"{bm25:.1f} | {hybrid - bm25 - embed:.1f} | "
+                  f"{p50([x['fetchMs'] or 0.0 for x in v['hybrid']]):.1f} | {hybrid:.1f} | "
                   f"{v['first'][0]['ms']:.0f} | {p50(v['typed']):.1f} | "
                   f"{p50(v['typed']) - bm25 - embed:.1f} | "
                   f"{v['typed_vector_bytes'] // max(1, len(v['typed'])):,} |")
@@ -998,6 +1037,11 @@ def light_report(args: argparse.Namespace, names: list[str], builds: dict[str, d
               f"({texts:.3f}) | "
               f"{score['site']:.4f} / {score['exact']:.4f} | {'; '.join(same)} "
               f"({len(asked)} queries) |")
+    for (site, label), v in visits.items():
+        if v.get("probe"):
+            print(f"\nfetch cost, {site}, {label} (this Chromium on this machine, from the page, "
+                  f"HTTP cache bypassed): one list file {p50(v['probe']['one']):.1f} ms, "
+                  f"{PROBE_FILES} at once {p50(v['probe']['together']):.1f} ms (p50)")
     channels = sorted({str(x.get("channel")) for v in visits.values() for x in v["first"]})
     print(f"\nhybrid channels: {', '.join(channels)}; nDCG: the gold paragraph or a copy of it "
           f"(sites beyond squad_train's ~22k chunks repeat its paragraphs as copies)")

@@ -177,6 +177,8 @@ export async function useDenseScanner(py, searcher, vectors, files) {
     // BM25 hits' rows, then the blocks, each fetched together, not one after the other.
     scanner = new CoarseScanner(info, (path) => files.reader.read(path), undefined, undefined,
       (path) => files.fetch(path));
+    const prefetch = scanner.prefetch.bind(scanner); // Python awaits it: counted as waiting
+    scanner.prefetch = (...args) => files.waiting(prefetch(...args));
     scanner.ownerAhead().catch((err) => log("warn", `the docno → list map of the vectors: ${describe(err).message}`));
   } else {
     scanner = await DenseScanner.load(info, ahead);

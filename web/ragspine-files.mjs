@@ -206,8 +206,12 @@ export class BundleFiles {
     this.held = new Map(); // path → bytes fetched ahead, until Python reads them
     this.totals = { files: 0, bytes: 0, cache: 0, network: 0, sync: 0, prefetched: 0 };
     this.gone = null; // a content-named file that answered 404 (a rebuilt site)
+    this.waitedMs = 0; // how long Python awaited files during the current request (waiting)
     // fetchAll(paths): their bytes fetched together (Python awaits it under JSPI).
-    this.reader = { read: (path) => this.read(path), fetchAll: (paths) => Promise.all(Array.from(paths, (p) => this.fetch(p))) };
+    this.reader = {
+      read: (path) => this.read(path),
+      fetchAll: (paths) => this.waiting(Promise.all(Array.from(paths, (p) => this.fetch(p)))),
+    };
   }
 
   read(path) {
@@ -268,6 +272,24 @@ export class BundleFiles {
     note(bytes, "network");
     if (this.#cache) this.#keep(path, bytes, sha);
     return bytes;
+  }
+
+  // `promise`, its wall time counted as the current request's wait for files (Python awaits
+  // it: the fetches of a hybrid search's vector lists, blocks and fragments).
+  async waiting(promise) {
+    const started = performance.now();
+    try {
+      return await promise;
+    } finally {
+      this.waitedMs += performance.now() - started;
+    }
+  }
+
+  // How long the current request waited for `waiting` fetches (ms); starts the next one's count.
+  waited() {
+    const ms = Math.round(this.waitedMs * 100) / 100;
+    this.waitedMs = 0;
+    return ms;
   }
 
   // What the current request loaded ({path, bytes, from} each); starts the next request's list

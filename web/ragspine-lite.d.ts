@@ -63,10 +63,13 @@ export interface DetailedResults {
   semantic: SemanticReport | null;
   /** Set only while LLM query layers are configured (see configureLLM). */
   queryLayers: QueryLayersReport | null;
-  /** What the worker did for this search: the bundle files it loaded (`files`) and, for
+  /** What the worker did for this search: the bundle files it loaded (`files`), how long
+   * Python waited for files fetched while it searched (`fetchMs`: a large hybrid site's vector
+   * lists and blocks, the fragments of hits only the dense lane found; with JSPI) and, for
    * bundles with vectors, how it ran the model (`path`, `totalMs`, `modelMs`). */
   worker: {
     files: FileLoad[];
+    fetchMs?: number;
     path?: "jspi" | "primed";
     totalMs?: number;
     modelMs?: number;

@@ -97,7 +97,10 @@ function observeResources(t, sizes) {
 }
 
 // `result` with what its request loaded, as result.worker.files.
-export function withFiles(result, files) {
-  if (result && typeof result === "object" && !Array.isArray(result)) result.worker = { ...(result.worker || {}), files };
+export function withFiles(result, files, fetchMs = undefined) {
+  if (result && typeof result === "object" && !Array.isArray(result)) {
+    result.worker = { ...(result.worker || {}), files };
+    if (fetchMs !== undefined) result.worker.fetchMs = fetchMs;
+  }
   return result;
 }

@@ -35,8 +35,9 @@ async function search(state, args) {
   // searches; anything else it reads (a hybrid search's fragments, an LLM's rewritten
   // queries) is fetched synchronously.
   await loadFilesFor(state, request);
+  state.files.waited(); // the count starts with the search
   const result = await semanticCall(state, "search", request, { query: args.query, mode: args.mode ?? null });
-  return withFiles(result, state.files.report());
+  return withFiles(result, state.files.report(), state.files.waited());
 }
 
 

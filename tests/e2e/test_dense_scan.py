@@ -47,19 +47,21 @@ SEARCH_JS = """async ([queries, batches, jspi]) => {
     const out = [];
     const read = [];  // what Python read through the worker: never a vector shard
     const sync = [];  // of it, what came by synchronous request (one after the other)
+    const waits = [];  // how long Python awaited files while searching (worker.fetchMs)
     for (const q of queries) {
       const r = await rs.searchDetailed(q, { topK: 10, highlight: false });
       const row = (s) => [s.chunk_id, s.scores.bm25, s.scores.vector, s.scores.fused];
       out.push([r.semantic.channel, r.results.map(row)]);
       read.push(...r.worker.files.map((f) => f.path));
       sync.push(...r.worker.files.filter((f) => f.from === "sync").map((f) => f.path));
+      waits.push(r.worker.fetchMs);
     }
     const vectors = {};  // the texts a search embeds (query variants), batch by batch
     for (const texts of batches) {
       const got = await rs.embed(texts);
       texts.forEach((t, i) => { vectors[t] = got[i]; });
     }
-    return { read, sync, out, vectors };
+    return { read, sync, waits, out, vectors };
   } finally {
     rs.close();
   }
@@ -248,6 +250,9 @@ def test_given_the_same_query_vector_the_js_coarse_scanner_gives_cpythons_hits(
     assert bool([p for p in got["sync"] if p.startswith("data/lists/")]) is not jspi
     if jspi:
         assert not [p for p in got["sync"] if p.startswith("data/text/")], got["sync"]
+    # The worker counts the time Python awaited those fetches (none without JSPI).
+    assert all(isinstance(w, (int, float)) and w >= 0 for w in got["waits"]), got["waits"]
+    assert (max(got["waits"]) > 0) is jspi, got["waits"]
     files = DirectoryFiles(coarse_semantic)
     assert "lists" in (ShardedBundle(files).vectors or {})
     same = ReplayedVectors(backend, got["vectors"])
