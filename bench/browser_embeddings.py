@@ -897,7 +897,7 @@ def _probe_paths(bundle: str, folder: Path) -> list[str]:
     from ragspine_lite.bundle.shards import DirectoryFiles, ShardedBundle
 
     entry = ShardedBundle(DirectoryFiles(folder)).vectors or {}
-    paths = [p for n, p in entry.get("lists", []) if n]
+    paths = [p for n, p, _ in entry.get("lists", []) if n]
     return [bundle + p for p in paths[: 9 + 3 * PROBE_FILES]]
 
 

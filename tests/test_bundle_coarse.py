@@ -77,8 +77,19 @@ def test_small_bundles_keep_the_exact_shards(tmp_path: Path) -> None:
 
 
 def parsed(root: Path, entry: dict, j: int) -> coarse._List:
-    count, path = entry["lists"][j]
-    return coarse._List((root / path).read_bytes(), count, DIM, path)
+    count, path, blocks = entry["lists"][j]
+    return coarse._List((root / path).read_bytes(), count, blocks, DIM, path)
+
+
+def directory(root: Path, entry: dict) -> coarse._Directory:
+    return coarse._Directory((root / entry["blocks"]).read_bytes(), entry["rows"],
+                             entry["blocks"])
+
+
+def block_paths(root: Path, entry: dict, j: int) -> list[str]:
+    """List ``j``'s block files, in order (numbered list by list in the directory)."""
+    first = sum(b for _, _, b in entry["lists"][:j])
+    return [directory(root, entry).path(first + b) for b in range(entry["lists"][j][2])]
 
 
 def test_the_lists_partition_the_rows_and_the_build_is_deterministic(lists, tmp_path) -> None:
@@ -88,15 +99,20 @@ def test_the_lists_partition_the_rows_and_the_build_is_deterministic(lists, tmp_
     assert 1 <= entry["probe"] < len(entry["lists"]) and entry["candidates"] >= 1
     cents = (root / entry["centroids"]).read_bytes()
     seen: list[int] = []
-    for j, (count, _path) in enumerate(entry["lists"]):
+    homes = directory(root, entry)
+    number = 0  # blocks are numbered list by list
+    for j, (count, _path, _blocks) in enumerate(entry["lists"]):
         if not count:
             continue
         found = parsed(root, entry, j)
         assert found.docnos == sorted(found.docnos) and len(found.docnos) == count
         in_blocks = []
-        for b, (n, block) in enumerate(found.blocks):
+        for b, block in enumerate(block_paths(root, entry, j)):
             data = (root / block).read_bytes()
+            n = len(data) // (4 + DIM)
             docnos = [int.from_bytes(data[4 * i : 4 * i + 4], "little") for i in range(n)]
+            assert all(homes.block(d) == number for d in docnos)  # the directory's docno map
+            number += 1
             assert docnos == sorted(d for d, k in zip(found.docnos, found.block_of, strict=True)
                                     if k == b)
             assert [signed(data[4 * n + i * DIM : 4 * n + (i + 1) * DIM])
@@ -111,6 +127,7 @@ def test_the_lists_partition_the_rows_and_the_build_is_deterministic(lists, tmp_
             assert [bool(bits[k // 8] >> (k % 8) & 1) for k in range(DIM)] == [x > 0 for x in res]
         seen += found.docnos
     assert sorted(seen) == [d for d in range(ROWS) if d not in (4, 100, 299)]
+    assert [homes.block(d) for d in (4, 100, 299)] == [None] * 3 and len(homes.hashes) == 8 * number
     again = write_vectors(root.parent / "chunks.db", [f"c{i:03d}" for i in range(ROWS)],
                           writer(tmp_path / "again"), model_id="m", min_rows=0, numpy=False)
     assert again == entry  # pure Python builds the same files
@@ -172,17 +189,19 @@ def test_a_probe_reads_its_lists_and_blocks_once_and_scores_them_exactly(lists, 
     assert files.reads[1:] == [entry["lists"][j][1] for j in probed]
     assert 1 <= len(blocks) <= 12 and {j for j, _ in blocks} <= set(probed)
     found = scanner.scan(query, None)
-    paths = [parsed(root, entry, j).blocks[b][1] for j, b in blocks]
-    assert files.reads[1 + len(probed) :] == list(dict.fromkeys(paths))
+    paths = [block_paths(root, entry, j)[b] for j, b in blocks]
+    assert files.reads[1 + len(probed)] == entry["blocks"]  # the directory names the blocks
+    assert files.reads[2 + len(probed) :] == list(dict.fromkeys(paths))
     want = dict(exact(rows, q, None))
     assert found and all(want[d] == dot for d, dot in found)
     assert (17, want[17]) in found  # the row itself has the best estimate here
     reads = len(files.reads)
     assert scanner.scan(query, 0) == [h for h in found if h[1] > 0] and len(files.reads) == reads
-    # dots of any rows are exact: the docno → list map, their lists and blocks are read on need
+    # dots of any rows are exact: their blocks are read on need, not their lists
     picked = [3, 4, 250, 17, 299]
+    lists_read = {p for p in files.reads if p in {path for _, path, _ in entry["lists"]}}
     assert scanner.dots(query, picked) == [want.get(d, 0) for d in picked]
-    assert entry["assign"] in files.reads
+    assert {p for p in files.reads if p in {path for _, path, _ in entry["lists"]}} == lists_read
 
 
 @pytest.mark.parametrize("numpy", SCANNERS)
@@ -200,7 +219,7 @@ def test_a_scan_also_reads_the_blocks_of_the_rows_it_is_given(lists, numpy) -> N
     want = dict(exact(rows, q, None))
     assert set(found) < set(wide) and all(want[d] == dot for d, dot in wide)
     assert {far[0], far[1]} <= {d for d, _ in wide} and 4 not in {d for d, _ in wide}
-    blocks = set(scanner.blocks(query)) | {scanner._where[d] for d in far[:2]}
+    blocks = set(scanner.blocks(query)) | {scanner._home(d) for d in far[:2]}
     assert scanner.blocks(query, also) == sorted(blocks)
     assert [d for d, _ in wide] == [d for j, b in sorted(blocks)
                                     for d in scanner._block(j, b).ids]
@@ -222,10 +241,11 @@ def test_copies_with_equal_vectors_share_a_block_and_rank_by_docno(tmp_path, num
     exact_scan = CoarseScanner(Folder(tmp_path / "site"), entry, probe=10**6,
                                candidates=10**6, numpy=numpy)
     home = {}
-    for j, (count, path) in enumerate(entry["lists"]):
+    for j, (count, path, blocks) in enumerate(entry["lists"]):
         if count:
-            found = coarse._List((tmp_path / "site" / path).read_bytes(), count, dim, path)
+            found = coarse._List((tmp_path / "site" / path).read_bytes(), count, blocks, dim, path)
             home.update((d, (j, b)) for d, b in zip(found.docnos, found.block_of, strict=True))
+    assert all(scanner._home(d) == home[d] for d in home)  # the directory agrees
     for i in range(0, 60, 7):
         query = flat[i * dim : (i + 1) * dim]
         assert home[i] == home[60 + i]
@@ -254,7 +274,7 @@ def test_more_candidates_find_more_of_the_exact_top_ten(lists) -> None:
 
 def test_a_damaged_list_or_entry_is_a_clear_error(lists) -> None:
     root, entry, _rows = lists
-    _count, path = next(item for item in entry["lists"] if item[0])
+    _count, path, _blocks = next(item for item in entry["lists"] if item[0])
     (root / path).write_bytes((root / path).read_bytes()[:-1])
     scanner = CoarseScanner(DirectoryFiles(root), {**entry, "probe": len(entry["lists"])})
     with pytest.raises(BundleFormatError, match="rebuild"):
@@ -262,6 +282,15 @@ def test_a_damaged_list_or_entry_is_a_clear_error(lists) -> None:
     old = {k: v for k, v in entry.items() if k != "candidates"}  # the int8 lists of format 3
     with pytest.raises(BundleFormatError, match="older layout: rebuild"):
         CoarseScanner(DirectoryFiles(root), old)
+    old = {k: v for k, v in entry.items() if k != "blocks"}  # a docno → list map, no directory
+    with pytest.raises(BundleFormatError, match="older layout: rebuild"):
+        CoarseScanner(DirectoryFiles(root), old)
+    with pytest.raises(BundleFormatError, match="malformed"):  # a list without blocks
+        CoarseScanner(DirectoryFiles(root), {**entry, "lists": [
+            [n, p, 0] for n, p, _ in entry["lists"]]})
+    short = writer(root)("data/lists", (root / entry["blocks"]).read_bytes()[:-2])
+    with pytest.raises(BundleFormatError, match=r"directory .* rebuild"):
+        CoarseScanner(DirectoryFiles(root), {**entry, "blocks": short}).dots(bytes(DIM), [0])
     with pytest.raises(BundleFormatError, match="malformed"):
         CoarseScanner(DirectoryFiles(root), {**entry, "probe": 0})
     with pytest.raises(BundleFormatError, match="malformed"):
@@ -351,7 +380,7 @@ def test_the_header_has_the_coarse_lists_and_the_worker_info(coarse_site) -> Non
     assert entry is not None and "lists" in entry and entry["rows"] == bundle.n_docs
     with BundleSearcher.from_files(DirectoryFiles(root), embedding_backend=backend) as s:
         info = s.vector_shards()
-    assert {"centroids", "probe", "candidates", "lists", "assign", "dim", "scale",
+    assert {"centroids", "probe", "candidates", "lists", "blocks", "dim", "scale",
             "missing"} <= set(info)
 
 
@@ -384,7 +413,7 @@ def test_the_default_probe_scores_what_it_finds_exactly(coarse_site) -> None:
             got = lazy.search(query, top_k=10).snippets
             assert got and all(h["scores"]["vector"] <= want.get(h["chunk_id"], 1.0)
                                for h in got)
-    lists = {p for _, p in ShardedBundle(DirectoryFiles(root)).vectors["lists"]}
+    lists = {p for _, p, _ in ShardedBundle(DirectoryFiles(root)).vectors["lists"]}
     assert 0 < len(lists & set(files.reads)) <= len(lists)
 
 

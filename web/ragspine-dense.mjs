@@ -131,33 +131,42 @@ function bytesOf(raw) {
   return raw instanceof Uint8Array ? raw : new Uint8Array(raw.buffer || raw, raw.byteOffset || 0, raw.byteLength);
 }
 
-// One list file of the coarse layout: its blocks [count, path], and per row docno, block,
-// residual scale and sign bits (ragspine_lite.bundle.coarse).
-function parseList(raw, count, dim, path) {
+// One list file of the coarse layout: per row docno, block (within the list), residual scale
+// and sign bits (ragspine_lite.bundle.coarse).
+function parseList(raw, count, nblocks, dim, path) {
   const bytes = bytesOf(raw);
   const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   const width = (dim + 7) >> 3;
-  const nblocks = bytes.length >= 4 ? view.getUint32(0, true) : -1;
-  const start = 4 + 12 * nblocks;
-  if (nblocks < 1 || bytes.length !== start + count * (8 + width)) throw new Error(`vector list ${path}: ${bytes.length} bytes, rebuild the bundle`);
-  const blocks = [];
-  for (let b = 0; b < nblocks; b++) {
-    const o = 4 + 12 * b;
-    let hex = "";
-    for (let k = 0; k < 8; k++) hex += bytes[o + 4 + k].toString(16).padStart(2, "0");
-    blocks.push([view.getUint32(o, true), `data/lists/v-${hex}.i8`]);
-  }
+  if (bytes.length !== count * (8 + width)) throw new Error(`vector list ${path}: ${bytes.length} bytes, rebuild the bundle`);
   const docnos = new Uint32Array(count);
   const blockOf = new Uint16Array(count);
   const scales = new Uint16Array(count);
   for (let i = 0; i < count; i++) {
-    docnos[i] = view.getUint32(start + 4 * i, true);
-    blockOf[i] = view.getUint16(start + 4 * count + 2 * i, true);
-    scales[i] = view.getUint16(start + 6 * count + 2 * i, true);
+    docnos[i] = view.getUint32(4 * i, true);
+    blockOf[i] = view.getUint16(4 * count + 2 * i, true);
+    scales[i] = view.getUint16(6 * count + 2 * i, true);
     if (blockOf[i] >= nblocks) throw new Error(`vector list ${path} names a block it has not: rebuild the bundle`);
   }
-  const signs = bytes.subarray(start + 8 * count);
-  return { blocks, docnos, blockOf, scales, signs, width };
+  const signs = bytes.subarray(8 * count);
+  return { docnos, blockOf, scales, signs, width };
+}
+
+// The block directory: the block count, each block's 8 hash bytes, then each docno's block
+// (uint16, or uint32 from 65,535 blocks; all bits set: no vector).
+function parseDirectory(raw, rows, path) {
+  const bytes = bytesOf(raw);
+  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const count = bytes.length >= 4 ? view.getUint32(0, true) : 0;
+  const size = count < 0xffff ? 2 : 4;
+  const start = 4 + 8 * count;
+  if (!count || bytes.length !== start + size * rows) throw new Error(`the vector block directory ${path}: ${bytes.length} bytes, rebuild the bundle`);
+  const owners = size === 2 ? new Uint16Array(rows) : new Uint32Array(rows);
+  const none = size === 2 ? 0xffff : 0xffffffff;
+  for (let d = 0; d < rows; d++) {
+    owners[d] = size === 2 ? view.getUint16(start + 2 * d, true) : view.getUint32(start + 4 * d, true);
+    if (owners[d] >= count && owners[d] !== none) throw new Error(`the vector block directory ${path} names a block it has not: rebuild the bundle`);
+  }
+  return { hashes: bytes.subarray(4, start), owners, none };
 }
 
 // Per sign byte, the sum of q over the dims of each of its 256 values (Int32Array 256·width).
@@ -174,19 +183,19 @@ function bitTables(q, width) {
 }
 
 // The coarse (IVF) layout of a large bundle's vectors (ragspine_lite.bundle.coarse): int8
-// centroids; per list a small file (its block table, then per row docno, block, residual scale
-// and the sign bits of its residual); per block a file (its docnos as little-endian uint32, then
-// their codes). `scan` dots the query with every centroid, estimates every row of the `probe`
-// best lists by (-dot, list) as 16·(q·c) + scale·(q·s), reads the blocks of the `candidates`
-// best estimates by (-estimate, docno) and scores their rows exactly; `dots` reads the
-// docno → list map (uint16) when a row's list is not in yet. `read(path)` returns a file's bytes
-// synchronously (the worker's bundle reader); each file is read once. `info` is the worker op
-// `vector_shards` of such a bundle: {dim, scale, centroids, probe, candidates, lists:
-// [[count, path], …], assign, missing, rows}. Same integers as CoarseScanner in Python, pair for
-// pair.
+// centroids; per list a small file (per row docno, block, residual scale and the sign bits of
+// its residual); per block a file (its docnos as little-endian uint32, then their codes),
+// numbered list by list; the block directory (each block's name, each docno's block). `scan`
+// dots the query with every centroid, estimates every row of the `probe` best lists by
+// (-dot, list) as 16·(q·c) + scale·(q·s), reads the blocks of the `candidates` best estimates
+// by (-estimate, docno) and scores their rows exactly; `dots` reads the rows' blocks. `read(path)`
+// returns a file's bytes synchronously (the worker's bundle reader); each file is read once.
+// `info` is the worker op `vector_shards` of such a bundle: {dim, scale, centroids, probe,
+// candidates, lists: [[rows, path, blocks], …], blocks, missing, rows}. Same integers as
+// CoarseScanner in Python, pair for pair.
 export class CoarseScanner {
   constructor(info, read, probe, candidates, fetch = null) {
-    if (!info.candidates) throw new Error("the bundle's coarse vectors are of an older layout: rebuild it");
+    if (!info.candidates || !info.blocks) throw new Error("the bundle's coarse vectors are of an older layout: rebuild it");
     this.info = info;
     this.dim = info.dim;
     this.read = read;
@@ -194,13 +203,14 @@ export class CoarseScanner {
     this.last = null; // [query codes, chosen blocks] of the last `chosen`
     this.probe = Math.max(1, Math.min(info.lists.length, probe ?? info.probe));
     this.candidates = Math.max(1, candidates ?? info.candidates);
+    this.firsts = new Uint32Array(info.lists.length); // list j's first block number
+    for (let j = 1; j < info.lists.length; j++) this.firsts[j] = this.firsts[j - 1] + info.lists[j - 1][2];
     this.loaded = new Map(); // list → parsed list file
     this.blocks = new Map(); // "list/block" → {docnos, scanner}
-    this.where = new Map(); // docno → [list, block] of the lists read
     this.pending = new Map(); // list "j" or block "j/b" → promise, while it is fetched
     this.centroids = null;
-    this.owner = null;
-    this.ownerFetch = null; // the docno → list map on its way (ownerAhead)
+    this.directory = null;
+    this.directoryFetch = null; // the block directory on its way (directoryAhead)
   }
 
   // [list, centroid dot] of the lists a scan of `q` (Int32Array) reads, best first.
@@ -226,21 +236,36 @@ export class CoarseScanner {
   }
 
   addList(j, raw) {
-    const [count, path] = this.info.lists[j];
-    const found = parseList(raw, count, this.dim, path);
-    for (let i = 0; i < count; i++) this.where.set(found.docnos[i], [j, found.blockOf[i]]);
+    const [count, path, nblocks] = this.info.lists[j];
+    const found = parseList(raw, count, nblocks, this.dim, path);
     this.loaded.set(j, found);
     return found;
   }
 
+  dir() {
+    return this.directory || this.setDirectory(this.read(this.info.blocks));
+  }
+
+  setDirectory(raw) {
+    this.directory = parseDirectory(raw, this.info.rows, this.info.blocks);
+    return this.directory;
+  }
+
+  blockPath(j, b) {
+    const at = 8 * (this.firsts[j] + b);
+    let hex = "";
+    for (const byte of this.dir().hashes.subarray(at, at + 8)) hex += byte.toString(16).padStart(2, "0");
+    return `data/lists/v-${hex}.i8`;
+  }
+
   block(j, b) {
-    return this.blocks.get(`${j}/${b}`) || this.addBlock(j, b, this.read(this.list(j).blocks[b][1]));
+    return this.blocks.get(`${j}/${b}`) || this.addBlock(j, b, this.read(this.blockPath(j, b)));
   }
 
   addBlock(j, b, raw) {
-    const [count, path] = this.list(j).blocks[b];
     const bytes = bytesOf(raw);
-    if (bytes.length !== count * (4 + this.dim)) throw new Error(`vector block ${path}: ${bytes.length} bytes, rebuild the bundle`);
+    const count = Math.floor(bytes.length / (4 + this.dim));
+    if (!count || bytes.length !== count * (4 + this.dim)) throw new Error(`vector block ${this.blockPath(j, b)}: ${bytes.length} bytes, rebuild the bundle`);
     const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
     const docnos = new Uint32Array(count);
     for (let i = 0; i < count; i++) docnos[i] = view.getUint32(4 * i, true);
@@ -252,22 +277,24 @@ export class CoarseScanner {
 
   // Reads what a scan of `query` (or, with `docnos`, the dots of those rows; with both and
   // `scan`, the scan and those dots) will read and has not yet, with the async `fetch` given
-  // to the constructor: the lists in one round (the docno → list map first, for rows of lists
-  // not read), then the blocks in one more; files already on their way (`begin`) are awaited,
-  // not fetched again. Without it `scan` and `dots` read file by file, synchronously; the
-  // results are the same.
+  // to the constructor: the query's lists, then its blocks, and the blocks of the rows alongside
+  // (the block directory first); files already on their way (`begin`) are awaited, not fetched
+  // again. Without it `scan` and `dots` read file by file, synchronously; the results are the
+  // same.
   async prefetch(query, docnos = null, scan = docnos === null) {
     if (!this.fetch) return;
     const q = DenseScanner.prototype.checkQuery.call(this, query);
-    const rows = docnos ? Array.from(docnos) : [];
-    const away = rows.filter((d) => !this.where.has(d));
-    if (away.length && !this.owner) await this.ownerAhead();
-    const lists = scan ? this.probed(q).map(([j]) => j) : [];
-    for (const d of away) if (this.owner[d] !== undefined && this.owner[d] !== 0xffff) lists.push(this.owner[d]);
-    await Promise.all(lists.map((j) => this.listAhead(j)));
-    const blocks = scan ? [...this.chosen(q)] : [];
-    for (const d of rows) if (this.where.has(d)) blocks.push(this.where.get(d));
-    await Promise.all(blocks.map(([j, b]) => this.blockAhead(j, b)));
+    await this.directoryAhead();
+    const rows = [];
+    for (const d of docnos || []) {
+      const found = Number.isInteger(d) && d >= 0 && d < this.info.rows ? this.home(d) : null;
+      if (found) rows.push(this.blockAhead(...found));
+    }
+    if (scan) {
+      await Promise.all(this.probed(q).map(([j]) => this.listAhead(j)));
+      await Promise.all(this.chosen(q).map(([j, b]) => this.blockAhead(j, b)));
+    }
+    await Promise.all(rows);
   }
 
   // Starts fetching the lists a scan of `query` reads (not awaited: they come while Python
@@ -285,7 +312,7 @@ export class CoarseScanner {
 
   blockAhead(j, b) {
     const key = `${j}/${b}`;
-    return this.ahead(key, () => this.blocks.get(key), () => this.list(j).blocks[b][1], (raw) => this.addBlock(j, b, raw));
+    return this.ahead(key, () => this.blocks.get(key), () => this.blockPath(j, b), (raw) => this.addBlock(j, b, raw));
   }
 
   ahead(key, have, path, add) {
@@ -301,21 +328,14 @@ export class CoarseScanner {
     return promise;
   }
 
-  // The docno → list map, fetched once (the worker starts it with the scanner: the rows of a
-  // question's BM25 hits then need no round of their own).
-  ownerAhead() {
-    if (!this.owner && !this.ownerFetch) {
-      this.ownerFetch = this.fetch(this.info.assign).then((raw) => this.owner || this.setOwner(raw));
-      this.ownerFetch.catch(() => { this.ownerFetch = null; });
+  // The block directory, fetched once (the worker starts it with the scanner: the blocks of a
+  // question's BM25 hits then leave at once, without their lists).
+  directoryAhead() {
+    if (!this.directory && !this.directoryFetch) {
+      this.directoryFetch = this.fetch(this.info.blocks).then((raw) => this.directory || this.setDirectory(raw));
+      this.directoryFetch.catch(() => { this.directoryFetch = null; });
     }
-    return this.ownerFetch || Promise.resolve(this.owner);
-  }
-
-  setOwner(raw) {
-    const bytes = bytesOf(raw);
-    const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-    this.owner = Uint16Array.from({ length: bytes.length / 2 }, (_, k) => view.getUint16(2 * k, true));
-    return this.owner;
+    return this.directoryFetch || Promise.resolve(this.directory);
   }
 
   // The [list, block] pairs a scan of `q` rescores, sorted: those of the `candidates` best
@@ -354,16 +374,20 @@ export class CoarseScanner {
     return out;
   }
 
-  // [list, block] of a row, or null for a row without a vector (reads the docno → list map
-  // and the row's list when needed).
+  // [list, block] of a row, or null for a row without a vector (from the block directory).
   home(d) {
-    if (!this.where.has(d)) {
-      if (!this.owner) this.setOwner(this.read(this.info.assign));
-      if (!Number.isInteger(d) || d < 0 || d >= this.owner.length) throw new Error(`no vector row ${d}`);
-      if (this.owner[d] === 0xffff) return null;
-      this.list(this.owner[d]);
+    const { owners, none } = this.dir();
+    if (!Number.isInteger(d) || d < 0 || d >= owners.length) throw new Error(`no vector row ${d}`);
+    const number = owners[d];
+    if (number === none) return null;
+    let lo = 0;
+    let hi = this.firsts.length - 1; // the last list whose first block is ≤ number
+    while (lo < hi) {
+      const mid = (lo + hi + 1) >> 1;
+      if (this.firsts[mid] <= number) lo = mid;
+      else hi = mid - 1;
     }
-    return this.where.get(d);
+    return [lo, number - this.firsts[lo]];
   }
 
   // Int32Array of (docno, dot) pairs with dot > threshold (every row when null) in the chosen

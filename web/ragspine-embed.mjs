@@ -173,13 +173,14 @@ export async function useDenseScanner(py, searcher, vectors, files) {
     files.held.set(info.centroids, await ahead(info.centroids));
     await files.learnCached(); // a question's lists and blocks not cached leave at once (begin)
     // Python's JsDenseScanner starts a query's lists once its vector exists (`begin`: they
-    // come while Python ranks BM25), then awaits `prefetch` under JSPI: the lists of its best
-    // BM25 hits' rows, then the blocks, each fetched together, not one after the other.
+    // come while Python ranks BM25), then awaits `prefetch` under JSPI: the blocks of its best
+    // BM25 hits' rows (the block directory names them) with the lists, then the query's blocks,
+    // each round fetched together, not one file after the other.
     scanner = new CoarseScanner(info, (path) => files.reader.read(path), undefined, undefined,
       (path) => files.fetch(path));
     const prefetch = scanner.prefetch.bind(scanner); // Python awaits it: counted as waiting
     scanner.prefetch = (...args) => files.waiting(prefetch(...args));
-    scanner.ownerAhead().catch((err) => log("warn", `the docno → list map of the vectors: ${describe(err).message}`));
+    scanner.directoryAhead().catch((err) => log("warn", `the block directory of the vectors: ${describe(err).message}`));
   } else {
     scanner = await DenseScanner.load(info, ahead);
   }

@@ -5,18 +5,21 @@ int8 codes (:func:`build_lists`, fixed seed, integer dot products, ties to the l
 ``nlist`` int8 centroids (``data/vectors/v-<hash16>.i8``, read whole, the worker fetches it with
 the model). Each list is cut again by k-means into *blocks* of about :data:`BLOCK_ROWS` rows, one
 file each (``data/lists/v-<hash16>.i8``: the block's docnos as ascending little-endian uint32,
-then their int8 codes). The list's own file (``data/lists/`` too) is small: its block table
-(uint32 count and the 8 hash bytes of each block's name), then per row its docno (uint32), block
-(uint16), residual scale (uint16) and the sign bits of its residual to the centroid (LSB first).
+then their int8 codes), numbered list by list (a ``lists`` entry is ``[rows, path, blocks]``).
+The list's own file (``data/lists/`` too) is small: per row its docno (uint32), block within
+the list (uint16), residual scale (uint16) and the sign bits of its residual to the centroid
+(LSB first). The *block directory* (``blocks``, ``data/lists/`` too, read whole: the worker
+fetches it with the scanner) names every block (uint32 count, then the 8 hash bytes of each
+block's name), then each docno's block (uint16, or uint32 from 65,535 blocks; all bits set: no
+vector), so the blocks of given rows are read without their lists.
 
 A query's int8 codes are dotted with every centroid; in the ``probe`` best lists (by
 ``(-dot, list)``) each row's dot is *estimated* from its sign bits, ``16·(q·c) + scale·(q·s)``
 (``s`` the ±1 signs, ``scale`` = ``16·mean|x − c|``, integers throughout); the blocks holding the
 ``candidates`` best estimates (by ``(-estimate, docno)``) are read and their rows scored exactly,
 the same integers as the exact scan gives them. Rows outside those blocks are not seen: that is
-the approximation (measured in ``docs/hybrid.md``). ``dots`` of given rows stay exact: it reads
-the docno → list map (``data/lists/``: a little-endian uint16 per docno), the row's list and its
-block. Every file is read once and kept.
+the approximation (measured in ``docs/hybrid.md``). ``dots`` of given rows stay exact: they read
+the rows' blocks (through the directory). Every file is read once and kept.
 
 Every step is integer arithmetic, so numpy and pure Python build the same files and every
 scanner (:class:`CoarseScanner` here, ``CoarseScanner`` in ``web/ragspine-dense.mjs``) returns
@@ -26,6 +29,8 @@ layout (:func:`~ragspine_lite.bundle.dense.write_vector_shards`).
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import math
 import random
 import struct
@@ -61,19 +66,19 @@ COARSE_MIN_ROWS = 20_000
 COARSE_SEED = 20240531
 KMEANS_ROUNDS = 10
 TRAIN_PER_LIST = 64  # training rows per list (all rows when fewer)
-_NO_LIST = 0xFFFF  # the docno → list map's value for a row without a vector
+_MAX_LISTS = 0xFFFE  # list and block numbers within a list are uint16
 #: Rows per block of a list (the unit a query reads for its exact rescoring).
 BLOCK_ROWS = 16
 #: Rows a query's sign-bit estimates cover by default (:func:`probe_count`).
 PROBE_ROWS = 4_000
 SIGN_WEIGHT = 16  # fixed point of the estimate: 16·(q·c) + scale·(q·s), scale = 16·mean|r|
-_BLOCK_ENTRY = struct.Struct("<I8s")  # a block's row count and the hash bytes of its name
+_HASH = 8  # the hash bytes of a block's name (``v-<16 hex digits>.i8``)
 
 
 def list_count(rows: int) -> int:
     """Lists for ``rows`` vectors: about ``√rows``, at most 65,534 (``docs/hybrid.md``: at 100k
     rows 316 lists read 14-17 files a question where 632 read 18-24, the same recall)."""
-    return max(1, min(_NO_LIST - 1, round(math.sqrt(rows))))
+    return max(1, min(_MAX_LISTS, round(math.sqrt(rows))))
 
 
 def probe_count(lists: int, rows: int) -> int:
@@ -230,25 +235,34 @@ def _list_file(
     write: Callable[[str, bytes], str],
     codec: Int8Codec,
     numpy: bool | None,
-) -> bytes:
-    """One list's file; its blocks (k-means of its rows) are written with ``write``."""
+) -> tuple[bytes, list[tuple[list[int], str]]]:
+    """One list's file and its blocks ``(docnos, path)`` in order (k-means of its rows, each
+    written with ``write``)."""
     dim = len(centroid)
     count = len(docnos)
     parts = -(-count // BLOCK_ROWS)
     labels = build_lists(codes, dim, parts, codec, numpy=numpy)[1] if parts > 1 else [0] * count
     view = memoryview(codes)
-    block_of, table = array("H", [0]) * count, bytearray()
+    block_of, blocks = array("H", [0]) * count, []
     for b, label in enumerate(sorted(set(labels))):
         rows = [i for i in range(count) if labels[i] == label]
         for i in rows:
             block_of[i] = b
         body = b"".join(view[i * dim : (i + 1) * dim] for i in rows)
-        path = write("data/lists", array("I", [docnos[i] for i in rows]).tobytes() + body)
-        table += _BLOCK_ENTRY.pack(len(rows), _block_hash(path))
+        ids = [docnos[i] for i in rows]
+        blocks.append((ids, write("data/lists", array("I", ids).tobytes() + body)))
     scales, signs = residual_codes(codes, centroid, dim, numpy=numpy)
-    head = struct.pack("<I", len(table) // _BLOCK_ENTRY.size) + bytes(table)
     columns = array("I", docnos).tobytes() + block_of.tobytes() + array("H", scales).tobytes()
-    return head + columns + signs
+    return columns + signs, blocks
+
+
+def _directory(hashes: bytes, block_of: Sequence[int | None]) -> bytes:
+    """The block directory: the block count, the blocks' hash bytes, each docno's block."""
+    count = len(hashes) // _HASH
+    kind = "H" if count < 0xFFFF else "I"
+    none = 0xFFFF if kind == "H" else 0xFFFFFFFF
+    owners = array(kind, [none if b is None else b for b in block_of])
+    return struct.pack("<I", count) + hashes + owners.tobytes()
 
 
 def write_vectors(
@@ -276,16 +290,24 @@ def write_vectors(
     centroids, assign = build_lists(codes, dim, list_count(len(docnos)), codec, numpy=numpy)
     nlist = len(centroids) // dim
     members: list[list[int]] = [[] for _ in range(nlist)]
-    owner = array("H", [_NO_LIST]) * len(chunk_ids)
     for docno, j in zip(docnos, assign, strict=True):
         members[j].append(docno)
-        owner[docno] = j
-    lists = []
+    lists: list[list[Any]] = []
+    hashes = bytearray()
+    block_of: list[int | None] = [None] * len(chunk_ids)
     for j, rows in enumerate(members):
+        first = len(hashes) // _HASH
+        if not rows:
+            lists.append([0, "", 0])
+            continue
         body = b"".join(view[d * dim : (d + 1) * dim] for d in rows)
-        cent = centroids[j * dim : (j + 1) * dim]
-        data = _list_file(rows, body, cent, write, codec, numpy) if rows else b""
-        lists.append([len(rows), write("data/lists", data) if rows else ""])
+        data, blocks = _list_file(rows, body, centroids[j * dim : (j + 1) * dim], write,
+                                  codec, numpy)
+        for number, (ids, path) in enumerate(blocks, first):
+            hashes += _block_hash(path)
+            for d in ids:
+                block_of[d] = number
+        lists.append([len(rows), write("data/lists", data), len(blocks)])
     return {
         "model_id": model_id,
         "dim": dim,
@@ -296,45 +318,72 @@ def write_vectors(
         "probe": probe_count(nlist, len(docnos)),
         "candidates": candidate_count(len(docnos)),
         "lists": lists,
-        "assign": write("data/lists", owner.tobytes()),
+        "blocks": write("data/lists", _directory(bytes(hashes), block_of)),
     }
 
 
-def _check_coarse(entry: Mapping[str, Any]) -> tuple[int, int, int, list[tuple[int, str]]]:
-    """``(dim, probe, candidates, lists)`` of a coarse ``vectors`` entry."""
-    if "candidates" not in entry:
+def _check_coarse(entry: Mapping[str, Any]) -> tuple[int, int, int, list[tuple[int, str, int]]]:
+    """``(dim, probe, candidates, lists)`` of a coarse ``vectors`` entry (``lists``: ``(rows,
+    path, blocks)`` each)."""
+    if "candidates" not in entry or "blocks" not in entry:
         raise BundleFormatError("the bundle's coarse vectors are of an older layout: rebuild it")
     try:
         dim, probe, wanted = int(entry["dim"]), int(entry["probe"]), int(entry["candidates"])
-        lists = [(int(n), str(p)) for n, p in entry["lists"]]
-        str(entry["centroids"]), str(entry["assign"]), int(entry["rows"])
+        lists = [(int(n), str(p), int(b)) for n, p, b in entry["lists"]]
+        str(entry["centroids"]), str(entry["blocks"]), int(entry["rows"])
         Int8Codec(entry["scale"])
     except (KeyError, TypeError, ValueError) as exc:
         raise BundleFormatError(f"the bundle's vectors entry is malformed: {exc}") from None
-    if not 1 <= probe <= len(lists) or wanted < 1 or any(n < 0 or (n and not p) for n, p in lists):
+    if not 1 <= probe <= len(lists) or wanted < 1 or any(
+        n < 0 or (n > 0) != bool(p) or (n > 0) != (b > 0) or b > n for n, p, b in lists
+    ):
         raise BundleFormatError(f"the bundle's coarse vectors entry is malformed (probe {probe})")
     return dim, probe, wanted, lists
 
 
-class _List:
-    """One list file: its blocks' ``(count, path)``, and per row docno, block, scale, signs."""
+class _Directory:
+    """The block directory: each block's path, each docno's block (``None``: no vector)."""
 
-    def __init__(self, data: bytes, count: int, dim: int, path: str) -> None:
+    def __init__(self, data: bytes, rows: int, path: str) -> None:
+        count = struct.unpack_from("<I", data)[0] if len(data) >= 4 else 0
+        start = 4 + _HASH * count
+        self.owners = array("H" if count < 0xFFFF else "I")
+        self._none = (1 << 8 * self.owners.itemsize) - 1
+        if not count or len(data) != start + self.owners.itemsize * rows:
+            raise BundleFormatError(f"the vector block directory {path!r} holds {len(data)} "
+                                    "bytes: rebuild")
+        self.owners.frombytes(data[start:])
+        if any(count <= b < self._none for b in self.owners):
+            raise BundleFormatError(f"the vector block directory {path!r} names a block it has "
+                                    "not: rebuild")
+        self.hashes = data[4:start]
+
+    def path(self, block: int) -> str:
+        return _block_path(self.hashes[_HASH * block : _HASH * (block + 1)])
+
+    def block(self, docno: int) -> int | None:
+        if not 0 <= docno < len(self.owners):
+            raise ValueError(f"no vector row {docno}")
+        found = self.owners[docno]
+        return None if found == self._none else found
+
+
+class _List:
+    """One list file: per row its docno, block (within the list), scale and sign bits."""
+
+    def __init__(self, data: bytes, count: int, blocks: int, dim: int, path: str) -> None:
         width = (dim + 7) // 8
-        nblocks = struct.unpack_from("<I", data)[0] if len(data) >= 4 else -1
-        start = 4 + nblocks * _BLOCK_ENTRY.size
-        if nblocks < 1 or len(data) != start + count * (8 + width):
+        if len(data) != count * (8 + width):
             raise BundleFormatError(f"vector list {path!r} holds {len(data)} bytes: rebuild")
-        self.blocks = [(n, _block_path(raw)) for n, raw in _BLOCK_ENTRY.iter_unpack(data[4:start])]
         docnos, block_of, scales = array("I"), array("H"), array("H")
-        docnos.frombytes(data[start : start + 4 * count])
-        block_of.frombytes(data[start + 4 * count : start + 6 * count])
-        scales.frombytes(data[start + 6 * count : start + 8 * count])
-        if any(b >= nblocks for b in block_of):
+        docnos.frombytes(data[: 4 * count])
+        block_of.frombytes(data[4 * count : 6 * count])
+        scales.frombytes(data[6 * count : 8 * count])
+        if any(b >= blocks for b in block_of):
             raise BundleFormatError(f"vector list {path!r} names a block it has not: rebuild")
         self.docnos, self.block_of = docnos.tolist(), block_of.tolist()
         self.scales = scales.tolist()
-        self.signs, self.width, self.dim = data[start + 8 * count :], width, dim
+        self.signs, self.width, self.dim = data[8 * count :], width, dim
 
     def estimates(self, q: Sequence[int], centroid_dot: int, numpy: bool | None) -> list[int]:
         """Each row's estimate ``16·(q·c) + scale·(2·Σ_{bit set} q_i − Σ q_i)``."""
@@ -389,11 +438,11 @@ class CoarseScanner:
         if candidates is not None:
             self.candidates = max(1, int(candidates))
         self._entry, self._files, self._numpy = entry, files, numpy
+        self._firsts = list(itertools.accumulate((b for _, _, b in self._lists), initial=0))
         self._centroids: Int8Matrix | None = None
         self._loaded: dict[int, _List] = {}
         self._blocks: dict[tuple[int, int], Int8Matrix] = {}
-        self._owner: array | None = None  # type: ignore[type-arg]
-        self._where: dict[int, tuple[int, int]] = {}  # docno → (list, block) of the lists read
+        self._directory: _Directory | None = None
 
     def _read(self, path: str) -> bytes:
         return read_checked(self._files, path)
@@ -415,19 +464,24 @@ class CoarseScanner:
 
     def _list(self, j: int) -> _List:
         if j not in self._loaded:
-            count, path = self._lists[j]
+            count, path, blocks = self._lists[j]
             if not count:
                 raise BundleFormatError(f"vector list {j} is empty: rebuild")
-            found = self._loaded[j] = _List(self._read(path), count, self.dim, path)
-            pairs = zip(found.docnos, found.block_of, strict=True)
-            self._where.update((d, (j, b)) for d, b in pairs)
+            self._loaded[j] = _List(self._read(path), count, blocks, self.dim, path)
         return self._loaded[j]
+
+    def _dir(self) -> _Directory:
+        if self._directory is None:
+            path = str(self._entry["blocks"])
+            self._directory = _Directory(self._read(path), int(self._entry["rows"]), path)
+        return self._directory
 
     def _block(self, j: int, b: int) -> Int8Matrix:
         if (j, b) not in self._blocks:
-            count, path = self._list(j).blocks[b]
+            path = self._dir().path(self._firsts[j] + b)
             data = self._read(path)
-            if len(data) != count * (4 + self.dim):
+            count = len(data) // (4 + self.dim)
+            if not count or len(data) != count * (4 + self.dim):
                 raise BundleFormatError(f"vector block {path!r} holds {len(data)} bytes: rebuild")
             docnos = array("I")
             docnos.frombytes(data[: 4 * count])
@@ -436,19 +490,12 @@ class CoarseScanner:
         return self._blocks[j, b]
 
     def _home(self, docno: int) -> tuple[int, int] | None:
-        """``(list, block)`` of a row (``None``: it has no vector); reads the docno → list
-        map and the row's list when needed."""
-        if docno not in self._where:
-            if self._owner is None:
-                assign = array("H")
-                assign.frombytes(self._read(str(self._entry["assign"])))
-                self._owner = assign
-            if not 0 <= docno < len(self._owner):
-                raise ValueError(f"no vector row {docno}")
-            if self._owner[docno] == _NO_LIST:
-                return None
-            self._list(self._owner[docno])
-        return self._where[docno]
+        """``(list, block)`` of a row (``None``: it has no vector), from the block directory."""
+        found = self._dir().block(docno)
+        if found is None:
+            return None
+        j = bisect.bisect_right(self._firsts, found) - 1
+        return j, found - self._firsts[j]
 
     def blocks(self, query: bytes, also: Sequence[int] = ()) -> list[tuple[int, int]]:
         """``(list, block)`` a scan of ``query`` rescores, in that order: those of the

@@ -253,12 +253,12 @@ class BundleSearcher:
     def vector_shards(self) -> dict[str, Any]:
         """What a scanner outside Python needs: ``{"dim", "scale", "shards", "missing", "rows"}``
         (shards: ``[[start, count, path], …]``), or for coarse lists the header entry's
-        ``centroids``, ``probe``, ``candidates``, ``lists``, ``assign`` (``{}``: no vectors)."""
+        ``centroids``, ``probe``, ``candidates``, ``lists``, ``blocks`` (``{}``: no vectors)."""
         vectors = self.sharded.vectors if self.sharded is not None else None
         if not vectors:
             return {}
         keys = ("dim", "scale", "shards", "missing", "centroids", "probe", "candidates",
-                "lists", "assign")
+                "lists", "blocks")
         return {**{k: vectors[k] for k in keys if k in vectors}, "rows": self.sharded.n_docs}  # type: ignore[union-attr]
 
     def use_scanner(self, scanner: DenseScanner) -> None:
