@@ -439,3 +439,25 @@ def test_a_hybrid_search_reads_the_rows_of_its_best_bm25_hits(coarse_site) -> No
                     assert hit["scores"]["fused"] == want[hit["chunk_id"]], query
                     checked += 1
     assert checked >= 20
+
+
+def test_a_hybrid_search_has_its_bm25_hits_fragments_fetched_ahead(coarse_site) -> None:
+    """``files_for`` with ``top_k`` names the fragments of the BM25 top ``top_k`` for a
+    hybrid searcher too (most of its results are among them): once they are provided, the
+    hybrid search reads only the fragments of hits the dense lane found."""
+    _db, root, backend = coarse_site
+    for query in hybrid_queries()[:6]:
+        files = Folder(root)
+        with BundleSearcher.from_files(files, embedding_backend=backend) as s:
+            asked: list[str] = []
+            while paths := s.files_for(query, top_k=5):
+                asked += paths
+                for path in paths:
+                    s.provide(path, files.read(path))
+            bm25 = s.search(query, top_k=5, mode="bm25").snippets
+            assert bm25 and any(p.startswith("data/text/f-") for p in asked), query
+            files.reads.clear()
+            hybrid = s.search(query, top_k=5).snippets
+            read = [p for p in files.reads if p.startswith("data/text/")]
+            assert len(read) <= len({h["chunk_id"] for h in hybrid}
+                                    - {h["chunk_id"] for h in bm25}), query

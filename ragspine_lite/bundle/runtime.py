@@ -275,20 +275,18 @@ class BundleSearcher:
         *,
         filters: Any = None,
         top_k: int | None = None,
-        mode: str | None = None,
     ) -> list[str]:
         """The bundle files a search for ``query`` would read that are not cached yet (none
         for a SQLite bundle): the postings shards of its terms (and the filter file when it
         filters); once those are provided, with ``top_k``, the text fragments of its ``top_k``
-        BM25 hits (``mode`` ``"bm25"``; a hybrid search's hits depend on the query vector).
-        Fetch them ahead, while the visitor types, and hand them to :meth:`provide`; asking
-        again until nothing is missing loads all a search reads."""
+        BM25 hits. A hybrid search reads them too, most of its results being among them; the
+        rest depend on the query vector and come when the fusion names them. Fetch them
+        ahead, while the visitor types, and hand them to :meth:`provide`; asking again until
+        nothing is missing loads all a BM25 search reads."""
         if self._bundle is None or not isinstance(self._bundle.index, ShardedIndex):
             return []
         if not isinstance(query, str) or not query.strip():
             return []
-        if top_k is not None and self._resolve_mode(mode) != "bm25":
-            top_k = None
         return self._bundle.index.files_for(
             query, metadata_filter=parse_filters(filters), top_k=top_k
         )
