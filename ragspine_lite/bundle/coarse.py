@@ -66,7 +66,7 @@ COARSE_MIN_ROWS = 20_000
 COARSE_SEED = 20240531
 KMEANS_ROUNDS = 10
 TRAIN_PER_LIST = 64  # training rows per list (all rows when fewer)
-_MAX_LISTS = 0xFFFE  # list and block numbers within a list are uint16
+_MAX_LISTS = 0xFFFE  # lists a bundle may have (the scanners key a block as list · 65,536 + block)
 #: Rows per block of a list (the unit a query reads for its exact rescoring).
 BLOCK_ROWS = 16
 #: Rows a query's sign-bit estimates cover by default (:func:`probe_count`).
