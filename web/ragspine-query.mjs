@@ -43,10 +43,10 @@ async function search(state, args) {
 
 // Prefetch while typing: what a search for `query` will read, fetched now, so the search
 // itself finds it in memory. Resolves to {paths, files, rounds, ms}.
-export async function prefetch(state, { query = "", mode = null, filters = null, topK = DEFAULT_TOP_K } = {}) {
+export async function prefetch(state, { query = "", filters = null, topK = DEFAULT_TOP_K } = {}) {
   const started = performance.now();
   const [paths, rounds] = typeof query === "string" && query.trim()
-    ? await loadFilesFor(state, { query, mode, filters, topK })
+    ? await loadFilesFor(state, { query, filters, topK })
     : [[], 0];
   state.files.totals.prefetched += paths.length;
   return { paths, files: state.files.report(), rounds, ms: Math.round((performance.now() - started) * 100) / 100 };
@@ -57,8 +57,8 @@ export async function prefetch(state, { query = "", mode = null, filters = null,
 // fragments of the BM25 hits), a few rounds at most. Returns [paths, rounds].
 const LOAD_ROUNDS = 3;
 
-async function loadFilesFor(state, { query, mode = null, filters = null, topK = null }) {
-  const ask = { query, mode, filters, topK };
+async function loadFilesFor(state, { query, filters = null, topK = null }) {
+  const ask = { query, filters, topK }; // the same files for either mode
   const paths = [];
   let rounds = 0;
   for (; rounds < LOAD_ROUNDS; rounds++) {

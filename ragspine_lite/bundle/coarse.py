@@ -296,14 +296,13 @@ def write_vectors(
     hashes = bytearray()
     block_of: list[int | None] = [None] * len(chunk_ids)
     for j, rows in enumerate(members):
-        first = len(hashes) // _HASH
         if not rows:
             lists.append([0, "", 0])
             continue
         body = b"".join(view[d * dim : (d + 1) * dim] for d in rows)
         data, blocks = _list_file(rows, body, centroids[j * dim : (j + 1) * dim], write,
                                   codec, numpy)
-        for number, (ids, path) in enumerate(blocks, first):
+        for number, (ids, path) in enumerate(blocks, len(hashes) // _HASH):
             hashes += _block_hash(path)
             for d in ids:
                 block_of[d] = number
