@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import random
 from pathlib import Path
 
@@ -461,3 +462,65 @@ def test_a_hybrid_search_has_its_bm25_hits_fragments_fetched_ahead(coarse_site) 
             read = [p for p in files.reads if p.startswith("data/text/")]
             assert len(read) <= len({h["chunk_id"] for h in hybrid}
                                     - {h["chunk_id"] for h in bm25}), query
+
+
+class Primed(CalibratedHash):
+    """The hashed model with the browser backend's ``plan``: it names the texts not embedded
+    yet (a text is primed once embedded)."""
+
+    model_id = "CalibratedHash/48"  # the bundle's vectors' model
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.primed: set[str] = set()
+
+    def plan(self, texts):
+        return {"texts": [t for t in dict.fromkeys(texts) if t not in self.primed]}
+
+    def embed_texts(self, texts):
+        self.primed.update(texts)
+        return super().embed_texts(texts)
+
+
+class Recording:
+    """A coarse scanner that records the query codes and rows each scan is given."""
+
+    def __init__(self, scanner: CoarseScanner) -> None:
+        self.scanner, self.scans = scanner, []
+
+    def scan(self, query, threshold):
+        return self.scan_also(query, threshold, ())
+
+    def scan_also(self, query, threshold, also):
+        self.scans.append((bytes(query), list(also)))
+        return self.scanner.scan_also(query, threshold, also)
+
+    def dots(self, query, docnos):
+        return self.scanner.dots(query, docnos)
+
+
+def test_vectors_for_names_what_the_scan_of_a_primed_query_is_given(coarse_site) -> None:
+    """``vectors_for`` hands the worker, before a hybrid search, the query codes its scan gets
+    and rows it reads (the best BM25 hits, once their files are in memory): the vector files
+    can be fetched while the visitor types. Nothing before the query vector is primed, in
+    BM25 mode or for a blank query."""
+    _db, root, _backend = coarse_site
+    files = DirectoryFiles(root)
+    backend = Primed(dim=48)
+    scanner = Recording(CoarseScanner(files, ShardedBundle(files).vectors))
+    with BundleSearcher.from_files(files, embedding_backend=backend, scanner=scanner) as s:
+        for query in hybrid_queries()[:8]:
+            assert s.vectors_for(query, top_k=5) == {"queries": [], "rows": []}, query
+            while paths := s.files_for(query, top_k=5):  # as the worker does: the BM25
+                for path in paths:                       # files in memory, the vector primed
+                    s.provide(path, files.read(path))
+            backend.embed_texts(s.embedding_plan(query)["texts"])
+            ahead = json.loads(s.dispatch("vectors_for", json.dumps({"query": query, "topK": 5})))
+            scanner.scans.clear()
+            s.search(query, top_k=5)
+            assert [signed(codes) for codes, _ in scanner.scans] == ahead["queries"], query
+            assert ahead["rows"] and set(ahead["rows"]) <= set(scanner.scans[0][1]), query
+            assert s.vectors_for(query, top_k=5, mode="bm25") == {"queries": [], "rows": []}
+        assert s.vectors_for("  ") == {"queries": [], "rows": []}
+        with pytest.raises(ValueError, match="'fuzzy'"):
+            s.vectors_for("hk revenue", mode="fuzzy")

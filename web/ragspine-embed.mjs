@@ -138,6 +138,12 @@ async function primeEmbeddings(state, op, planArgs) {
   return modelMs;
 }
 
+// The query vectors a search for `query` (in `mode`) will embed, computed now and handed to
+// Python (the search then reads them from its embedding cache). Throws if the model fails.
+export async function primeQuery(state, { query, mode = null }) {
+  if (state.embeddings) await primeEmbeddings(state, "prefetch", { query, mode });
+}
+
 function withTiming(result, timing) {
   if (result && typeof result === "object" && !Array.isArray(result)) {
     result.worker = { ...timing, totalMs: Math.round(timing.totalMs * 100) / 100 };
@@ -162,7 +168,8 @@ export const isVectorShard = (path) => path.startsWith(VECTORS_DIR);
 // A hybrid bundle's chunk vectors, scanned in JavaScript (ragspine-dense.mjs: one Int8Array,
 // Int32 sums): Python's dense lane is handed the scanner (JsDenseScanner); same integers. A
 // large bundle's coarse lists are read when a query probes them (the centroids came at boot),
-// fetched ahead of the scan in two parallel rounds when Python can await (JSPI).
+// fetched ahead of the scan in two parallel rounds when Python can await (JSPI), or while the
+// visitor types (ragspine-query.mjs). Returns that coarse scanner (null: the exact one).
 export async function useDenseScanner(py, searcher, vectors, files) {
   const info = JSON.parse(searcher.dispatch("vector_shards", "{}"));
   if (!info.shards && !info.lists) return;
@@ -178,18 +185,28 @@ export async function useDenseScanner(py, searcher, vectors, files) {
     // each round fetched together, not one file after the other.
     scanner = new CoarseScanner(info, (path) => files.reader.read(path), undefined, undefined,
       (path) => files.fetch(path));
-    const prefetch = scanner.prefetch.bind(scanner); // Python awaits it: counted as waiting
-    scanner.prefetch = (...args) => files.waiting(prefetch(...args));
     scanner.directoryAhead().catch((err) => log("warn", `the block directory of the vectors: ${describe(err).message}`));
   } else {
     scanner = await DenseScanner.load(info, ahead);
   }
   const dense = py.pyimport("ragspine_lite.bundle.dense");
-  const adapter = dense.JsDenseScanner(scanner);
+  const adapter = dense.JsDenseScanner(scanner.prefetch ? awaitedAsWaiting(scanner, files) : scanner);
   try {
     searcher.use_scanner(adapter);
   } finally {
     adapter.destroy();
     dense.destroy();
   }
+  return scanner.prefetch ? scanner : null;
+}
+
+// The coarse scanner as Python sees it: the same calls, the time it awaits `prefetch` counted
+// as the request's wait for files.
+function awaitedAsWaiting(scanner, files) {
+  return {
+    begin: (query) => scanner.begin(query),
+    prefetch: (...args) => files.waiting(scanner.prefetch(...args)),
+    scan: (...args) => scanner.scan(...args),
+    dots: (...args) => scanner.dots(...args),
+  };
 }

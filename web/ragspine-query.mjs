@@ -5,7 +5,7 @@
 import { DEFAULT_TOP_K } from "./ragspine-contract.mjs";
 import { BundleError, describe, log, withFiles } from "./ragspine-messages.mjs";
 import { BundleFiles, fetchVerified, readManifest } from "./ragspine-files.mjs";
-import { fetchVectors, semanticCall, useDenseScanner } from "./ragspine-embed.mjs";
+import { fetchVectors, primeQuery, semanticCall, useDenseScanner } from "./ragspine-embed.mjs";
 
 // A tab opened before the site was rebuilt asks for content-named files that are gone (404):
 // the search then re-reads the manifest, takes the rebuilt index in place and runs once more;
@@ -43,11 +43,11 @@ async function search(state, args) {
 
 // Prefetch while typing: what a search for `query` will read, fetched now, so the search
 // itself finds it in memory. Resolves to {paths, files, rounds, ms}.
-export async function prefetch(state, { query = "", filters = null, topK = DEFAULT_TOP_K } = {}) {
+export async function prefetch(state, { query = "", filters = null, topK = DEFAULT_TOP_K, mode = null } = {}) {
   const started = performance.now();
-  const [paths, rounds] = typeof query === "string" && query.trim()
-    ? await loadFilesFor(state, { query, filters, topK })
-    : [[], 0];
+  const asked = typeof query === "string" && query.trim();
+  const [paths, rounds] = asked ? await loadFilesFor(state, { query, filters, topK }) : [[], 0];
+  if (asked) await vectorsAhead(state, { query, filters, topK, mode });
   state.files.totals.prefetched += paths.length;
   return { paths, files: state.files.report(), rounds, ms: Math.round((performance.now() - started) * 100) / 100 };
 }
@@ -67,6 +67,21 @@ async function loadFilesFor(state, { query, filters = null, topK = null }) {
     paths.push(...(await loadFiles(state, missing)));
   }
   return [paths, rounds];
+}
+
+// A hybrid search's vectors on a large site, ahead: the query embedded now (the search takes
+// the vector from Python's embedding cache), then the coarse scanner's lists and blocks for it
+// and for its best BM25 hits, each round fetched together. A failure leaves them to the search.
+async function vectorsAhead(state, { query, filters, topK, mode }) {
+  const scanner = state.vectorScanner;
+  if (!scanner || !state.embeddings) return;
+  try {
+    await primeQuery(state, { query, mode });
+    const { queries, rows } = state.call("vectors_for", { query, filters, topK, mode });
+    await Promise.all(queries.map((codes) => scanner.prefetch(Int8Array.from(codes), rows, true)));
+  } catch (err) {
+    log("warn", `a question's vectors were not fetched ahead: ${describe(err).message}`);
+  }
 }
 
 // Fetches `paths` together (cache first) and hands them to Python; returns the paths.
@@ -103,8 +118,10 @@ async function takeRebuiltBundle(state) {
   Object.assign(state, { manifest, files });
   if (state.embeddings) {
     const vectors = fetchVectors(manifest, (path, what, phase) => fetchVerified(manifest, bundleURL, path, what, phase));
-    await useDenseScanner(state.py, state.searcher, vectors, files).catch((err) =>
-      log("warn", `the chunk vectors are scanned in Python instead of JavaScript: ${describe(err).message}`));
+    state.vectorScanner = await useDenseScanner(state.py, state.searcher, vectors, files).catch((err) => {
+      log("warn", `the chunk vectors are scanned in Python instead of JavaScript: ${describe(err).message}`);
+      return null;
+    });
   }
   log("info", "the site was rebuilt: searching its new index");
   return true;

@@ -434,7 +434,7 @@ async function bootPython(prepared, cached, options) {
   mark("index", t);
   Object.assign(opened, {
     manifest, bundleURL, timings, t0, cached, model, joined: !model, embeddings: null, embeddingsError: null,
-    idb: null, restored: 0, restoreErrors: [], runtimeCache: prepared.cache,
+    vectorScanner: null, idb: null, restored: 0, restoreErrors: [], runtimeCache: prepared.cache,
   });
   state = opened; // close() can release it from here on
   if (!model) await finishBoot(opened);
@@ -494,7 +494,7 @@ async function attachModel(opened, embeddings) {
   }
   opened.embeddings = embeddings;
   try {
-    await M.useDenseScanner(opened.py, opened.searcher, opened.model.vectors, opened.files);
+    opened.vectorScanner = await M.useDenseScanner(opened.py, opened.searcher, opened.model.vectors, opened.files);
   } catch (err) {
     log("warn", `the chunk vectors are scanned in Python instead of JavaScript: ${describe(err).message}`);
   }

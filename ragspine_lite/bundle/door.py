@@ -4,10 +4,10 @@
 Ops: ``search`` {query, the options of :data:`~ragspine_lite.bundle.options.SEARCH_OPTIONS`
 (filters?, topK?, ...)}; ``ingest`` {name, text, vectors?}; ``page_vectors`` {docId};
 ``check`` {name, text}; ``forget`` {docIds?}; ``documents``; ``stats``; ``files_for``
-{query, filters?, topK?}; ``vector_shards``; ``configure`` {reranker, url?, token?,
-timeout?, check?}; ``configure_llm`` {url?, token?, timeout?, transform?, decompose?,
-adaptive?, check?}; ``embed_plan`` {query, mode?}, {texts} or {document: {name, text}};
-``embed`` {texts}.
+{query, filters?, topK?}; ``vectors_for`` {query, filters?, topK?, mode?}; ``vector_shards``;
+``configure`` {reranker, url?, token?, timeout?, check?}; ``configure_llm`` {url?, token?,
+timeout?, transform?, decompose?, adaptive?, check?}; ``embed_plan`` {query, mode?}, {texts}
+or {document: {name, text}}; ``embed`` {texts}.
 """
 
 from __future__ import annotations
@@ -41,6 +41,14 @@ def _files_for(searcher: Any, args: Args) -> Any:
     return {"paths": searcher.files_for(
         args.get("query", ""), filters=args.get("filters"), top_k=args.get("topK"),
     )}
+
+
+def _vectors_for(searcher: Any, args: Args) -> Any:
+    top_k = args.get("topK")
+    return searcher.vectors_for(
+        args.get("query", ""), filters=args.get("filters"), mode=args.get("mode"),
+        **({} if top_k is None else {"top_k": top_k}),
+    )
 
 
 def _configure(searcher: Any, args: Args) -> Any:
@@ -80,6 +88,7 @@ OPERATIONS: dict[str, Callable[[Any, Args], Any]] = {
     "search": _search,
     "stats": lambda s, a: s.stats(),
     "vector_shards": lambda s, a: s.vector_shards(),
+    "vectors_for": _vectors_for,
 }
 
 

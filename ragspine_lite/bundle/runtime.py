@@ -291,6 +291,30 @@ class BundleSearcher:
             query, metadata_filter=parse_filters(filters), top_k=top_k
         )
 
+    def vectors_for(
+        self,
+        query: str,
+        *,
+        filters: Any = None,
+        top_k: int = SEARCH_DEFAULTS["top_k"],
+        mode: str | None = None,
+    ) -> dict[str, list[Any]]:
+        """What a hybrid search for ``query`` will hand the vector scanner, once the query's
+        vectors are primed (:meth:`embedding_plan`, :meth:`prime_embeddings`): ``{"queries":
+        [int8 codes per variant], "rows": [docnos of its best BM25 hits]}``, empty lists when
+        it will not scan (BM25 mode or channel, a SQLite bundle, vectors not primed). A scanner
+        that fetches its files (the worker's coarse lists) fetches them ahead with it."""
+        empty: dict[str, list[Any]] = {"queries": [], "rows": []}
+        if not isinstance(query, str) or not query.strip() or self._hybrid is None:
+            return empty
+        index = self._hybrid.index
+        if self._resolve_mode(mode) != "hybrid" or not isinstance(index, ShardedIndex):
+            return empty
+        codes, rows = index.vectors_for(
+            query, metadata_filter=parse_filters(filters), top_k=check_top_k(top_k)
+        )
+        return {"queries": [list(memoryview(c).cast("b")) for c in codes], "rows": rows}
+
     def index_paths(self) -> list[str]:
         """The sharded bundle's term shards, text fragments, filter file, token-count and
         length files (none for a SQLite bundle): what a cache of this bundle may keep."""

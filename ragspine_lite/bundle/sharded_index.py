@@ -25,7 +25,7 @@ from ragspine_lite.filtering.metadata_filter import MetadataFilter
 from ragspine_lite.lexical.bm25_index import TermDocuments
 from ragspine_lite.lexical.inverted_index import CandidateSet
 from ragspine_lite.pipeline.fusion import Fusion, Hit, default_fusion
-from ragspine_lite.pipeline.search import LEXICAL_POOL, Pipeline
+from ragspine_lite.pipeline.search import LEXICAL_POOL, RESCORED, Pipeline
 from ragspine_lite.pipeline.stages import (
     CHANNEL_BM25,
     DEFAULT_TOP_K,
@@ -264,13 +264,41 @@ class ShardedIndex:
         if missing or top_k is None:
             return missing
         try:
-            with self.bundle.planning():
-                found = pipeline.rank(query, self.lane, limit=top_k,
-                                      metadata_filter=metadata_filter, channel=CHANNEL_BM25)
+            ordered = self._bm25_top(query, metadata_filter, top_k)
         except MissingFile as missing_file:
             return [missing_file.path]
-        ordered = found[1] if found is not None else []
         return self.bundle.missing(self.bundle.fragment_path(int(key)) for key, _ in ordered)
+
+    def _bm25_top(
+        self, query: str, metadata_filter: MetadataFilter | None, limit: int
+    ) -> list[Hit]:
+        """The BM25 top ``limit`` of ``query``, ranked from the files in memory (a missing
+        one raises :class:`MissingFile`)."""
+        with self.bundle.planning():
+            found = self._pipeline().rank(query, self.lane, limit=limit,
+                                          metadata_filter=metadata_filter, channel=CHANNEL_BM25)
+        return found[1] if found is not None else []
+
+    def vectors_for(
+        self, query: str, *, metadata_filter: MetadataFilter | None = None, top_k: int
+    ) -> tuple[list[bytes], list[int]]:
+        """What a hybrid search of ``query`` hands the vector scanner, known before it runs
+        when its query vectors are cached (the backend's ``plan`` asks for nothing): each
+        variant's int8 codes and the docnos of its BM25 top ``RESCORED · top_k``, whose dense
+        evidence the fusion reads. ``([], [])`` on a BM25 channel or without those vectors;
+        no rows while a file the BM25 ranking reads is missing."""
+        queries = self.dense_queries(query)
+        plan = getattr(self.embedding_backend, "plan", None)
+        if self.dense is None or not queries or plan is None or plan(queries)["texts"]:
+            return [], []
+        codec = self.dense.codec
+        codes = [codec.encode(tuple(float(x) for x in vector))
+                 for vector in embed_queries(self.embedding_backend, queries)]
+        try:
+            top = self._bm25_top(query, metadata_filter, RESCORED * top_k)
+        except MissingFile:
+            top = []
+        return codes, [int(key) for key, _ in top]
 
     @retrieve_keywords()
     def retrieve(self, query: str, options: RetrieveOptions) -> list[RetrievalResult]:

@@ -260,3 +260,54 @@ def test_given_the_same_query_vector_the_js_coarse_scanner_gives_cpythons_hits(
         want = _cpython(lazy, _queries())  # the Python CoarseScanner
     assert got["out"] == want
     assert {channel for channel, _ in want} == {"hybrid"}
+
+
+TYPED_JS = """async ([queries, batches]) => {
+  const { RagSpineLite } = await import('./ragspine-lite.mjs');
+  const rs = await RagSpineLite.open({ bundle: './', jspi: true });
+  try {
+    await rs.denseReady();
+    const lists = (files) => files.map((f) => f.path).filter((p) => p.startsWith('data/lists/'));
+    const out = [];
+    const ahead = [];  // vector files each prefetch fetched
+    const searched = [];  // vector files each search fetched after it
+    for (const q of queries) {
+      ahead.push(lists((await rs.prefetch(q, { topK: 10 })).files));
+      const r = await rs.searchDetailed(q, { topK: 10, highlight: false });
+      searched.push(lists(r.worker.files));
+      const row = (s) => [s.chunk_id, s.scores.bm25, s.scores.vector, s.scores.fused];
+      out.push([r.semantic.channel, r.results.map(row)]);
+    }
+    const vectors = {};
+    for (const texts of batches) {
+      const got = await rs.embed(texts);
+      texts.forEach((t, i) => { vectors[t] = got[i]; });
+    }
+    return { ahead, searched, out, vectors };
+  } finally {
+    rs.close();
+  }
+}"""
+
+
+def test_a_prefetch_while_typing_fetches_the_vectors_the_coarse_search_reads(
+    browser, coarse_semantic, backend, native
+):
+    """The visitor's path: ``prefetch(q)`` embeds the question and fetches the coarse lists and
+    blocks its hybrid search reads; the search that follows fetches no vector file, and its
+    hits are CPython's for the same query vectors."""
+    from _site import serving
+
+    with serving(coarse_semantic) as url:
+        page = browser.new_page()
+        console = Console(page)
+        page.route("**/favicon.ico", lambda route: route.fulfill(status=204, body=""))
+        page.goto(url + "manifest.json")
+        got = page.evaluate(TYPED_JS, [_queries(), native[1]])
+        page.close()
+    assert console.messages == []
+    assert sum(map(len, got["ahead"])) > 0, got["ahead"]
+    assert got["searched"] == [[] for _ in _queries()], got["searched"]
+    same = ReplayedVectors(backend, got["vectors"])
+    with BundleSearcher.from_files(DirectoryFiles(coarse_semantic), embedding_backend=same) as lazy:
+        assert got["out"] == _cpython(lazy, _queries())
