@@ -499,28 +499,34 @@ class Recording:
         return self.scanner.dots(query, docnos)
 
 
+NOTHING = {"queries": [], "rows": [], "missing": []}
+
+
 def test_vectors_for_names_what_the_scan_of_a_primed_query_is_given(coarse_site) -> None:
     """``vectors_for`` hands the worker, before a hybrid search, the query codes its scan gets
-    and rows it reads (the best BM25 hits, once their files are in memory): the vector files
-    can be fetched while the visitor types. Nothing before the query vector is primed, in
-    BM25 mode or for a blank query."""
+    and rows it reads (the best BM25 hits; a file their ranking lacks is named first): the
+    vector files can be fetched while the visitor types. Nothing before the query vector is
+    primed, in BM25 mode or for a blank query."""
     _db, root, _backend = coarse_site
     files = DirectoryFiles(root)
     backend = Primed(dim=48)
     scanner = Recording(CoarseScanner(files, ShardedBundle(files).vectors))
+    provided = 0  # files the BM25 ranking lacked (its term shards), named one at a time
     with BundleSearcher.from_files(files, embedding_backend=backend, scanner=scanner) as s:
         for query in hybrid_queries()[:8]:
-            assert s.vectors_for(query, top_k=5) == {"queries": [], "rows": []}, query
-            while paths := s.files_for(query, top_k=5):  # as the worker does: the BM25
-                for path in paths:                       # files in memory, the vector primed
-                    s.provide(path, files.read(path))
-            backend.embed_texts(s.embedding_plan(query)["texts"])
-            ahead = json.loads(s.dispatch("vectors_for", json.dumps({"query": query, "topK": 5})))
+            assert s.vectors_for(query, top_k=5) == NOTHING, query
+            backend.embed_texts(s.embedding_plan(query)["texts"])  # primed, as the worker does
+            ask = json.dumps({"query": query, "topK": 5})
+            while (ahead := json.loads(s.dispatch("vectors_for", ask)))["missing"]:
+                assert ahead["queries"] == ahead["rows"] == [], query
+                s.provide(ahead["missing"][0], files.read(ahead["missing"][0]))
+                provided += 1
             scanner.scans.clear()
             s.search(query, top_k=5)
             assert [signed(codes) for codes, _ in scanner.scans] == ahead["queries"], query
             assert ahead["rows"] and set(ahead["rows"]) <= set(scanner.scans[0][1]), query
-            assert s.vectors_for(query, top_k=5, mode="bm25") == {"queries": [], "rows": []}
-        assert s.vectors_for("  ") == {"queries": [], "rows": []}
+            assert s.vectors_for(query, top_k=5, mode="bm25") == NOTHING
+        assert s.vectors_for("  ") == NOTHING
         with pytest.raises(ValueError, match="'fuzzy'"):
             s.vectors_for("hk revenue", mode="fuzzy")
+    assert provided >= 8

@@ -77,7 +77,12 @@ async function vectorsAhead(state, { query, filters, topK, mode }) {
   if (!scanner || !state.embeddings) return;
   try {
     await primeQuery(state, { query, mode });
-    const { queries, rows } = state.call("vectors_for", { query, filters, topK, mode });
+    let ahead = state.call("vectors_for", { query, filters, topK, mode });
+    for (let round = 0; ahead.missing.length && round < LOAD_ROUNDS; round++) { // a length file
+      await loadFiles(state, ahead.missing);
+      ahead = state.call("vectors_for", { query, filters, topK, mode });
+    }
+    const { queries, rows } = ahead;
     await Promise.all(queries.map((codes) => scanner.prefetch(Int8Array.from(codes), rows, true)));
   } catch (err) {
     log("warn", `a question's vectors were not fetched ahead: ${describe(err).message}`);

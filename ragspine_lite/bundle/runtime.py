@@ -46,6 +46,7 @@ from ragspine_lite.bundle.page_backend import PageBackend
 from ragspine_lite.bundle.sharded_index import ShardedIndex
 from ragspine_lite.bundle.shards import (
     BundleFiles,
+    MissingFile,
     ShardedBundle,
     bundle_facts,
     index_text_fn_of,
@@ -301,19 +302,25 @@ class BundleSearcher:
     ) -> dict[str, list[Any]]:
         """What a hybrid search for ``query`` will hand the vector scanner, once the query's
         vectors are primed (:meth:`embedding_plan`, :meth:`prime_embeddings`): ``{"queries":
-        [int8 codes per variant], "rows": [docnos of its best BM25 hits]}``, empty lists when
-        it will not scan (BM25 mode or channel, a SQLite bundle, vectors not primed). A scanner
-        that fetches its files (the worker's coarse lists) fetches them ahead with it."""
-        empty: dict[str, list[Any]] = {"queries": [], "rows": []}
+        [int8 codes per variant], "rows": [docnos of its best BM25 hits], "missing": []}``,
+        empty lists when it will not scan (BM25 mode or channel, a SQLite bundle, vectors not
+        primed); ``missing`` names a file its BM25 ranking reads and the cache lacks (provide
+        it, then ask again). A scanner that fetches its files (the worker's coarse lists)
+        fetches them ahead with it."""
+        empty: dict[str, list[Any]] = {"queries": [], "rows": [], "missing": []}
         if not isinstance(query, str) or not query.strip() or self._hybrid is None:
             return empty
         index = self._hybrid.index
         if self._resolve_mode(mode) != "hybrid" or not isinstance(index, ShardedIndex):
             return empty
-        codes, rows = index.vectors_for(
-            query, metadata_filter=parse_filters(filters), top_k=check_top_k(top_k)
-        )
-        return {"queries": [list(memoryview(c).cast("b")) for c in codes], "rows": rows}
+        try:
+            codes, rows = index.vectors_for(
+                query, metadata_filter=parse_filters(filters), top_k=check_top_k(top_k)
+            )
+        except MissingFile as missing:
+            return {**empty, "missing": [missing.path]}
+        return {"queries": [list(memoryview(c).cast("b")) for c in codes], "rows": rows,
+                "missing": []}
 
     def index_paths(self) -> list[str]:
         """The sharded bundle's term shards, text fragments, filter file, token-count and

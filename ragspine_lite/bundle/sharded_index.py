@@ -286,18 +286,15 @@ class ShardedIndex:
         when its query vectors are cached (the backend's ``plan`` asks for nothing): each
         variant's int8 codes and the docnos of its BM25 top ``RESCORED · top_k``, whose dense
         evidence the fusion reads. ``([], [])`` on a BM25 channel or without those vectors;
-        no rows while a file the BM25 ranking reads is missing."""
+        raises :class:`MissingFile` for a file the BM25 ranking reads and the cache lacks."""
         queries = self.dense_queries(query)
         plan = getattr(self.embedding_backend, "plan", None)
         if self.dense is None or not queries or plan is None or plan(queries)["texts"]:
             return [], []
+        top = self._bm25_top(query, metadata_filter, RESCORED * top_k)
         codec = self.dense.codec
         codes = [codec.encode(tuple(float(x) for x in vector))
                  for vector in embed_queries(self.embedding_backend, queries)]
-        try:
-            top = self._bm25_top(query, metadata_filter, RESCORED * top_k)
-        except MissingFile:
-            top = []
         return codes, [int(key) for key, _ in top]
 
     @retrieve_keywords()
