@@ -96,8 +96,9 @@ export interface FileLoad {
 }
 
 export interface PrefetchResult {
-  /** The files a search for the query reads that were not in memory yet (now they are). */
+  /** The index files a search for the query reads that were not in memory yet (now they are). */
   paths: string[];
+  /** Every file the prefetch loaded: those, and a hybrid search's vector lists and blocks. */
   files: FileLoad[];
   /** How often Python was asked what was still missing (shards, then result fragments). */
   rounds: number;
@@ -426,7 +427,9 @@ export declare class RagSpineLite extends EventTarget {
   denseReady(): Promise<OpenInfo>;
   search(query: string, options?: SearchOptions): Promise<Snippet[]>;
   searchDetailed(query: string, options?: DetailedSearchOptions): Promise<DetailedResults>;
-  /** Fetch what a search for `query` will read, while the visitor types (debounce it). */
+  /** Fetch what a search for `query` will read, while the visitor types (debounce it): its
+   * term shards and BM25 hits' text; in hybrid mode on a site with coarse vector lists also
+   * the query's vector and the lists and blocks its scan reads. */
   prefetch(query: string, options?: PrefetchOptions): Promise<PrefetchResult>;
   configureReranker(options?: RerankerOptions): Promise<RerankerInfo>;
   /** Run HyDE / RAG-Fusion / step-back / decomposition through the endpoint's LLM on later searches. */

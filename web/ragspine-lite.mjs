@@ -347,9 +347,12 @@ export class RagSpineLite extends EventTarget {
 
   /**
    * Fetch what a search for `query` will read (the term shards of its words and the text
-   * fragments of its best `topK` BM25 results), so the search itself finds them in memory:
-   * call it while the visitor types (debounced). Resolves to {paths, files, rounds, ms}: the
-   * files fetched and how each was loaded (a hybrid search's fragments are not prefetched).
+   * fragments of its best `topK` BM25 results; for a hybrid search on a site with coarse
+   * vector lists, also the query's vector, computed now, and the lists and blocks its scan
+   * reads), so the search itself finds them in memory: call it while the visitor types
+   * (debounced). Resolves to {paths, files, rounds, ms}: the index files asked for (`paths`)
+   * and every file fetched, vectors included, with how each was loaded (`files`); the text of
+   * hits only the dense lane finds is not prefetched.
    */
   async prefetch(query, options = {}) {
     if (typeof query !== "string") throw new RagSpineLiteError(`query must be a string, got ${typeof query}`);

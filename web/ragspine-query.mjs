@@ -69,14 +69,15 @@ async function loadFilesFor(state, { query, filters = null, topK = null }) {
   return [paths, rounds];
 }
 
-// A hybrid search's vectors on a large site, ahead: the query embedded now (the search takes
-// the vector from Python's embedding cache), then the coarse scanner's lists and blocks for it
-// and for its best BM25 hits, each round fetched together. A failure leaves them to the search.
+// A hybrid search's vectors, ahead: the query embedded now (the search takes the vector from
+// Python's embedding cache); on a large site the coarse scanner's lists and blocks for it and
+// for its best BM25 hits, each round fetched together. A failure leaves them to the search.
 async function vectorsAhead(state, { query, filters, topK, mode }) {
   const scanner = state.vectorScanner;
-  if (!scanner || !state.embeddings) return;
+  if (!state.embeddings) return;
   try {
     await primeQuery(state, { query, mode });
+    if (!scanner) return; // the exact scan's vectors are all in memory
     let ahead = state.call("vectors_for", { query, filters, topK, mode });
     for (let round = 0; ahead.missing.length && round < LOAD_ROUNDS; round++) { // a length file
       await loadFiles(state, ahead.missing);

@@ -311,3 +311,32 @@ def test_a_prefetch_while_typing_fetches_the_vectors_the_coarse_search_reads(
     same = ReplayedVectors(backend, got["vectors"])
     with BundleSearcher.from_files(DirectoryFiles(coarse_semantic), embedding_backend=same) as lazy:
         assert got["out"] == _cpython(lazy, _queries())
+
+
+PRIMED_JS = """async ([asked, unasked]) => {
+  const { RagSpineLite } = await import('./ragspine-lite.mjs');
+  const rs = await RagSpineLite.open({ bundle: './', jspi: false });
+  try {
+    await rs.denseReady();
+    await rs.prefetch(asked, { topK: 10 });
+    const after = await rs.searchDetailed(asked, { topK: 10, highlight: false });
+    const cold = await rs.searchDetailed(unasked, { topK: 10, highlight: false });
+    return [after, cold].map((r) => [r.semantic.channel, r.worker.modelMs]);
+  } finally {
+    rs.close();
+  }
+}"""
+
+
+def test_a_prefetch_runs_the_model_so_the_search_that_follows_does_not(browser, semantic_url):
+    """On an exact-scan site too, the prefetch embeds the question: the hybrid search after it
+    takes the vector from the embedding cache (no model time), a question not prefetched runs
+    the model."""
+    page = browser.new_page()
+    console = Console(page)
+    page.route("**/favicon.ico", lambda route: route.fulfill(status=204, body=""))
+    page.goto(semantic_url + "manifest.json")
+    after, cold = page.evaluate(PRIMED_JS, ["why did operating profit fall", "hk revenue"])
+    page.close()
+    assert console.messages == []
+    assert after == ["hybrid", 0] and cold[0] == "hybrid" and cold[1] > 0, (after, cold)
