@@ -500,6 +500,7 @@ class Recording:
 
 
 NOTHING = {"queries": [], "rows": [], "missing": []}
+VECTOR_DIRS = ("data/lists/", "data/vectors/")
 
 
 def test_vectors_for_names_what_the_scan_of_a_primed_query_is_given(coarse_site) -> None:
@@ -530,3 +531,21 @@ def test_vectors_for_names_what_the_scan_of_a_primed_query_is_given(coarse_site)
         with pytest.raises(ValueError, match="'fuzzy'"):
             s.vectors_for("hk revenue", mode="fuzzy")
     assert provided >= 8
+
+
+def test_files_for_a_primed_hybrid_question_names_the_fused_hits_text(coarse_site) -> None:
+    """Once a hybrid question's vector is primed, ``files_for`` ranks it as the search will
+    (fused, from memory) and names its hits' fragments and the files that ranking reads: the
+    search that follows reads vector files only."""
+    _db, root, _backend = coarse_site
+    backend = Primed(dim=48)
+    for query in hybrid_queries()[:10]:
+        files = Folder(root)
+        with BundleSearcher.from_files(files, embedding_backend=backend) as s:
+            backend.embed_texts(s.embedding_plan(query)["texts"])
+            while paths := s.files_for(query, top_k=5):
+                for path in paths:
+                    s.provide(path, files.read(path))
+            files.reads.clear()
+            assert s.search(query, top_k=5).snippets, query
+            assert [p for p in files.reads if not p.startswith(VECTOR_DIRS)] == [], query

@@ -32,9 +32,10 @@ async function search(state, args) {
   if (args.mode) request.mode = args.mode;
   if (args.postprocess) request.postprocess = args.postprocess;
   // What the query reads, fetched together (from the cache when there) before Python
-  // searches; anything else it reads (a hybrid search's fragments, an LLM's rewritten
-  // queries) is fetched synchronously.
-  await loadFilesFor(state, request);
+  // searches: its BM25 files (a hybrid search's vector files come with its vector, see
+  // ragspine-embed.mjs); anything else it reads (the text of hits only the dense lane found,
+  // an LLM's rewritten queries) is fetched as Python reads it.
+  await loadFilesFor(state, { ...request, mode: "bm25" });
   state.files.waited(); // the count starts with the search
   const result = await semanticCall(state, "search", request, { query: args.query, mode: args.mode ?? null });
   return withFiles(result, state.files.report(), state.files.waited());
@@ -45,20 +46,29 @@ async function search(state, args) {
 // itself finds it in memory. Resolves to {paths, files, rounds, ms}.
 export async function prefetch(state, { query = "", filters = null, topK = DEFAULT_TOP_K, mode = null } = {}) {
   const started = performance.now();
-  const asked = typeof query === "string" && query.trim();
-  const [paths, rounds] = asked ? await loadFilesFor(state, { query, filters, topK }) : [[], 0];
-  if (asked) await vectorsAhead(state, { query, filters, topK, mode });
+  let [paths, rounds] = [[], 0];
+  if (typeof query === "string" && query.trim()) {
+    // The BM25 files; then, for a hybrid search, its vector and vector files, and the text of
+    // its fused hits (those of the BM25 hits are in by then).
+    [paths, rounds] = await loadFilesFor(state, { query, filters, topK, mode: "bm25" });
+    if (mode !== "bm25" && (await vectorsAhead(state, { query, filters, topK, mode }))) {
+      const [more, asks] = await loadFilesFor(state, { query, filters, topK, mode });
+      paths.push(...more);
+      rounds += asks;
+    }
+  }
   state.files.totals.prefetched += paths.length;
   return { paths, files: state.files.report(), rounds, ms: Math.round((performance.now() - started) * 100) / 100 };
 }
 
 // What a search for `request` reads, loaded ahead: Python's `files_for` is asked until nothing
 // is missing (first the term shards and the filter file, then, ranked from memory, the text
-// fragments of the BM25 hits), a few rounds at most. Returns [paths, rounds].
+// fragments of the BM25 hits, or of the fused ones of a hybrid search whose vector is primed),
+// a few rounds at most. Returns [paths, rounds].
 const LOAD_ROUNDS = 3;
 
-async function loadFilesFor(state, { query, filters = null, topK = null }) {
-  const ask = { query, filters, topK }; // the same files for either mode
+async function loadFilesFor(state, { query, filters = null, topK = null, mode = null }) {
+  const ask = { query, filters, topK, mode };
   const paths = [];
   let rounds = 0;
   for (; rounds < LOAD_ROUNDS; rounds++) {
@@ -71,13 +81,14 @@ async function loadFilesFor(state, { query, filters = null, topK = null }) {
 
 // A hybrid search's vectors, ahead: the query embedded now (the search takes the vector from
 // Python's embedding cache); on a large site the coarse scanner's lists and blocks for it and
-// for its best BM25 hits, each round fetched together. A failure leaves them to the search.
+// for its best BM25 hits, each round fetched together. Returns whether the vector is primed;
+// a failure leaves the rest to the search.
 async function vectorsAhead(state, { query, filters, topK, mode }) {
   const scanner = state.vectorScanner;
-  if (!state.embeddings) return;
+  if (!state.embeddings) return false;
   try {
     await primeQuery(state, { query, mode });
-    if (!scanner) return; // the exact scan's vectors are all in memory
+    if (!scanner) return true; // the exact scan's vectors are all in memory
     let ahead = state.call("vectors_for", { query, filters, topK, mode });
     for (let round = 0; ahead.missing.length && round < LOAD_ROUNDS; round++) { // a length file
       await loadFiles(state, ahead.missing);
@@ -85,8 +96,10 @@ async function vectorsAhead(state, { query, filters, topK, mode }) {
     }
     const { queries, rows } = ahead;
     await Promise.all(queries.map((codes) => scanner.prefetch(Int8Array.from(codes), rows, true)));
+    return queries.length > 0;
   } catch (err) {
     log("warn", `a question's vectors were not fetched ahead: ${describe(err).message}`);
+    return false;
   }
 }
 

@@ -4,7 +4,7 @@
 Ops: ``search`` {query, the options of :data:`~ragspine_lite.bundle.options.SEARCH_OPTIONS`
 (filters?, topK?, ...)}; ``ingest`` {name, text, vectors?}; ``page_vectors`` {docId};
 ``check`` {name, text}; ``forget`` {docIds?}; ``documents``; ``stats``; ``files_for``
-{query, filters?, topK?}; ``vectors_for`` {query, filters?, topK?, mode?}; ``vector_shards``;
+{query, filters?, topK?, mode?}; ``vectors_for`` {query, filters?, topK?, mode?}; ``vector_shards``;
 ``configure`` {reranker, url?, token?, timeout?, check?}; ``configure_llm`` {url?, token?,
 timeout?, transform?, decompose?, adaptive?, check?}; ``embed_plan`` {query, mode?}, {texts}
 or {document: {name, text}}; ``embed`` {texts}.
@@ -40,6 +40,7 @@ def _embed_plan(searcher: Any, args: Args) -> Any:
 def _files_for(searcher: Any, args: Args) -> Any:
     return {"paths": searcher.files_for(
         args.get("query", ""), filters=args.get("filters"), top_k=args.get("topK"),
+        mode=args.get("mode"),
     )}
 
 

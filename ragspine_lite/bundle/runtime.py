@@ -276,21 +276,23 @@ class BundleSearcher:
         *,
         filters: Any = None,
         top_k: int | None = None,
+        mode: str | None = None,
     ) -> list[str]:
-        """The bundle files a search for ``query`` would read that are not cached yet (none
-        for a SQLite bundle): the postings shards of its terms (and the filter file when it
-        filters); once those are provided, with ``top_k``, the text fragments of its ``top_k``
-        BM25 hits. A hybrid search reads them too, most of its results being among them; the
-        rest depend on the query vector and come when the fusion names them. Fetch them
-        ahead, while the visitor types, and hand them to :meth:`provide`; asking again until
-        nothing is missing loads all a BM25 search reads."""
+        """The bundle files a search for ``query`` (in ``mode``) would read that are not
+        cached yet (none for a SQLite bundle): the postings shards of its terms (and the
+        filter file when it filters); once those are provided, with ``top_k``, the text
+        fragments of its ``top_k`` BM25 hits, or for a hybrid search whose query vectors are
+        primed (:meth:`vectors_for`) of its fused hits (the vector scanner fetches its own
+        files). Fetch them ahead, while the visitor types, and hand them to :meth:`provide`;
+        asking again until nothing is missing loads all the search reads."""
         if self._bundle is None or not isinstance(self._bundle.index, ShardedIndex):
             return []
         if not isinstance(query, str) or not query.strip():
             return []
-        return self._bundle.index.files_for(
-            query, metadata_filter=parse_filters(filters), top_k=top_k
-        )
+        index = self._bundle.index
+        if self._resolve_mode(mode) == "hybrid" and self._hybrid is not None:
+            index = self._hybrid.index
+        return index.files_for(query, metadata_filter=parse_filters(filters), top_k=top_k)
 
     def vectors_for(
         self,

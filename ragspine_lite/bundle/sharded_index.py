@@ -28,6 +28,7 @@ from ragspine_lite.pipeline.fusion import Fusion, Hit, default_fusion
 from ragspine_lite.pipeline.search import LEXICAL_POOL, RESCORED, Pipeline
 from ragspine_lite.pipeline.stages import (
     CHANNEL_BM25,
+    CHANNEL_HYBRID,
     DEFAULT_TOP_K,
     PostRetrievalStep,
     QueryRewriter,
@@ -254,7 +255,9 @@ class ShardedIndex:
         """The files a search for ``query`` reads and the cache lacks: the postings shards of
         its terms and, when it filters, the filter and token-count files; once those are all
         cached and ``top_k`` is given, a length file its ranking reads (one per call, ranked
-        from memory), then the text fragments of its ``top_k`` hits."""
+        from memory), then the text fragments of its ``top_k`` hits: the fused ones once its
+        query vectors are cached (a hybrid search; the scanner reads the vectors itself),
+        else the BM25 ones (most of a hybrid search's results are among them)."""
         pipeline = self._pipeline()
         terms = {t for q in pipeline.variants(query) for t in tokenize(q)}
         paths = [p for p in (self.bundle.term_path(t) for t in sorted(terms)) if p is not None]
@@ -263,35 +266,47 @@ class ShardedIndex:
         missing = self.bundle.missing(paths)
         if missing or top_k is None:
             return missing
+        dense = self._dense_lane() if self._primed(query) else None
         try:
-            ordered = self._bm25_top(query, metadata_filter, top_k)
+            ordered = self._top(query, metadata_filter, top_k, dense)
         except MissingFile as missing_file:
             return [missing_file.path]
         return self.bundle.missing(self.bundle.fragment_path(int(key)) for key, _ in ordered)
 
-    def _bm25_top(
-        self, query: str, metadata_filter: MetadataFilter | None, limit: int
+    def _primed(self, query: str) -> list[str]:
+        """The texts a hybrid search of ``query`` embeds when the backend has them all cached
+        (its ``plan`` asks for nothing), else ``[]`` (also on a BM25 channel)."""
+        queries = self.dense_queries(query)
+        plan = getattr(self.embedding_backend, "plan", None)
+        return queries if queries and plan is not None and not plan(queries)["texts"] else []
+
+    def _top(
+        self,
+        query: str,
+        metadata_filter: MetadataFilter | None,
+        limit: int,
+        dense: ShardDenseLane | None = None,
     ) -> list[Hit]:
-        """The BM25 top ``limit`` of ``query``, ranked from the files in memory (a missing
-        one raises :class:`MissingFile`)."""
+        """The top ``limit`` of ``query`` (fused with ``dense``, else BM25), ranked from the
+        files in memory (a missing one raises :class:`MissingFile`)."""
+        channel = CHANNEL_BM25 if dense is None else CHANNEL_HYBRID
         with self.bundle.planning():
-            found = self._pipeline().rank(query, self.lane, limit=limit,
-                                          metadata_filter=metadata_filter, channel=CHANNEL_BM25)
+            found = self._pipeline().rank(query, self.lane, dense, limit=limit,
+                                          metadata_filter=metadata_filter, channel=channel)
         return found[1] if found is not None else []
 
     def vectors_for(
         self, query: str, *, metadata_filter: MetadataFilter | None = None, top_k: int
     ) -> tuple[list[bytes], list[int]]:
         """What a hybrid search of ``query`` hands the vector scanner, known before it runs
-        when its query vectors are cached (the backend's ``plan`` asks for nothing): each
-        variant's int8 codes and the docnos of its BM25 top ``RESCORED · top_k``, whose dense
-        evidence the fusion reads. ``([], [])`` on a BM25 channel or without those vectors;
-        raises :class:`MissingFile` for a file the BM25 ranking reads and the cache lacks."""
-        queries = self.dense_queries(query)
-        plan = getattr(self.embedding_backend, "plan", None)
-        if self.dense is None or not queries or plan is None or plan(queries)["texts"]:
+        when its query vectors are cached: each variant's int8 codes and the docnos of its
+        BM25 top ``RESCORED · top_k``, whose dense evidence the fusion reads. ``([], [])`` on
+        a BM25 channel or without those vectors; raises :class:`MissingFile` for a file the
+        BM25 ranking reads and the cache lacks."""
+        queries = self._primed(query)
+        if self.dense is None or not queries:
             return [], []
-        top = self._bm25_top(query, metadata_filter, RESCORED * top_k)
+        top = self._top(query, metadata_filter, RESCORED * top_k)
         codec = self.dense.codec
         codes = [codec.encode(tuple(float(x) for x in vector))
                  for vector in embed_queries(self.embedding_backend, queries)]

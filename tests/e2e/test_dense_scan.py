@@ -270,11 +270,11 @@ TYPED_JS = """async ([queries, batches]) => {
     const lists = (files) => files.map((f) => f.path).filter((p) => p.startsWith('data/lists/'));
     const out = [];
     const ahead = [];  // vector files each prefetch fetched
-    const searched = [];  // vector files each search fetched after it
+    const searched = [];  // the files each search loaded after it (any)
     for (const q of queries) {
       ahead.push(lists((await rs.prefetch(q, { topK: 10 })).files));
       const r = await rs.searchDetailed(q, { topK: 10, highlight: false });
-      searched.push(lists(r.worker.files));
+      searched.push(r.worker.files.map((f) => f.path));
       const row = (s) => [s.chunk_id, s.scores.bm25, s.scores.vector, s.scores.fused];
       out.push([r.semantic.channel, r.results.map(row)]);
     }
@@ -294,8 +294,8 @@ def test_a_prefetch_while_typing_fetches_the_vectors_the_coarse_search_reads(
     browser, coarse_semantic, backend, native
 ):
     """The visitor's path: ``prefetch(q)`` embeds the question and fetches the coarse lists and
-    blocks its hybrid search reads; the search that follows fetches no vector file, and its
-    hits are CPython's for the same query vectors."""
+    blocks its hybrid search reads, then the text of its fused hits; the search that follows
+    loads no file, and its hits are CPython's for the same query vectors."""
     from _site import serving
 
     with serving(coarse_semantic) as url:
