@@ -262,9 +262,9 @@ def test_given_the_same_query_vector_the_js_coarse_scanner_gives_cpythons_hits(
     assert {channel for channel, _ in want} == {"hybrid"}
 
 
-TYPED_JS = """async ([queries, batches]) => {
+TYPED_JS = """async ([queries, batches, jspi]) => {
   const { RagSpineLite } = await import('./ragspine-lite.mjs');
-  const rs = await RagSpineLite.open({ bundle: './', jspi: true });
+  const rs = await RagSpineLite.open({ bundle: './', jspi });
   try {
     await rs.denseReady();
     const lists = (files) => files.map((f) => f.path).filter((p) => p.startsWith('data/lists/'));
@@ -290,12 +290,14 @@ TYPED_JS = """async ([queries, batches]) => {
 }"""
 
 
+@pytest.mark.parametrize("jspi", [True, False], ids=["jspi", "no-jspi"])
 def test_a_prefetch_while_typing_fetches_the_vectors_the_coarse_search_reads(
-    browser, coarse_semantic, backend, native
+    browser, coarse_semantic, backend, native, jspi
 ):
     """The visitor's path: ``prefetch(q)`` embeds the question and fetches the coarse lists and
     blocks its hybrid search reads, then the text of its fused hits; the search that follows
-    loads no file, and its hits are CPython's for the same query vectors."""
+    loads no file, and its hits are CPython's for the same query vectors. Without JSPI too:
+    the worker fetches them, not Python."""
     from _site import serving
 
     with serving(coarse_semantic) as url:
@@ -303,7 +305,7 @@ def test_a_prefetch_while_typing_fetches_the_vectors_the_coarse_search_reads(
         console = Console(page)
         page.route("**/favicon.ico", lambda route: route.fulfill(status=204, body=""))
         page.goto(url + "manifest.json")
-        got = page.evaluate(TYPED_JS, [_queries(), native[1]])
+        got = page.evaluate(TYPED_JS, [_queries(), native[1], jspi])
         page.close()
     assert console.messages == []
     assert sum(map(len, got["ahead"])) > 0, got["ahead"]
