@@ -115,7 +115,7 @@ export class SearchPanel {
 
   /** The visitor typed: fetch ahead, then search after a pause. */
   typed() {
-    this.#prefetch();
+    this.prefetch();
     this.request(false);
   }
 
@@ -486,12 +486,13 @@ export class SearchPanel {
     return Math.min(MAX_TOP_K, this.#pages * (SUBS_PER_PAGE + 1) * 2);
   }
 
-  // Fetch what the words typed so far need, so the search that follows finds it in memory.
-  #prefetch() {
+  /** Fetch what a search for `query` (default: the words typed so far) needs, after a short
+   * pause, so the search that follows finds it in memory. */
+  prefetch(query = null) {
     clearTimeout(this.#prefetchTimer);
     if (!this.#sites.length) return;
     this.#prefetchTimer = setTimeout(() => {
-      const query = this.#input.value;
+      query = query ?? this.#input.value;
       if (!query.trim()) return;
       for (const site of this.#sites) { // the search reports failures
         const topK = Math.min(this.#topK(), FIRST_TOP_K);

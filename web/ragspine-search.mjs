@@ -333,6 +333,9 @@ export class RagSpineSearch extends HTMLElement {
     for (const example of examples.map(String)) {
       const chip = el("button", { type: "button", text: example });
       chip.addEventListener("click", () => this.search(example));
+      for (const intent of ["pointerenter", "focus"]) { // a click is coming: its files first
+        chip.addEventListener(intent, () => this.#panel && this.#panel.prefetch(example));
+      }
       box.append(chip);
     }
     box.hidden = false;

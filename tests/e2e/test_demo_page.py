@@ -503,6 +503,22 @@ def test_an_example_clicked_while_booting_runs_when_ready(browser, base_url):
     assert console.messages == []
 
 
+def test_an_example_under_the_pointer_or_focus_is_prefetched_before_its_click(fresh):
+    """Hovering (or tabbing to) an example chip is intent: what its search reads is fetched
+    then, so the click finds it in memory."""
+    fetched = []  # term shards and text fragments requested
+    fresh.on("request", lambda r: fetched.append(r.url)
+             if "/data/terms/" in r.url or "/data/text/" in r.url else None)
+    chip = "ragspine-search .examples button:text-is('Hong Kong revenue growth in 2024')"
+    fresh.hover(chip)
+    fresh.wait_for_timeout(1500)
+    assert fresh.evaluate("document.body.dataset.searches || '0'") == "0"  # no search yet
+    assert fetched, "hovering the example fetched nothing"
+    fresh.click(chip)
+    fresh.wait_for_function("Number(document.body.dataset.searches || 0) > 0")
+    assert fresh.eval_on_selector_all(HITS, "els => els.length") > 0
+
+
 def _focused(page) -> str:
     """What has the keyboard focus: an id or tag, looking into the element's shadow root."""
     return page.evaluate(
