@@ -492,11 +492,11 @@ export class SearchPanel {
     clearTimeout(this.#prefetchTimer);
     if (!this.#sites.length) return;
     this.#prefetchTimer = setTimeout(() => {
-      query = query ?? this.#input.value;
-      if (!query.trim()) return;
+      const text = query ?? this.#input.value;
+      if (!text.trim()) return;
       for (const site of this.#sites) { // the search reports failures
         const topK = Math.min(this.#topK(), FIRST_TOP_K);
-        site.rs.prefetch(query, { mode: this.#mode(site), topK, filters: this.filters }).catch(() => {});
+        site.rs.prefetch(text, { mode: this.#mode(site), topK, filters: this.filters }).catch(() => {});
       }
     }, PREFETCH_MS);
   }

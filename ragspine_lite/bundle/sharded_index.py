@@ -276,9 +276,11 @@ class ShardedIndex:
     def _primed(self, query: str) -> list[str]:
         """The texts a hybrid search of ``query`` embeds when the backend has them all cached
         (its ``plan`` asks for nothing), else ``[]`` (also on a BM25 channel)."""
-        queries = self.dense_queries(query)
         plan = getattr(self.embedding_backend, "plan", None)
-        return queries if queries and plan is not None and not plan(queries)["texts"] else []
+        if self.dense is None or plan is None:
+            return []
+        queries = self.dense_queries(query)
+        return queries if queries and not plan(queries)["texts"] else []
 
     def _top(
         self,
@@ -304,7 +306,7 @@ class ShardedIndex:
         a BM25 channel or without those vectors; raises :class:`MissingFile` for a file the
         BM25 ranking reads and the cache lacks."""
         queries = self._primed(query)
-        if self.dense is None or not queries:
+        if not queries or self.dense is None:
             return [], []
         top = self._top(query, metadata_filter, RESCORED * top_k)
         codec = self.dense.codec
