@@ -187,15 +187,18 @@ function checkVersion(found, url) {
 // synchronous XMLHttpRequest (allowed in workers; Python cannot await). Before a search the
 // worker asks Python which files the query needs (`files_for`), fetches them together through
 // the Cache API and provides them (`searcher.provide`). Python checks the sha256 in every file
-// name; files read synchronously are added to the cache after the request, so a return visit
-// reads them from the cache too. Names carry content hashes: a cached file never goes stale.
+// name. Every file read is added to the cache once the worker fetches nothing for a moment (a
+// write during a search slows its fetches), so a return visit reads them from the cache too.
+// Names carry content hashes: a cached file never goes stale.
 
 // The worker's side of the bundle's files: `reader` is what Python's BundleFiles wraps.
+const STORE_AFTER_MS = 100;
 export class BundleFiles {
   #manifest;
   #bundleURL;
   #cache;
-  #toStore = []; // [path, bytes] read synchronously, for the cache
+  #toStore = []; // [path, bytes, checked] read or fetched, for the cache once fetching pauses
+  #storeTimer = null;
   #inCache = null; // the URLs the Cache API held when learnCached() asked (null: not asked)
   #loads = []; // what this request loaded: {path, bytes, from}
 
@@ -228,7 +231,7 @@ export class BundleFiles {
       throw this.#ifGone(path, err);
     }
     this.#record(path, bytes, "sync");
-    if (this.#cache) this.#toStore.push([path, bytes]);
+    this.#keep(path, bytes, false);
     return bytes;
   }
 
@@ -270,7 +273,7 @@ export class BundleFiles {
     }
     await verify(this.#manifest, path, bytes);
     note(bytes, "network");
-    if (this.#cache) this.#keep(path, bytes, sha);
+    this.#keep(path, bytes, true);
     return bytes;
   }
 
@@ -292,17 +295,29 @@ export class BundleFiles {
     return ms;
   }
 
-  // What the current request loaded ({path, bytes, from} each); starts the next request's list
-  // and stores the synchronously read files in the cache (in the background, checked).
+  // What the current request loaded ({path, bytes, from} each); starts the next request's list.
   report() {
     const done = this.#loads;
     this.#loads = [];
-    for (const [path, bytes] of this.#toStore.splice(0)) {
-      verify(this.#manifest, path, bytes)
+    return done;
+  }
+
+  // Files go to the cache once the worker has fetched nothing for STORE_AFTER_MS: a write
+  // competes with the fetches of the request under way (about 24 ms of a cold hybrid question
+  // at 100k chunks, docs/hybrid.md). Those read synchronously are checked first.
+  #keep(path, bytes, checked) {
+    if (!this.#cache) return;
+    this.#toStore.push([path, bytes, checked]);
+    clearTimeout(this.#storeTimer);
+    this.#storeTimer = setTimeout(() => this.#store(), STORE_AFTER_MS);
+  }
+
+  #store() {
+    for (const [path, bytes, checked] of this.#toStore.splice(0)) {
+      (checked ? Promise.resolve() : verify(this.#manifest, path, bytes))
         .then(() => putCached(this.#cache, this.#bundleURL + path, expectedSha(this.#manifest, path), bytes))
         .catch((err) => log("warn", `${path} was not cached: ${describe(err).message}`));
     }
-    return done;
   }
 
   #record(path, bytes, from) {
@@ -315,11 +330,6 @@ export class BundleFiles {
   #ifGone(path, err) {
     if (isGone(path, err)) this.gone = path;
     return err;
-  }
-
-  #keep(path, bytes, sha) {
-    putCached(this.#cache, this.#bundleURL + path, sha, bytes)
-      .catch((err) => log("warn", `${path} was not cached: ${describe(err).message}`));
   }
 }
 

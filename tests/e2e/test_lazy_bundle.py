@@ -221,15 +221,19 @@ def test_a_return_visit_reads_every_file_from_the_cache(browser, wide_url, wide)
         assert cold["files"] and {f["from"] for f in cold["files"]} <= {"network", "sync"}
         cache_name = f"ragspine-lite:{wide_url}"
         paths = [f["path"] for f in cold["files"]]
-        # Files read synchronously are stored in the background: wait until all are there.
-        first.page.wait_for_function(
+        # The files go to the cache once the worker stops fetching: wait until all are there
+        # (an async predicate would not do: wait_for_function takes its promise as true).
+        first.page.evaluate(
             """async ([name, base, paths]) => {
               const cache = await caches.open(name);
-              for (const p of paths) if (!(await cache.match(base + p))) return false;
-              return true;
+              for (let tries = 0; tries < 100; tries++) {
+                const found = await Promise.all(paths.map((p) => cache.match(base + p)));
+                if (found.every(Boolean)) return;
+                await new Promise((done) => setTimeout(done, 100));
+              }
+              throw new Error("the search's files never reached the cache");
             }""",
-            arg=[cache_name, wide_url, paths],
-            polling=100,
+            [cache_name, wide_url, paths],
         )
         first.page.reload()
         first.requests.clear()

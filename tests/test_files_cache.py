@@ -1,0 +1,37 @@
+"""The worker's runtime cache is written once fetching pauses, not while a search fetches.
+
+A Cache API write competes with the fetches of the request under way (a cold hybrid question
+at 100k chunks spent about 24 ms more with writes as files arrived, docs/hybrid.md). Runs
+``web/ragspine-files.mjs``'s ``BundleFiles`` under Node with a counting cache
+(``tests/_files_node.mjs``); the return visit served from the real Cache API is
+``tests/e2e/test_lazy_bundle.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.cpython_only
+
+REPO = Path(__file__).resolve().parents[1]
+DRIVER = REPO / "tests" / "_files_node.mjs"
+NODE = shutil.which("node")
+
+
+def _fetch_in_a_row(gap_ms: int, count: int) -> dict:
+    if NODE is None:
+        pytest.fail("node is not installed: .ci/run installs it (see README)")
+    done = subprocess.run([NODE, str(DRIVER), str(gap_ms), str(count)], capture_output=True,
+                          text=True, timeout=60, check=True)
+    return json.loads(done.stdout)
+
+
+def test_files_fetched_in_a_row_are_cached_only_once_fetching_pauses() -> None:
+    found = _fetch_in_a_row(gap_ms=20, count=6)
+    assert found["during"] == 0, found
+    assert found["after"] == found["expected"] and found["files"] == 6
