@@ -1,14 +1,20 @@
 // Test driver: web/ragspine-files.mjs's BundleFiles under Node, with a counting Cache API and a
-// slow network, for tests/test_files_cache.py. Prints {writes, during, after, files}: the
-// paths written to the cache while the worker was still fetching (`during`), and once it had
-// fetched nothing for a while (`after`).
+// slow network, for tests/test_files_cache.py.
+//
+//   node tests/_files_node.mjs GAP_MS COUNT idle|report
+//
+// fetches COUNT files GAP_MS apart, then (`report`) ends the request or (`idle`) does not, and
+// prints {files, during, after, expected}: how many were written to the cache while the worker
+// was still fetching, and which were written within 50 ms after the last fetch (`report`) or
+// within 400 ms (`idle`).
 import { createHash } from "node:crypto";
 
 globalThis.self = globalThis;
 self.postMessage = () => {};
 const { BundleFiles } = await import("../web/ragspine-files.mjs");
 
-const [gapMs, count] = process.argv.slice(2).map(Number);
+const [gapMs, count] = process.argv.slice(2, 4).map(Number);
+const ending = process.argv[4];
 const sleep = (ms) => new Promise((done) => setTimeout(done, ms));
 const bodies = new Map();
 for (let i = 0; i < count; i++) {
@@ -34,7 +40,8 @@ for (const url of bodies.keys()) {
   await sleep(gapMs);
 }
 fetching = false;
-await sleep(400);
+if (ending === "report") files.report();
+await sleep(ending === "report" ? 50 : 400);
 process.stdout.write(JSON.stringify({
   files: bodies.size,
   during: written.filter((w) => w.fetching).length,

@@ -187,8 +187,8 @@ function checkVersion(found, url) {
 // synchronous XMLHttpRequest (allowed in workers; Python cannot await). Before a search the
 // worker asks Python which files the query needs (`files_for`), fetches them together through
 // the Cache API and provides them (`searcher.provide`). Python checks the sha256 in every file
-// name. Every file read is added to the cache once the worker fetches nothing for a moment (a
-// write during a search slows its fetches), so a return visit reads them from the cache too.
+// name. Every file read is added to the cache after its request (a write during a search slows
+// the search's fetches), so a return visit reads them from the cache too.
 // Names carry content hashes: a cached file never goes stale.
 
 // The worker's side of the bundle's files: `reader` is what Python's BundleFiles wraps.
@@ -296,20 +296,27 @@ export class BundleFiles {
   }
 
   // What the current request loaded ({path, bytes, from} each); starts the next request's list.
+  // The files it read go to the cache now, between requests (see #keep).
   report() {
     const done = this.#loads;
     this.#loads = [];
+    this.#storeAfter(0);
     return done;
   }
 
-  // Files go to the cache once the worker has fetched nothing for STORE_AFTER_MS: a write
-  // competes with the fetches of the request under way (about 24 ms of a cold hybrid question
-  // at 100k chunks, docs/hybrid.md). Those read synchronously are checked first.
+  // Files go to the cache between requests (report), or once the worker has fetched nothing
+  // for STORE_AFTER_MS (at boot): a write competes with the fetches of the request under way
+  // (about 24 ms of a cold hybrid question at 100k chunks, docs/hybrid.md). Those read
+  // synchronously are checked first.
   #keep(path, bytes, checked) {
     if (!this.#cache) return;
     this.#toStore.push([path, bytes, checked]);
+    this.#storeAfter(STORE_AFTER_MS);
+  }
+
+  #storeAfter(ms) {
     clearTimeout(this.#storeTimer);
-    this.#storeTimer = setTimeout(() => this.#store(), STORE_AFTER_MS);
+    if (this.#toStore.length) this.#storeTimer = setTimeout(() => this.#store(), ms);
   }
 
   #store() {
