@@ -1,20 +1,18 @@
 // Test driver: web/ragspine-files.mjs's BundleFiles under Node, with a counting Cache API and a
 // slow network, for tests/test_files_cache.py.
 //
-//   node tests/_files_node.mjs GAP_MS COUNT idle|report
+//   node tests/_files_node.mjs GAP_MS COUNT REPORT_EVERY
 //
-// fetches COUNT files GAP_MS apart, then (`report`) ends the request or (`idle`) does not, and
-// prints {files, during, after, expected}: how many were written to the cache while the worker
-// was still fetching, and which were written within 50 ms after the last fetch (`report`) or
-// within 400 ms (`idle`).
+// fetches COUNT files GAP_MS apart, ending a request (`report()`) after every REPORT_EVERY of
+// them (0: never), and prints {files, during, after, expected}: how many were written to the
+// cache while the worker was still fetching, and which were written in the second after.
 import { createHash } from "node:crypto";
 
 globalThis.self = globalThis;
 self.postMessage = () => {};
 const { BundleFiles } = await import("../web/ragspine-files.mjs");
 
-const [gapMs, count] = process.argv.slice(2, 4).map(Number);
-const ending = process.argv[4];
+const [gapMs, count, reportEvery] = process.argv.slice(2).map(Number);
 const sleep = (ms) => new Promise((done) => setTimeout(done, ms));
 const bodies = new Map();
 for (let i = 0; i < count; i++) {
@@ -35,13 +33,14 @@ const cache = {
   put: async (url) => { written.push({ url, fetching }); },
 };
 const files = new BundleFiles({ files: {} }, "https://site.example/", cache);
+let fetched = 0;
 for (const url of bodies.keys()) {
   await files.fetch(url.slice("https://site.example/".length));
+  if (reportEvery && ++fetched % reportEvery === 0) files.report();
   await sleep(gapMs);
 }
 fetching = false;
-if (ending === "report") files.report();
-await sleep(ending === "report" ? 50 : 400);
+await sleep(1000);
 process.stdout.write(JSON.stringify({
   files: bodies.size,
   during: written.filter((w) => w.fetching).length,

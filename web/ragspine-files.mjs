@@ -187,18 +187,20 @@ function checkVersion(found, url) {
 // synchronous XMLHttpRequest (allowed in workers; Python cannot await). Before a search the
 // worker asks Python which files the query needs (`files_for`), fetches them together through
 // the Cache API and provides them (`searcher.provide`). Python checks the sha256 in every file
-// name. Every file read is added to the cache after its request (a write during a search slows
-// the search's fetches), so a return visit reads them from the cache too.
+// name. Every file read is added to the cache once the worker is idle (a write during a search
+// slows the search's fetches), so a return visit reads them from the cache too.
 // Names carry content hashes: a cached file never goes stale.
 
 // The worker's side of the bundle's files: `reader` is what Python's BundleFiles wraps.
-const STORE_AFTER_MS = 100;
+const STORE_AFTER_MS = 300; // quiet time before the files read go to the cache
+const STORE_HELD_BYTES = 8 << 20; // … or as much held
 export class BundleFiles {
   #manifest;
   #bundleURL;
   #cache;
   #toStore = []; // [path, bytes, checked] read or fetched, for the cache once fetching pauses
   #storeTimer = null;
+  #heldBytes = 0; // of #toStore
   #inCache = null; // the URLs the Cache API held when learnCached() asked (null: not asked)
   #loads = []; // what this request loaded: {path, bytes, from}
 
@@ -296,21 +298,22 @@ export class BundleFiles {
   }
 
   // What the current request loaded ({path, bytes, from} each); starts the next request's list.
-  // The files it read go to the cache now, between requests (see #keep).
   report() {
     const done = this.#loads;
     this.#loads = [];
-    this.#storeAfter(0);
+    this.#storeAfter(this.#heldBytes > STORE_HELD_BYTES ? 0 : STORE_AFTER_MS);
     return done;
   }
 
-  // Files go to the cache between requests (report), or once the worker has fetched nothing
-  // for STORE_AFTER_MS (at boot): a write competes with the fetches of the request under way
-  // (about 24 ms of a cold hybrid question at 100k chunks, docs/hybrid.md). Those read
-  // synchronously are checked first.
+  // The files read go to the cache once the worker has fetched nothing and answered nothing
+  // for STORE_AFTER_MS (while the visitor reads, not while they type or a caller searches on),
+  // or after a request once STORE_HELD_BYTES wait: a write competes with the fetches of the
+  // request under way (about 24 ms of a cold hybrid question at 100k chunks, docs/hybrid.md).
+  // Those read synchronously are checked first.
   #keep(path, bytes, checked) {
     if (!this.#cache) return;
     this.#toStore.push([path, bytes, checked]);
+    this.#heldBytes += bytes.length;
     this.#storeAfter(STORE_AFTER_MS);
   }
 
@@ -320,6 +323,7 @@ export class BundleFiles {
   }
 
   #store() {
+    this.#heldBytes = 0;
     for (const [path, bytes, checked] of this.#toStore.splice(0)) {
       (checked ? Promise.resolve() : verify(this.#manifest, path, bytes))
         .then(() => putCached(this.#cache, this.#bundleURL + path, expectedSha(this.#manifest, path), bytes))
