@@ -191,14 +191,15 @@ function checkVersion(found, url) {
 // slows the search's fetches), so a return visit reads them from the cache too.
 // Names carry content hashes: a cached file never goes stale.
 
-// The worker's side of the bundle's files: `reader` is what Python's BundleFiles wraps.
-const STORE_AFTER_MS = 300; // quiet time before the files read go to the cache
+const STORE_AFTER_MS = 300; // the worker's idle time before the files read go to the cache
 const STORE_HELD_BYTES = 8 << 20; // … or as much held
+
+// The worker's side of the bundle's files: `reader` is what Python's BundleFiles wraps.
 export class BundleFiles {
   #manifest;
   #bundleURL;
   #cache;
-  #toStore = []; // [path, bytes, checked] read or fetched, for the cache once fetching pauses
+  #toStore = []; // [path, bytes, checked] read or fetched, for the cache once the worker is idle
   #storeTimer = null;
   #heldBytes = 0; // of #toStore
   #inCache = null; // the URLs the Cache API held when learnCached() asked (null: not asked)

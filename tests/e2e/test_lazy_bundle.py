@@ -221,7 +221,7 @@ def test_a_return_visit_reads_every_file_from_the_cache(browser, wide_url, wide)
         assert cold["files"] and {f["from"] for f in cold["files"]} <= {"network", "sync"}
         cache_name = f"ragspine-lite:{wide_url}"
         paths = [f["path"] for f in cold["files"]]
-        # The files go to the cache once the worker stops fetching: wait until all are there
+        # The files go to the cache once the worker is idle: wait until all are there
         # (an async predicate would not do: wait_for_function takes its promise as true).
         first.page.evaluate(
             """async ([name, base, paths]) => {
