@@ -22,6 +22,7 @@ from ragspine_lite.bundle import coarse
 from ragspine_lite.bundle.coarse import CoarseScanner, build_lists, open_scanner, write_vectors
 from ragspine_lite.bundle.dense import ShardScanner, stored_codes
 from ragspine_lite.bundle.manifest import BundleFormatError
+from ragspine_lite.bundle.options import SEARCH_DEFAULTS
 from ragspine_lite.bundle.runtime import BundleSearcher
 from ragspine_lite.bundle.shards import DirectoryFiles, ShardedBundle
 from ragspine_lite.vector.quantize import Int8Codec, numpy_or_none
@@ -527,6 +528,9 @@ def test_vectors_for_names_what_the_scan_of_a_primed_query_is_given(coarse_site)
             assert [signed(codes) for codes, _ in scanner.scans] == ahead["queries"], query
             assert ahead["rows"] and set(ahead["rows"]) <= set(scanner.scans[0][1]), query
             assert s.vectors_for(query, top_k=5, mode="bm25") == NOTHING
+            unset = json.loads(s.dispatch("vectors_for", json.dumps({"query": query,
+                                                                     "topK": None})))
+            assert unset == s.vectors_for(query, top_k=SEARCH_DEFAULTS["top_k"]), query
         assert s.vectors_for("  ") == NOTHING
         with pytest.raises(ValueError, match="'fuzzy'"):
             s.vectors_for("hk revenue", mode="fuzzy")

@@ -45,10 +45,9 @@ def _files_for(searcher: Any, args: Args) -> Any:
 
 
 def _vectors_for(searcher: Any, args: Args) -> Any:
-    top_k = args.get("topK")
     return searcher.vectors_for(
-        args.get("query", ""), filters=args.get("filters"), mode=args.get("mode"),
-        **({} if top_k is None else {"top_k": top_k}),
+        args.get("query", ""), filters=args.get("filters"), top_k=args.get("topK"),
+        mode=args.get("mode"),
     )
 
 

@@ -265,10 +265,15 @@ class BundleSearcher:
     def use_scanner(self, scanner: DenseScanner) -> None:
         """Scan the sharded vectors with ``scanner`` from now on (the worker hands over its
         JavaScript scanner once the shards are in; the results stay the same integers)."""
-        index = self._hybrid.index if self._hybrid is not None else None
-        if not isinstance(index, ShardedIndex) or index.dense is None:
+        index = self._hybrid_sharded()
+        if index is None or index.dense is None:
             raise ValueError("this searcher has no sharded vectors to scan")
         index.dense.scanner = scanner
+
+    def _hybrid_sharded(self) -> ShardedIndex | None:
+        """The hybrid lane's sharded index (``None``: no vectors, or a SQLite bundle)."""
+        index = self._hybrid.index if self._hybrid is not None else None
+        return index if isinstance(index, ShardedIndex) else None
 
     def files_for(
         self,
@@ -289,9 +294,8 @@ class BundleSearcher:
             return []
         if not isinstance(query, str) or not query.strip():
             return []
-        index = self._bundle.index
-        if self._resolve_mode(mode) == "hybrid" and self._hybrid is not None:
-            index = self._hybrid.index
+        hybrid = self._hybrid_sharded() if self._resolve_mode(mode) == "hybrid" else None
+        index = hybrid or self._bundle.index
         return index.files_for(query, metadata_filter=parse_filters(filters), top_k=top_k)
 
     def vectors_for(
@@ -299,7 +303,7 @@ class BundleSearcher:
         query: str,
         *,
         filters: Any = None,
-        top_k: int = SEARCH_DEFAULTS["top_k"],
+        top_k: int | None = None,
         mode: str | None = None,
     ) -> dict[str, list[Any]]:
         """What a hybrid search for ``query`` will hand the vector scanner, once the query's
@@ -308,16 +312,17 @@ class BundleSearcher:
         empty lists when it will not scan (BM25 mode or channel, a SQLite bundle, vectors not
         primed); ``missing`` names a file its BM25 ranking reads and the cache lacks (provide
         it, then ask again). A scanner that fetches its files (the worker's coarse lists)
-        fetches them ahead with it."""
+        fetches them ahead with it. ``top_k``: the search's (``None``: the default)."""
         empty: dict[str, list[Any]] = {"queries": [], "rows": [], "missing": []}
-        if not isinstance(query, str) or not query.strip() or self._hybrid is None:
+        index = self._hybrid_sharded()
+        if not isinstance(query, str) or not query.strip() or index is None:
             return empty
-        index = self._hybrid.index
-        if self._resolve_mode(mode) != "hybrid" or not isinstance(index, ShardedIndex):
+        if self._resolve_mode(mode) != "hybrid":
             return empty
+        top_k = check_top_k(SEARCH_DEFAULTS["top_k"] if top_k is None else top_k)
         try:
             codes, rows = index.vectors_for(
-                query, metadata_filter=parse_filters(filters), top_k=check_top_k(top_k)
+                query, metadata_filter=parse_filters(filters), top_k=top_k
             )
         except MissingFile as missing:
             return {**empty, "missing": [missing.path]}
