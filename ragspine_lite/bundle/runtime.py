@@ -295,7 +295,7 @@ class BundleSearcher:
         if not isinstance(query, str) or not query.strip():
             return []
         hybrid = self._hybrid_sharded() if self._resolve_mode(mode) == "hybrid" else None
-        index = hybrid or self._bundle.index
+        index = hybrid if hybrid is not None else self._bundle.index
         return index.files_for(query, metadata_filter=parse_filters(filters), top_k=top_k)
 
     def vectors_for(
@@ -315,9 +315,8 @@ class BundleSearcher:
         fetches them ahead with it. ``top_k``: the search's (``None``: the default)."""
         empty: dict[str, list[Any]] = {"queries": [], "rows": [], "missing": []}
         index = self._hybrid_sharded()
-        if not isinstance(query, str) or not query.strip() or index is None:
-            return empty
-        if self._resolve_mode(mode) != "hybrid":
+        blank = not isinstance(query, str) or not query.strip()
+        if blank or index is None or self._resolve_mode(mode) != "hybrid":
             return empty
         top_k = check_top_k(SEARCH_DEFAULTS["top_k"] if top_k is None else top_k)
         try:
